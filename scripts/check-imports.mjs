@@ -1,0 +1,90 @@
+#!/usr/bin/env node
+// Enforces the one-way import order of DESIGN.md §2 and that every bare import in a package's
+// sources is declared in that package's package.json. Runs as part of `pnpm lint`.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import { join, relative } from 'node:path';
+
+const root = new URL('..', import.meta.url).pathname;
+// Which @flowgrpo packages each package may import (the layering; transitive deps included).
+const allowed = {
+  '@flowgrpo/core': [],
+  '@flowgrpo/grpo': ['@flowgrpo/core'],
+  '@flowgrpo/reward': ['@flowgrpo/core'],
+  '@flowgrpo/tools': ['@flowgrpo/core'],
+  '@flowgrpo/agent': ['@flowgrpo/core', '@flowgrpo/grpo', '@flowgrpo/reward', '@flowgrpo/tools'],
+  '@flowgrpo/trainer': [
+    '@flowgrpo/core',
+    '@flowgrpo/grpo',
+    '@flowgrpo/reward',
+    '@flowgrpo/tools',
+    '@flowgrpo/agent',
+  ],
+  '@flowgrpo/cli': [
+    '@flowgrpo/core',
+    '@flowgrpo/grpo',
+    '@flowgrpo/reward',
+    '@flowgrpo/tools',
+    '@flowgrpo/agent',
+    '@flowgrpo/trainer',
+  ],
+};
+const builtins = new Set([...builtinModules, ...builtinModules.map((m) => `node:${m}`)]);
+
+function* tsFiles(dir) {
+  let entries;
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of entries) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) yield* tsFiles(p);
+    else if (/\.(ts|mts)$/.test(name)) yield p;
+  }
+}
+
+const problems = [];
+for (const folder of readdirSync(join(root, 'packages'))) {
+  const dir = join(root, 'packages', folder);
+  let pkg;
+  try {
+    pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  } catch {
+    continue;
+  }
+  const declared = new Set([
+    ...Object.keys(pkg.dependencies ?? {}),
+    ...Object.keys(pkg.peerDependencies ?? {}),
+    ...Object.keys(pkg.optionalDependencies ?? {}),
+  ]);
+  const devDeclared = new Set([...declared, ...Object.keys(pkg.devDependencies ?? {})]);
+  const layer = allowed[pkg.name];
+  if (!layer) problems.push(`${pkg.name}: not in the layering table of scripts/check-imports.mjs`);
+  for (const sub of ['src', 'test', 'bench']) {
+    for (const file of tsFiles(join(dir, sub))) {
+      const text = readFileSync(file, 'utf8');
+      const re =
+        /(?:^|[\s;])(?:import|export)\s[^'";]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/gm;
+      for (const m of text.matchAll(re)) {
+        const spec = m[1] ?? m[2];
+        if (spec.startsWith('.') || builtins.has(spec)) continue;
+        const name = spec.startsWith('@')
+          ? spec.split('/').slice(0, 2).join('/')
+          : spec.split('/')[0];
+        const where = relative(root, file);
+        if (name === pkg.name) problems.push(`${where}: imports its own package by name`);
+        else if (name.startsWith('@flowgrpo/') && layer && !layer.includes(name))
+          problems.push(`${where}: ${pkg.name} may not import ${name} (DESIGN.md §2)`);
+        else if (!(sub === 'src' ? declared : devDeclared).has(name) && name !== 'vitest')
+          problems.push(`${where}: imports '${name}', not declared in ${folder}/package.json`);
+      }
+    }
+  }
+}
+if (problems.length) {
+  console.error(`check-imports: ${problems.length} problem(s)\n${problems.join('\n')}`);
+  process.exit(1);
+}
+console.log('check-imports: package layering and declared dependencies OK');

@@ -1,0 +1,30 @@
+// The single list of test projects. Vitest 4 no longer reads this file by itself:
+// vitest.config.ts imports `projects` from here.
+import type { TestProjectInlineConfiguration } from 'vitest/config';
+
+// Resolve sibling workspace packages from their TypeScript sources (see each package.json's
+// "@flowgrpo/source" export condition), so tests never need a build first.
+const sourceConditions = ['@flowgrpo/source', 'module', 'node', 'development|production'];
+
+function pkg(
+  name: string,
+  dir: string,
+  extra: { testTimeout?: number } = {},
+): TestProjectInlineConfiguration {
+  return {
+    extends: true,
+    resolve: { conditions: sourceConditions },
+    ssr: { resolve: { conditions: sourceConditions, externalConditions: ['@flowgrpo/source'] } },
+    test: {
+      name,
+      root: dir,
+      include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
+      testTimeout: extra.testTimeout ?? 20_000,
+    },
+  };
+}
+
+export const projects: TestProjectInlineConfiguration[] = [
+  pkg('core', 'packages/core'),
+  pkg('grpo', 'packages/grpo-math'),
+];
