@@ -27,4 +27,9 @@ function pkg(
 export const projects: TestProjectInlineConfiguration[] = [
   pkg('core', 'packages/core'),
   pkg('grpo', 'packages/grpo-math'),
+  pkg('reward', 'packages/reward-judge'),
+  pkg('tools', 'packages/tools'),
+  pkg('agent', 'packages/agent-solver'),
+  pkg('trainer', 'packages/trainer-cuda', { testTimeout: 120_000 }),
+  pkg('cli', 'packages/cli', { testTimeout: 120_000 }),
 ];
