@@ -1,1 +1,4 @@
 export * from './errors.js';
+export * from './llm.js';
+export * from './sample-row.js';
+export * from './trajectory.js';
