@@ -1,0 +1,14 @@
+export * from './advantages.js';
+export * from './aggregation.js';
+export type { FloatArray, IndexArray, MaskArray } from './arrays.js';
+export * from './broadcast.js';
+export * from './errors.js';
+export * from './filters.js';
+export type { GroupStats, Groups } from './groups.js';
+export { groupStats, unbiasedStd } from './groups.js';
+export * from './grpo-loss.js';
+export * from './kl.js';
+export * from './metrics.js';
+export * from './packed-tokens.js';
+export type { ClipOptions, TokenPolicyLoss } from './policy-loss.js';
+export { clampLogRatio, LOG_RATIO_CLAMP, policyRatio, tokenPolicyLoss } from './policy-loss.js';
