@@ -1,0 +1,2 @@
+// Public API of @flowgrpo/trainer.
+export * from './onnx/index.js';
