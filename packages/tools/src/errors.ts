@@ -1,0 +1,103 @@
+import { FlowGrpoError, type FlowGrpoErrorOptions } from '@flowgrpo/core';
+
+/** Base class of every error raised by @flowgrpo/tools. */
+export class ToolError extends FlowGrpoError {
+  static override readonly code: string = 'TOOL_ERROR';
+  readonly toolName: string | undefined;
+  constructor(message: string, fields: { toolName?: string } = {}, options?: FlowGrpoErrorOptions) {
+    super(message, options);
+    this.toolName = fields.toolName;
+  }
+}
+
+/** The registry has no tool of that name (or it is disabled); `available` lists the ones it has. */
+export class ToolNotFoundError extends ToolError {
+  static override readonly code = 'TOOL_NOT_FOUND';
+  readonly available: readonly string[];
+  constructor(toolName: string, available: readonly string[]) {
+    super(`Tool '${toolName}' not found. Available tools: ${available.join(', ') || '(none)'}`, {
+      toolName,
+    });
+    this.available = available;
+  }
+}
+
+export interface ToolInputIssue {
+  path: string;
+  message: string;
+}
+
+/** The input given to a tool does not match its schema; `issues` are zod's, flattened. */
+export class ToolInputError extends ToolError {
+  static override readonly code = 'TOOL_INPUT_INVALID';
+  readonly issues: readonly ToolInputIssue[];
+  readonly input: unknown;
+  constructor(
+    toolName: string,
+    issues: readonly ToolInputIssue[],
+    input: unknown,
+    options?: FlowGrpoErrorOptions,
+  ) {
+    const detail = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+    super(`Invalid input for tool '${toolName}': ${detail}`, { toolName }, options);
+    this.issues = issues;
+    this.input = input;
+  }
+}
+
+/** A tool ran past its time limit and was stopped. */
+export class ToolTimeoutError extends ToolError {
+  static override readonly code = 'TOOL_TIMEOUT';
+  readonly timeoutMs: number;
+  constructor(toolName: string, timeoutMs: number) {
+    super(`Tool '${toolName}' timed out after ${timeoutMs} ms`, { toolName });
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** The caller aborted the tool call through its AbortSignal. */
+export class ToolAbortedError extends ToolError {
+  static override readonly code = 'TOOL_ABORTED';
+  constructor(toolName: string | undefined, options?: FlowGrpoErrorOptions) {
+    super(`Tool${toolName ? ` '${toolName}'` : ''} call was aborted`, { toolName }, options);
+  }
+}
+
+/** An expression given to the calculator is malformed or cannot be evaluated. */
+export class CalculatorError extends ToolError {
+  static override readonly code = 'CALCULATOR_ERROR';
+  /** Character offset in the expression where the problem was found, when known. */
+  readonly position: number | undefined;
+  constructor(message: string, position?: number) {
+    super(position === undefined ? message : `${message} (at position ${position})`);
+    this.position = position;
+  }
+}
+
+/** A URL was refused before any request: bad scheme, or a private / loopback / link-local host. */
+export class UrlPolicyError extends ToolError {
+  static override readonly code = 'URL_POLICY_VIOLATION';
+  readonly url: string;
+  readonly addresses: readonly string[];
+  constructor(message: string, fields: { url: string; addresses?: readonly string[] }) {
+    super(message);
+    this.url = fields.url;
+    this.addresses = fields.addresses ?? [];
+  }
+}
+
+/** An HTTP request made by a tool failed (network error, non-2xx status, body too large, bad JSON). */
+export class HttpRequestError extends ToolError {
+  static override readonly code = 'HTTP_REQUEST_FAILED';
+  readonly url: string;
+  readonly status: number | undefined;
+  constructor(
+    message: string,
+    fields: { url: string; status?: number },
+    options?: FlowGrpoErrorOptions,
+  ) {
+    super(message, {}, options);
+    this.url = fields.url;
+    this.status = fields.status;
+  }
+}

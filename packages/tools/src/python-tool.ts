@@ -1,0 +1,125 @@
+import { z } from 'zod';
+import { type PythonLimits, type PythonRunResult, runPython } from './python-sandbox.js';
+import { elapsedMs, failureResult, type Tool, type ToolContext, type ToolResult } from './tool.js';
+import { Workspace } from './workspace.js';
+
+export interface PythonToolOptions {
+  name?: string;
+  /** Timeout when the input gives none, in seconds. Default 10 (as the seeds' python tool). */
+  defaultTimeoutSeconds?: number;
+  /** Largest timeout the input may ask for, in seconds. Default 30. */
+  maxTimeoutSeconds?: number;
+  maxOutputBytes?: number;
+  limits?: PythonLimits;
+  python?: string;
+}
+
+export interface PythonToolInput {
+  code: string;
+  timeout?: number | undefined;
+}
+
+/** Takes the code out of a ```python fence when the model wrapped it in one. */
+export function extractPythonCode(text: string): string {
+  const fence = /```(?:python|py)?[^\S\n]*\n([\s\S]*?)```/i.exec(text);
+  return (fence ? fence[1]! : text).replace(/^\n+|\s+$/g, '');
+}
+
+function summarize(run: PythonRunResult, timeoutSeconds: number): string | undefined {
+  if (run.timedOut) return `Execution timed out after ${timeoutSeconds} s and was killed`;
+  if (run.outputLimitExceeded) return 'Execution was killed: it wrote too much output';
+  if (run.signal === 'SIGXCPU') return 'Execution exceeded its CPU-time limit';
+  if (run.signal) return `Execution was killed by ${run.signal}`;
+  if (run.exitCode !== 0) {
+    const lastLine = run.stderr.trimEnd().split('\n').at(-1) ?? '';
+    return `Python exited with code ${run.exitCode}${lastLine ? `: ${lastLine}` : ''}`;
+  }
+  return undefined;
+}
+
+/**
+ * Runs model-written Python in a sandboxed `python3 -I` subprocess (see `runPython`) inside the
+ * call's workspace, or a temporary one removed afterwards. Output is
+ * `{ stdout, stderr, exit_code, timed_out }`.
+ */
+export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonToolInput> {
+  const defaultTimeout = options.defaultTimeoutSeconds ?? 10;
+  const maxTimeout = options.maxTimeoutSeconds ?? 30;
+  const inputSchema = z.object({
+    code: z.string().min(1, 'code must not be empty'),
+    timeout: z.number().positive().max(maxTimeout).optional(),
+  });
+  return {
+    name: options.name ?? 'Python_Code_Generator_Tool',
+    description:
+      'Executes a Python 3 code snippet and returns what it printed. Use it for arithmetic, ' +
+      'math and logic problems; print the final result.',
+    inputSchema,
+    metadata: {
+      version: '1.0.0',
+      inputTypes: {
+        code: 'str - a complete Python 3 program; print() every value you need to see',
+        timeout: `float, optional - seconds before the run is killed (default ${defaultTimeout}, at most ${maxTimeout})`,
+      },
+      outputType: 'dict - {stdout: str, stderr: str, exit_code: int | None, timed_out: bool}',
+      limitations: [
+        'Only the standard library is guaranteed; third-party packages may be missing.',
+        'No network access is intended and no state carries over between calls.',
+        `Execution is killed after ${defaultTimeout} seconds by default; memory and output are capped.`,
+      ],
+      bestPractices: [
+        'Write self-contained code with all numeric inputs spelled out, and print the final answer.',
+        'Good for math, counting, dates and logic; verify results that matter.',
+      ],
+      examples: [
+        { input: { code: 'print(sum(range(1, 101)))' }, description: 'Sum of 1..100' },
+        {
+          input: { code: 'import math\nprint(math.comb(10, 3))', timeout: 5 },
+          description: 'Binomial coefficient with a 5 s limit',
+        },
+      ],
+      requiresLlm: false,
+    },
+    async execute(input: PythonToolInput, context: ToolContext): Promise<ToolResult> {
+      const start = performance.now();
+      let timeoutSeconds = input.timeout ?? defaultTimeout;
+      if (context.timeoutMs !== undefined) {
+        timeoutSeconds = Math.min(timeoutSeconds, context.timeoutMs / 1000);
+      }
+      const workspace = context.workspace ?? (await Workspace.create());
+      try {
+        const run = await runPython(extractPythonCode(input.code), {
+          cwd: workspace.dir,
+          timeoutMs: Math.round(timeoutSeconds * 1000),
+          ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
+          ...(options.limits && { limits: options.limits }),
+          ...(options.python && { python: options.python }),
+          ...(context.signal && { signal: context.signal }),
+        });
+        const output = {
+          stdout: run.stdout,
+          stderr: run.stderr,
+          exit_code: run.exitCode,
+          timed_out: run.timedOut,
+        };
+        const problem = summarize(run, timeoutSeconds);
+        const truncated = run.stdoutTruncated || run.stderrTruncated;
+        const result: ToolResult = problem
+          ? {
+              ok: false,
+              output,
+              error: problem,
+              errorCode: run.timedOut ? 'TOOL_TIMEOUT' : 'PYTHON_FAILED',
+              durationMs: elapsedMs(start),
+            }
+          : { ok: true, output, durationMs: elapsedMs(start) };
+        if (truncated) result.truncated = true;
+        return result;
+      } catch (error) {
+        return failureResult(error, start);
+      } finally {
+        if (!context.workspace) await workspace.cleanup();
+      }
+    },
+  };
+}

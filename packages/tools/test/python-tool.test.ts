@@ -1,0 +1,200 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { runPython } from '../src/python-sandbox.js';
+import { createPythonTool, extractPythonCode } from '../src/python-tool.js';
+import { Workspace } from '../src/workspace.js';
+
+// Every test runs a real `python3 -I` subprocess; expected values are what the Python code itself
+// must print or how the OS reports the process's end.
+
+let workspace: Workspace;
+beforeEach(async () => {
+  workspace = await Workspace.create();
+});
+afterEach(async () => {
+  await workspace.cleanup();
+});
+
+// A killed process whose parent is gone may linger as a zombie until init reaps it; it no longer
+// runs, so only states other than Z (zombie) and X (dead) count as alive.
+function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+describe('runPython', () => {
+  it('returns stdout, stderr and the exit code', async () => {
+    const run = await runPython(
+      'import sys\nprint(sum(range(1, 101)))\nprint("warn", file=sys.stderr)\nsys.exit(3)',
+      { cwd: workspace.dir },
+    );
+    expect(run).toMatchObject({ stdout: '5050\n', stderr: 'warn\n', exitCode: 3, timedOut: false });
+  });
+
+  it('kills an infinite loop, and the children it spawned, within the timeout', async () => {
+    // The child writes its pid, then the parent spins forever; both share the process group.
+    const code = [
+      'import subprocess, sys',
+      "p = subprocess.Popen([sys.executable, '-c', 'import time\\nwhile True: time.sleep(0.05)'])",
+      "open('child.pid', 'w').write(str(p.pid))",
+      'while True: pass',
+    ].join('\n');
+    const t0 = performance.now();
+    const run = await runPython(code, { cwd: workspace.dir, timeoutMs: 1000 });
+    const elapsed = performance.now() - t0;
+    expect(run.timedOut).toBe(true);
+    expect(run.signal).toBe('SIGKILL');
+    expect(run.exitCode).toBeNull();
+    expect(elapsed).toBeLessThan(3000);
+    const childPid = Number(await readFile(join(workspace.dir, 'child.pid'), 'utf8'));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(isAlive(childPid)).toBe(false);
+  });
+
+  it('truncates a huge print and marks it', async () => {
+    const run = await runPython("print('a' * 3_000_000 + 'END')", {
+      cwd: workspace.dir,
+      maxOutputBytes: 4000,
+    });
+    expect(run.exitCode).toBe(0);
+    expect(run.stdoutTruncated).toBe(true);
+    // Head 3000 bytes, tail 1000 bytes; 3_000_004 bytes written in all.
+    expect(run.stdout.startsWith('a'.repeat(3000))).toBe(true);
+    expect(run.stdout).toContain(`[... ${3_000_004 - 4000} bytes truncated ...]`);
+    expect(run.stdout.endsWith('END\n')).toBe(true);
+    expect(run.stdout.length).toBeLessThan(4100);
+  });
+
+  it('kills a run that floods its output past the kill threshold', async () => {
+    const run = await runPython("while True: print('x' * 10000)", {
+      cwd: workspace.dir,
+      timeoutMs: 10_000,
+      killAfterOutputBytes: 1_000_000,
+    });
+    expect(run.outputLimitExceeded).toBe(true);
+    expect(run.timedOut).toBe(false);
+    expect(run.signal).toBe('SIGKILL');
+  });
+
+  it('scrubs the environment: API keys never reach the code', async () => {
+    process.env.OPENAI_API_KEY = 'sk-should-not-leak';
+    process.env.FLOWGRPO_TEST_SECRET = 'secret';
+    try {
+      const run = await runPython('import os, json\nprint(json.dumps(dict(os.environ)))', {
+        cwd: workspace.dir,
+      });
+      const env = JSON.parse(run.stdout) as Record<string, string>;
+      expect(env.OPENAI_API_KEY).toBeUndefined();
+      expect(env.FLOWGRPO_TEST_SECRET).toBeUndefined();
+      expect(run.stdout).not.toContain('sk-should-not-leak');
+      // Python may add LC_CTYPE itself (PEP 538 locale coercion); nothing else may appear.
+      const allowed = new Set(['PATH', 'LANG', 'LC_ALL', 'HOME', 'TMPDIR', 'LC_CTYPE']);
+      for (const key of Object.keys(env)) expect(allowed.has(key), key).toBe(true);
+      expect(env.HOME).toBe(workspace.dir);
+    } finally {
+      delete process.env.OPENAI_API_KEY;
+      delete process.env.FLOWGRPO_TEST_SECRET;
+    }
+  });
+
+  it('keeps relative file writes in the workspace', async () => {
+    const code = [
+      'import os',
+      "open('result.txt', 'w').write('42')",
+      "os.makedirs('sub', exist_ok=True)",
+      "open(os.path.join('sub', 'x.txt'), 'w').write('x')",
+      "open(os.path.expanduser('~/home.txt'), 'w').write('h')",
+      'print(os.getcwd())',
+    ].join('\n');
+    const run = await runPython(code, { cwd: workspace.dir });
+    expect(run.stdout.trim()).toBe(workspace.dir);
+    expect(await workspace.listFiles()).toEqual(['home.txt', 'result.txt', 'sub/x.txt']);
+    expect(existsSync(join(process.cwd(), 'result.txt'))).toBe(false);
+    await workspace.cleanup();
+    expect(existsSync(workspace.dir)).toBe(false);
+  });
+
+  it('enforces the address-space and file-size limits', async () => {
+    const mem = await runPython('x = bytearray(600 * 1024 * 1024)', {
+      cwd: workspace.dir,
+      limits: { memoryBytes: 256 * 1024 * 1024 },
+    });
+    expect(mem.exitCode).toBe(1);
+    expect(mem.stderr).toMatch(/MemoryError/);
+    const big = await runPython("open('big.bin', 'wb').write(b'0' * 2_000_000)", {
+      cwd: workspace.dir,
+      limits: { fileSizeBytes: 1_000_000 },
+    });
+    // Past RLIMIT_FSIZE the kernel sends SIGXFSZ (Python ignores it, so write() fails with EFBIG).
+    expect(big.exitCode === 1 || big.signal === 'SIGXFSZ').toBe(true);
+  });
+
+  it('reports a syntax error readably, pointing into the user code', async () => {
+    const run = await runPython('x = 1\nprint(x +)\n', { cwd: workspace.dir });
+    expect(run.exitCode).toBe(1);
+    expect(run.stderr).toContain('File "main.py", line 2');
+    expect(run.stderr).toMatch(/SyntaxError: invalid syntax/);
+    expect(run.stderr).not.toContain('exec(');
+  });
+
+  it('rejects when aborted and kills the process group', async () => {
+    const controller = new AbortController();
+    const promise = runPython('while True: pass', {
+      cwd: workspace.dir,
+      timeoutMs: 10_000,
+      signal: controller.signal,
+    });
+    setTimeout(() => controller.abort(), 200);
+    await expect(promise).rejects.toThrow(/aborted/);
+  });
+});
+
+describe('python tool', () => {
+  it('strips a markdown fence and runs the code', async () => {
+    expect(extractPythonCode('```python\nprint(1)\n```')).toBe('print(1)');
+    const tool = createPythonTool();
+    const result = await tool.execute(
+      { code: 'Here:\n```python\nimport math\nprint(math.comb(10, 3))\n```' },
+      { workspace },
+    );
+    expect(result).toMatchObject({
+      ok: true,
+      output: { stdout: '120\n', stderr: '', exit_code: 0, timed_out: false },
+    });
+  });
+
+  it('turns a runtime error into a failed result with the traceback', async () => {
+    const tool = createPythonTool();
+    const result = await tool.execute({ code: 'def f():\n    return 1 / 0\nf()' }, { workspace });
+    expect(result.ok).toBe(false);
+    expect(result.error).toBe('Python exited with code 1: ZeroDivisionError: division by zero');
+    const out = result.output as { stderr: string };
+    expect(out.stderr).toContain('File "main.py", line 2, in f');
+    expect(out.stderr).toContain('return 1 / 0');
+  });
+
+  it('honours the input timeout and cleans up its own workspace', async () => {
+    const tool = createPythonTool();
+    const result = await tool.execute(
+      { code: 'import os\nprint(os.getcwd(), flush=True)\nwhile True: pass', timeout: 0.5 },
+      {},
+    );
+    expect(result).toMatchObject({ ok: false, errorCode: 'TOOL_TIMEOUT' });
+    const dir = (result.output as { stdout: string }).stdout.trim();
+    expect(dir).toMatch(/flowgrpo-ws-/);
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it('rejects timeouts above the maximum through its schema', () => {
+    const tool = createPythonTool({ maxTimeoutSeconds: 5 });
+    expect(tool.inputSchema.safeParse({ code: 'print(1)', timeout: 60 }).success).toBe(false);
+    expect(tool.inputSchema.safeParse({ code: '' }).success).toBe(false);
+  });
+});
