@@ -1,0 +1,36 @@
+import type { SampleRow } from '../../sample-row.js';
+import {
+  asRecord,
+  copyPresent,
+  makeRow,
+  type NormalizeOptions,
+  normalizeAll,
+  type RowContext,
+  requireText,
+} from './row-fields.js';
+
+/**
+ * One DeepMath-103K row as a SampleRow (source 'mathhard', as in the seed's training mix).
+ * The question is `question` (or `Problem`), the answer `final_answer` (or `Answer`); difficulty
+ * and topic are kept, the three long r1 solutions are not (training never reads them).
+ */
+export function normalizeDeepMathRow(
+  raw: unknown,
+  idx: number,
+  options: NormalizeOptions = {},
+): SampleRow {
+  const ctx: RowContext = { dataset: 'deepmath', idx, file: options.file };
+  const row = asRecord(raw, ctx);
+  const question = requireText(row, ['question', 'Problem'], ctx);
+  const result = requireText(row, ['final_answer', 'Answer'], ctx);
+  const extra: Record<string, unknown> = {};
+  copyPresent(row, extra, { difficulty: 'difficulty', topic: 'topic' });
+  return makeRow({ idx, question, result, source: options.source ?? 'mathhard', extra });
+}
+
+export function normalizeDeepMath(
+  rows: Iterable<unknown>,
+  options: NormalizeOptions = {},
+): SampleRow[] {
+  return normalizeAll(rows, options, normalizeDeepMathRow);
+}
