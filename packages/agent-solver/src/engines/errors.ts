@@ -1,0 +1,73 @@
+import { FlowGrpoError, type FlowGrpoErrorOptions } from '@flowgrpo/core';
+
+// Errors of the LLM engines. Each carries what a caller needs to decide what to do next: whether
+// retrying later could help, how many attempts were already spent, and what the server said.
+
+/** An HTTP request to an LLM server failed (after any retries). */
+export class LLMRequestError extends FlowGrpoError {
+  static override readonly code = 'LLM_REQUEST_ERROR';
+  /** HTTP status; undefined for network errors (refused, reset, truncated body). */
+  readonly status: number | undefined;
+  /** The server's error body (parsed JSON when it was JSON, else text); undefined if none. */
+  readonly body: unknown;
+  /** Attempts made, the first one included. */
+  readonly attempts: number;
+  /** True when the failure was of a kind that retrying could fix (429, 5xx, network). */
+  readonly retryable: boolean;
+  /** Base URL of the server that answered last, when known. */
+  readonly baseURL: string | undefined;
+  constructor(
+    message: string,
+    fields: {
+      status?: number;
+      body?: unknown;
+      attempts: number;
+      retryable: boolean;
+      baseURL?: string;
+    },
+    options?: FlowGrpoErrorOptions,
+  ) {
+    super(message, options);
+    this.status = fields.status;
+    this.body = fields.body;
+    this.attempts = fields.attempts;
+    this.retryable = fields.retryable;
+    this.baseURL = fields.baseURL;
+  }
+}
+
+/** No complete answer arrived within the timeout (on every attempt). */
+export class LLMTimeoutError extends FlowGrpoError {
+  static override readonly code = 'LLM_TIMEOUT';
+  readonly timeoutMs: number;
+  readonly attempts: number;
+  constructor(
+    message: string,
+    fields: { timeoutMs: number; attempts: number },
+    options?: FlowGrpoErrorOptions,
+  ) {
+    super(message, options);
+    this.timeoutMs = fields.timeoutMs;
+    this.attempts = fields.attempts;
+  }
+}
+
+/** The caller's AbortSignal fired; `reason` is the signal's reason. */
+export class LLMAbortError extends FlowGrpoError {
+  static override readonly code = 'LLM_ABORTED';
+  readonly reason: unknown;
+  constructor(message: string, fields: { reason?: unknown } = {}, options?: FlowGrpoErrorOptions) {
+    super(message, options);
+    this.reason = fields.reason;
+  }
+}
+
+/** The model declined to answer (OpenAI's `message.refusal`). Not retried. */
+export class LLMRefusalError extends FlowGrpoError {
+  static override readonly code = 'LLM_REFUSAL';
+  readonly refusal: string;
+  constructor(refusal: string, options?: FlowGrpoErrorOptions) {
+    super(`the model refused: ${refusal}`, options);
+    this.refusal = refusal;
+  }
+}

@@ -1,0 +1,265 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  backoffDelayMs,
+  LLMAbortError,
+  LLMRefusalError,
+  LLMRequestError,
+  LLMTimeoutError,
+  OpenAIEngine,
+  parseRetryAfterMs,
+  resolveRetryOptions,
+  Semaphore,
+} from '../src/index.js';
+import { OpenAITestServer, reply } from './support/openai-server.js';
+
+// Every test talks to a real HTTP server on 127.0.0.1 (test/support/openai-server.ts) through the
+// real `openai` client. Expected values are derived by hand from the scripted replies.
+
+let server: OpenAITestServer;
+beforeEach(async () => {
+  server = await OpenAITestServer.start();
+});
+afterEach(async () => {
+  await server.close();
+});
+
+function engine(extra: Partial<ConstructorParameters<typeof OpenAIEngine>[0]> = {}): OpenAIEngine {
+  return new OpenAIEngine({
+    model: 'test-model',
+    baseURL: server.baseURL,
+    apiKey: 'sk-test',
+    retry: { initialDelayMs: 5, maxDelayMs: 20 },
+    timeoutMs: 5_000,
+    ...extra,
+  });
+}
+
+const hello = [{ role: 'user' as const, content: 'Say hello' }];
+
+describe('OpenAIEngine.generateText', () => {
+  it('sends the request fields and returns text, usage and finish reason', async () => {
+    server.enqueue(
+      'chat',
+      reply.text('Hello there', { usage: { prompt_tokens: 7, completion_tokens: 2 } }),
+    );
+    const e = engine({ defaultHeaders: { 'x-team': 'flow' }, extraBody: { top_k: 20 } });
+    const r = await e.generateText([{ role: 'system', content: 'Be brief.' }, ...hello], {
+      temperature: 0.3,
+      topP: 0.9,
+      maxTokens: 16,
+      stop: ['\n'],
+      seed: 7,
+    });
+    expect(r).toEqual({
+      text: 'Hello there',
+      usage: { promptTokens: 7, completionTokens: 2, totalTokens: 9 },
+      finishReason: 'stop',
+      model: 'test-model',
+    });
+    const [req] = server.requestsTo('chat');
+    expect(req!.body).toMatchObject({
+      model: 'test-model',
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Say hello' },
+      ],
+      temperature: 0.3,
+      top_p: 0.9,
+      max_tokens: 16,
+      stop: ['\n'],
+      seed: 7,
+      top_k: 20,
+    });
+    expect(req!.headers.authorization).toBe('Bearer sk-test');
+    expect(req!.headers['x-team']).toBe('flow');
+  });
+
+  it('maps finish_reason length and sends max_completion_tokens when asked', async () => {
+    server.enqueue('chat', reply.text('cut', { finishReason: 'length' }));
+    const r = await engine({ maxTokensParam: 'max_completion_tokens' }).generateText(hello, {
+      maxTokens: 3,
+    });
+    expect(r.finishReason).toBe('length');
+    expect(server.requests[0]!.body.max_completion_tokens).toBe(3);
+    expect(server.requests[0]!.body.max_tokens).toBeUndefined();
+  });
+
+  it('retries a 429 after the retry-after delay, then succeeds', async () => {
+    server.enqueue('chat', reply.rateLimit(1), reply.text('after wait'));
+    const t0 = Date.now();
+    const r = await engine().generateText(hello);
+    const elapsed = Date.now() - t0;
+    expect(r.text).toBe('after wait');
+    expect(server.requestsTo('chat')).toHaveLength(2);
+    // retry-after: 1 → 1000 ms between the two requests; the backoff alone would be ≤ 5 ms.
+    const gap = server.requests[1]!.receivedAt - server.requests[0]!.receivedAt;
+    expect(gap).toBeGreaterThanOrEqual(950);
+    expect(elapsed).toBeLessThan(4_000);
+  });
+
+  it('retries 5xx errors, truncated bodies, resets and unparsable bodies', async () => {
+    server.enqueue(
+      'chat',
+      reply.error(500),
+      reply.error(503),
+      reply.truncate(),
+      reply.reset(),
+      reply.raw('{"choices": [ not json'),
+      reply.text('finally'),
+    );
+    const r = await engine({
+      retry: { maxRetries: 5, initialDelayMs: 1, maxDelayMs: 5 },
+    }).generateText(hello);
+    expect(r.text).toBe('finally');
+    expect(server.requestsTo('chat')).toHaveLength(6);
+  });
+
+  it('gives up after maxRetries with an LLMRequestError carrying status, body and attempts', async () => {
+    server.enqueue(
+      'chat',
+      reply.error(502, 'bad gateway'),
+      reply.error(502, 'bad gateway'),
+      reply.error(502, 'bad gateway'),
+    );
+    const err = await engine({ retry: { maxRetries: 2, initialDelayMs: 1 } })
+      .generateText(hello)
+      .catch((e: unknown) => e);
+    expect(LLMRequestError.isInstance(err)).toBe(true);
+    const e = err as LLMRequestError;
+    expect(e.status).toBe(502);
+    expect(e.attempts).toBe(3);
+    expect(e.retryable).toBe(true);
+    expect(e.body).toMatchObject({ message: 'bad gateway' });
+    expect(server.requestsTo('chat')).toHaveLength(3);
+  });
+
+  it('does not retry a 400', async () => {
+    server.enqueue('chat', reply.error(400, 'bad request'), reply.text('never'));
+    const err = await engine()
+      .generateText(hello)
+      .catch((e: unknown) => e);
+    expect(LLMRequestError.isInstance(err)).toBe(true);
+    expect((err as LLMRequestError).retryable).toBe(false);
+    expect((err as LLMRequestError).attempts).toBe(1);
+    expect(server.requestsTo('chat')).toHaveLength(1);
+  });
+
+  it('times out on a hang (LLMTimeoutError), and a retry after a hang succeeds', async () => {
+    server.enqueue('chat', reply.hang());
+    const t0 = Date.now();
+    const err = await engine({ timeoutMs: 200, retry: { maxRetries: 0 } })
+      .generateText(hello)
+      .catch((e: unknown) => e);
+    expect(LLMTimeoutError.isInstance(err)).toBe(true);
+    expect((err as LLMTimeoutError).timeoutMs).toBe(200);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+
+    server.enqueue('chat', reply.hang(), reply.text('second try'));
+    const r = await engine({ retry: { maxRetries: 1, initialDelayMs: 1 } }).generateText(hello, {
+      timeoutMs: 200,
+    });
+    expect(r.text).toBe('second try');
+  });
+
+  it('stops at once when the caller aborts', async () => {
+    server.enqueue('chat', reply.hang());
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('user stop')), 50);
+    const t0 = Date.now();
+    const err = await engine({ timeoutMs: 10_000 })
+      .generateText(hello, { signal: controller.signal })
+      .catch((e: unknown) => e);
+    expect(LLMAbortError.isInstance(err)).toBe(true);
+    expect(((err as LLMAbortError).reason as Error).message).toBe('user stop');
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect(server.requestsTo('chat')).toHaveLength(1);
+  });
+
+  it('turns a refusal into LLMRefusalError without retrying', async () => {
+    server.enqueue('chat', reply.refusal('I cannot help with that.'));
+    const err = await engine()
+      .generateText(hello)
+      .catch((e: unknown) => e);
+    expect(LLMRefusalError.isInstance(err)).toBe(true);
+    expect((err as LLMRefusalError).refusal).toBe('I cannot help with that.');
+    expect(server.requestsTo('chat')).toHaveLength(1);
+  });
+
+  it('holds at most maxConcurrency requests in flight (counted by the server)', async () => {
+    server.setFallback('chat', reply.text('slow', { delayMs: 80 }));
+    const e = engine({ maxConcurrency: 2 });
+    const results = await Promise.all(Array.from({ length: 6 }, () => e.generateText(hello)));
+    expect(results.map((r) => r.text)).toEqual(Array(6).fill('slow'));
+    expect(server.maxInFlight).toBe(2);
+    expect(e.inFlight).toBe(0);
+  });
+
+  it('sums usage per engine across calls', async () => {
+    server.enqueue(
+      'chat',
+      reply.text('a', { usage: { prompt_tokens: 10, completion_tokens: 1 } }),
+      reply.text('b', { usage: { prompt_tokens: 20, completion_tokens: 2, total_tokens: 22 } }),
+      reply.text('c', { usage: { prompt_tokens: 30, completion_tokens: 3 } }),
+    );
+    const e = engine();
+    for (let i = 0; i < 3; i++) await e.generateText(hello);
+    // 10+20+30 prompt, 1+2+3 completion.
+    expect(e.usage).toEqual({ promptTokens: 60, completionTokens: 6, totalTokens: 66 });
+    expect(e.completions).toBe(3);
+  });
+
+  it('sends tool messages as user messages naming the tool', async () => {
+    await engine().generateText([...hello, { role: 'tool', name: 'calculator', content: '42' }]);
+    expect(server.requests[0]!.body.messages![1]).toEqual({
+      role: 'user',
+      content: '[tool calculator output]\n42',
+    });
+  });
+});
+
+describe('retry helpers', () => {
+  it('backoff doubles up to the cap, jitter scales it down by at most `jitter`', () => {
+    const o = resolveRetryOptions({ initialDelayMs: 100, maxDelayMs: 1000, jitter: 0.5 });
+    // random() = 0 → full delay: 100, 200, 400, 800, 1000 (capped).
+    expect([0, 1, 2, 3, 4].map((i) => backoffDelayMs(i, o, () => 0))).toEqual([
+      100, 200, 400, 800, 1000,
+    ]);
+    // random() → 1: delay × (1 − 0.5).
+    expect(backoffDelayMs(1, o, () => 0.999999)).toBeCloseTo(100, 3);
+  });
+
+  it('parses retry-after seconds, HTTP dates and retry-after-ms', () => {
+    expect(parseRetryAfterMs(new Headers({ 'retry-after': '3' }))).toBe(3000);
+    expect(parseRetryAfterMs(new Headers({ 'retry-after-ms': '250', 'retry-after': '3' }))).toBe(
+      250,
+    );
+    const now = Date.parse('Sun, 22 Nov 2026 10:00:00 GMT');
+    expect(
+      parseRetryAfterMs(new Headers({ 'retry-after': 'Sun, 22 Nov 2026 10:00:05 GMT' }), now),
+    ).toBe(5000);
+    expect(parseRetryAfterMs(new Headers({ 'retry-after': 'soon' }))).toBeUndefined();
+    expect(parseRetryAfterMs(new Headers())).toBeUndefined();
+  });
+
+  it('semaphore serves waiters in order and drops aborted ones', async () => {
+    const s = new Semaphore(1);
+    const order: number[] = [];
+    const r1 = await s.acquire();
+    const controller = new AbortController();
+    const p2 = s.acquire(controller.signal).then((rel) => {
+      order.push(2);
+      return rel;
+    });
+    const p3 = s.acquire().then((rel) => {
+      order.push(3);
+      return rel;
+    });
+    controller.abort(new Error('gone'));
+    await expect(p2).rejects.toThrow('gone');
+    expect(s.waiting).toBe(1);
+    r1();
+    (await p3)();
+    expect(order).toEqual([3]);
+    expect(s.active).toBe(0);
+  });
+});
