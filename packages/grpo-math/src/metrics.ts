@@ -24,6 +24,14 @@ export interface GrpoMetricsInput {
   mask?: MaskArray;
 }
 
+// Loops, not Math.min(...spread): a spread of a long array overflows the call stack.
+function extreme(values: ArrayLike<number>, pick: (a: number, b: number) => number): number {
+  if (values.length === 0) return 0;
+  let v = values[0];
+  for (let i = 1; i < values.length; i++) v = pick(v, values[i]);
+  return v;
+}
+
 function mean(values: ArrayLike<number>): number {
   let s = 0;
   for (let i = 0; i < values.length; i++) s += values[i];
@@ -68,16 +76,14 @@ export function grpoMetrics(input: GrpoMetricsInput): Record<string, number> {
     const lengths = input.completionLengths;
     checkFinite('completionLengths', lengths);
     out['completions/mean_length'] = mean(lengths);
-    out['completions/min_length'] = lengths.length === 0 ? 0 : Math.min(...Array.from(lengths));
-    out['completions/max_length'] = lengths.length === 0 ? 0 : Math.max(...Array.from(lengths));
+    out['completions/min_length'] = extreme(lengths, Math.min);
+    out['completions/max_length'] = extreme(lengths, Math.max);
     if (input.truncated !== undefined) {
       checkLength('truncated', input.truncated, lengths.length);
       const terminated = Array.from(lengths).filter((_, i) => !input.truncated![i]);
       out['completions/mean_terminated_length'] = mean(terminated);
-      out['completions/min_terminated_length'] =
-        terminated.length === 0 ? 0 : Math.min(...terminated);
-      out['completions/max_terminated_length'] =
-        terminated.length === 0 ? 0 : Math.max(...terminated);
+      out['completions/min_terminated_length'] = extreme(terminated, Math.min);
+      out['completions/max_terminated_length'] = extreme(terminated, Math.max);
     }
   }
   if (input.truncated !== undefined) {
