@@ -7,7 +7,7 @@ import { type PackedTokens, type PackedTokensInfo, validatePackedTokens } from '
  * - `token-mean`: Σ ℓ / (number of masked tokens) — DAPO, TRL `loss_type="dapo"`.
  * - `seq-mean-token-mean`: mean over sequences of each sequence's token mean — original GRPO.
  * - `seq-mean-token-sum`: mean over sequences of each sequence's token sum.
- * - `seq-sum-norm`: Σ ℓ / (numSeqs × maxLen) — Dr.GRPO.
+ * - `seq-sum-norm`: Σ ℓ / (normSeqs × maxLen) — Dr.GRPO.
  * - `flow`: mean over trajectories of (mean over its turns of (mean over the turn's tokens)) —
  *   the AgentFlow / Flow-GRPO objective; needs `turnIndex`.
  *
@@ -41,7 +41,7 @@ export interface AggregationOptions {
    * `seq-sum-norm` only: the sequence-count normaliser. Default: the number of sequences with at
    * least one masked token.
    */
-  numSeqs?: number;
+  normSeqs?: number;
 }
 
 function checkAggregation(agg: LossAggregation): void {
@@ -59,9 +59,9 @@ function seqSumNormDenominator(info: PackedTokensInfo, options: AggregationOptio
     for (let s = 0; s < info.numSeqs; s++)
       if (info.seqTokens[s] > maxLen) maxLen = info.seqTokens[s];
   } else checkOption('maxLen', maxLen, maxLen > 0 && Number.isFinite(maxLen), 'a positive length');
-  const numSeqs = options.numSeqs ?? info.numActiveSeqs;
-  checkOption('numSeqs', numSeqs, numSeqs >= 0 && Number.isFinite(numSeqs), 'a count');
-  return numSeqs * maxLen;
+  const normSeqs = options.normSeqs ?? info.numActiveSeqs;
+  checkOption('normSeqs', normSeqs, normSeqs >= 0 && Number.isFinite(normSeqs), 'a count');
+  return normSeqs * maxLen;
 }
 
 /** Turn slots: masked-token count and dense turn number of each token (for `flow`). */
@@ -141,7 +141,7 @@ export function aggregateTokens(
  * aggregation (w_i = 0 for unmasked tokens). The trainer feeds these to its loss graph as
  * constants, which makes every aggregation one weighted sum:
  * token-mean 1/M; seq-mean-token-mean 1/(S·m_s); seq-mean-token-sum 1/S;
- * seq-sum-norm 1/(numSeqs·maxLen); flow 1/(S·T_s·m_{s,t}) — M masked tokens, S sequences with
+ * seq-sum-norm 1/(normSeqs·maxLen); flow 1/(S·T_s·m_{s,t}) — M masked tokens, S sequences with
  * masked tokens, m_s / m_{s,t} masked tokens of sequence s / of its turn t, T_s turns of s with
  * masked tokens.
  */

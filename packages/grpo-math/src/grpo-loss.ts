@@ -87,9 +87,14 @@ function checkMaskedFinite(field: string, values: FloatArray, mask: ArrayLike<nu
  * ρ = exp(clamp(logp − oldLogp, ±20)), pg = −min(ρA, clip(ρ, 1 − clipLow, 1 + clipHigh)·A)
  * (capped at −c·A for A < 0 with dual-clip), kl = estimator(logp, refLogp),
  * ℓ = pg + beta·kl; then ℓ aggregated as `aggregation` says. Statistics are token means over the
- * masked tokens, like TRL's.
+ * masked tokens, like TRL's. Options may be passed as the second argument or inside the first.
  */
-export function grpoLoss(input: GrpoLossInput, options: GrpoLossOptions = {}): GrpoLossResult {
+export function grpoLoss(
+  input: GrpoLossInput & GrpoLossOptions,
+  extraOptions: GrpoLossOptions = {},
+): GrpoLossResult {
+  // Options may sit in the first argument too (one flat object); the second argument wins.
+  const options: GrpoLossOptions = { ...input, ...extraOptions };
   const aggregation = options.aggregation ?? 'token-mean';
   const beta = options.beta ?? 0;
   const estimator = options.klEstimator ?? 'k3';
@@ -174,7 +179,7 @@ export function grpoLoss(input: GrpoLossInput, options: GrpoLossOptions = {}): G
   }
   const m = info.numMasked;
   const frac = (count: number) => (m === 0 ? 0 : count / m);
-  const aggOptions: AggregationOptions = { maxLen: options.maxLen, numSeqs: options.numSeqs };
+  const aggOptions: AggregationOptions = { maxLen: options.maxLen, normSeqs: options.normSeqs };
   const pgLoss = aggregateTokens(pg, layout, aggregation, aggOptions);
   const klLoss =
     perTokenKl === undefined ? 0 : aggregateTokens(perTokenKl, layout, aggregation, aggOptions);

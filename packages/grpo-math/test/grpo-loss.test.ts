@@ -107,7 +107,7 @@ describe('grpoLoss: one aggregation each, with KL (k3, beta 0.1) and clip-higher
     checkCommon(r);
   });
 
-  it('seq-sum-norm: Σℓ / (numSeqs × maxLen), default 3 × 5, or given', () => {
+  it('seq-sum-norm: Σℓ / (normSeqs × maxLen), default 3 × 5, or given', () => {
     const r = grpoLoss(inputs(), { ...options, aggregation: 'seq-sum-norm' });
     expectClose(r.loss, sumEll / 15); // −0.2443333
     checkCommon(r);
@@ -115,7 +115,7 @@ describe('grpoLoss: one aggregation each, with KL (k3, beta 0.1) and clip-higher
       ...options,
       aggregation: 'seq-sum-norm',
       maxLen: 8,
-      numSeqs: 4,
+      normSeqs: 4,
     });
     expectClose(g.loss, sumEll / 32);
   });
@@ -259,5 +259,18 @@ describe('tokenWeights: loss = Σ w_i·ℓ_i for every aggregation', () => {
         1e-12,
       );
     }
+  });
+});
+
+describe('grpoLoss call forms', () => {
+  it('takes options inside the first argument as well', () => {
+    const flat = grpoLoss({ ...inputs(), ...options, aggregation: 'seq-mean-token-sum' });
+    expectClose(flat.loss, sumEll / 3);
+    // the second argument wins over the first
+    const both = grpoLoss(
+      { ...inputs(), aggregation: 'flow' },
+      { ...options, aggregation: 'token-mean' },
+    );
+    expectClose(both.loss, sumEll / 7);
   });
 });
