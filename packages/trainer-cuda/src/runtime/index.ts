@@ -1,0 +1,39 @@
+export { DeviceTensor, type DeviceTensorLocation, DeviceTensorStore } from './device-tensor.js';
+export {
+  CUDA_FIX,
+  type DeviceAvailability,
+  type DeviceRequest,
+  deviceAvailability,
+  hasVulkanLoader,
+  listBackends,
+  listDevices,
+  type ProbeResult,
+  probeExecutionProvider,
+  resolveDevice,
+  WEBGPU_FIX,
+} from './devices.js';
+export {
+  type Device,
+  DeviceTensorAccessError,
+  ExecutionProviderUnavailableError,
+  type FeedProblem,
+  InvalidFeedError,
+  ModelLoadError,
+  SessionRunError,
+  SessionWorkerError,
+} from './errors.js';
+export { type FeedLike, type ValueSpec, validateFeeds } from './feeds.js';
+export {
+  type CreateSessionOptions,
+  createSession,
+  type FeedValue,
+  type LogSeverity,
+  type RunResult,
+  Session,
+} from './session.js';
+export {
+  SessionWorker,
+  type WorkerRunOptions,
+  WorkerSession,
+  type WorkerSessionOptions,
+} from './session-worker.js';
