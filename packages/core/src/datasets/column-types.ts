@@ -123,7 +123,8 @@ function mergeFields(a: ColumnField, b: ColumnField, path: string): ColumnField 
   return {
     name: a.name,
     type: mergeTypes(a.type, b.type, path),
-    nullable: a.nullable || b.nullable || a.type.kind === 'null' || b.type.kind === 'null',
+    // A 'null' kind alone means "no value seen yet"; nullability comes from actual nulls only.
+    nullable: a.nullable || b.nullable,
   };
 }
 
