@@ -5,7 +5,10 @@ import { compactMath, type NormalizedAnswer, normalizeMathAnswer } from './math-
 import type { RewardFunction, RewardInput, RewardResult } from './reward-function.js';
 
 export interface MathEqualOptions {
-  /** Numbers are equal when |a − b| ≤ relTolerance · max(|a|, |b|) (default 1e-6). */
+  /**
+   * Numbers are equal when |a − b| ≤ relTolerance · max(|a|, |b|) (default 1e-6). Two integers
+   * (safe-integer values on both sides) must be equal exactly.
+   */
   relTolerance?: number;
   /** ...or when |a − b| ≤ absTolerance (default 0: an answer of 0 must be exactly 0). */
   absTolerance?: number;
@@ -141,6 +144,8 @@ function structure(raw: string): Structure {
 function close(a: number, b: number, rel: number, abs: number): boolean {
   if (Number.isNaN(a) || Number.isNaN(b)) return false;
   if (!Number.isFinite(a) || !Number.isFinite(b)) return a === b;
+  // Two integers are equal only exactly: 1e-6 relative would accept 1450001 for 1450000.
+  if (Number.isSafeInteger(a) && Number.isSafeInteger(b)) return a === b;
   const diff = Math.abs(a - b);
   return diff <= abs || diff <= rel * Math.max(Math.abs(a), Math.abs(b));
 }
