@@ -1,0 +1,2 @@
+export type { AttrType, InferCtx, OpDef, ValueType, VjpCtx } from './op.js';
+export { isDifferentiableInput, OPS } from './registry.js';

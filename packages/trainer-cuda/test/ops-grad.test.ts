@@ -1,0 +1,324 @@
+// Finite-difference gradient check of every differentiable op, several shapes and broadcasting
+// cases each. Expected values: central differences (ε = 1e-6) of the loss Σ(y ⊙ R) computed by the
+// reference evaluator in float64, against the autodiff gradients evaluated the same way.
+import { describe, expect, it } from 'vitest';
+import {
+  checkGradients,
+  type DType,
+  evaluate,
+  GraphBuilder,
+  type Tensor,
+  tensor,
+  type Value,
+} from '../src/index.js';
+
+function rng(seed: number) {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+type Spec = {
+  shape: number[];
+  lo?: number;
+  hi?: number;
+  dtype?: DType;
+  values?: number[];
+  diff?: boolean;
+};
+
+/** Builds y = f(inputs), loss = Σ(y ⊙ R) with a fixed random R, checks d loss / d inputs. */
+function gradCheck(
+  specs: Record<string, Spec>,
+  f: (b: GraphBuilder, x: Record<string, Value>) => Value,
+  seed = 1,
+) {
+  const r = rng(seed);
+  const b = new GraphBuilder('check');
+  const xs: Record<string, Value> = {};
+  const feeds: Record<string, Tensor> = {};
+  for (const [name, s] of Object.entries(specs)) {
+    const dtype = s.dtype ?? 'float32';
+    xs[name] = b.input(name, dtype, s.shape);
+    const n = s.shape.reduce((p, d) => p * d, 1);
+    const lo = s.lo ?? -1;
+    const hi = s.hi ?? 1;
+    feeds[name] = tensor(
+      dtype,
+      s.shape,
+      s.values ?? Array.from({ length: n }, () => lo + (hi - lo) * r()),
+    );
+  }
+  const y = f(b, xs);
+  const yShape = evaluate(b.graph, feeds, [y])[y.name]!.shape;
+  const weights = b.input('R', y.dtype, yShape);
+  feeds.R = tensor(
+    y.dtype,
+    yShape,
+    Array.from({ length: yShape.reduce((p, d) => p * d, 1) }, () => r() * 2 - 1),
+  );
+  const loss = b.reduceSum(b.mul(y, weights));
+  const wrt = Object.entries(specs)
+    .filter(([, s]) => s.diff !== false && (s.dtype ?? 'float32') === 'float32')
+    .map(([n]) => xs[n]!);
+  const grads = b.grad(loss, wrt);
+  const results = checkGradients(b.graph, feeds, loss, wrt, grads);
+  for (const res of results) expect(res.maxError, `${res.name}`).toBeLessThan(1e-6);
+  return results;
+}
+
+const pos = { lo: 0.5, hi: 2 };
+const int64 = (shape: number[], values: number[]): Spec => ({
+  shape,
+  dtype: 'int64',
+  values,
+  diff: false,
+});
+
+describe('elementwise ops (float64 finite differences)', () => {
+  const shapes: [number[], number[]][] = [
+    [
+      [2, 3],
+      [2, 3],
+    ],
+    [[2, 3], [3]],
+    [
+      [2, 1, 4],
+      [3, 1],
+    ],
+    [[], [2, 3]],
+    [
+      [2, 3],
+      [1, 1],
+    ],
+  ];
+  for (const op of ['add', 'sub', 'mul', 'div', 'pow', 'min', 'max'] as const) {
+    it.each(shapes)(`${op} %j ⊕ %j`, (sa, sb) => {
+      const spec = op === 'div' || op === 'pow' ? pos : {};
+      gradCheck(
+        { a: { shape: sa, ...spec }, b: { shape: sb, ...spec } },
+        (b, x) => b[op](x.a!, x.b!),
+        sa.length + 7 * sb.length,
+      );
+    });
+  }
+  const unary: [string, (b: GraphBuilder, x: Value) => Value, Partial<Spec>][] = [
+    ['neg', (b, x) => b.neg(x), {}],
+    ['abs', (b, x) => b.abs(x), {}],
+    ['sqrt', (b, x) => b.sqrt(x), pos],
+    ['reciprocal', (b, x) => b.reciprocal(x), pos],
+    ['exp', (b, x) => b.exp(x), {}],
+    ['log', (b, x) => b.log(x), pos],
+    ['sigmoid', (b, x) => b.sigmoid(x), { lo: -3, hi: 3 }],
+    ['tanh', (b, x) => b.tanh(x), { lo: -2, hi: 2 }],
+    ['relu', (b, x) => b.relu(x), {}],
+    ['identity', (b, x) => b.identity(x), {}],
+  ];
+  for (const [name, f, spec] of unary) {
+    it.each([[[5]], [[2, 3]], [[2, 1, 3]]])(`${name} %j`, (shape) => {
+      gradCheck({ x: { shape, ...spec } }, (b, x) => f(b, x.x!));
+    });
+  }
+  it('where with a broadcast condition (cond not differentiable)', () => {
+    gradCheck({ x: { shape: [2, 3] }, y: { shape: [3] }, m: { shape: [2, 3] } }, (b, x) =>
+      b.where(b.greater(x.m!, 0), x.x!, x.y!),
+    );
+    gradCheck({ x: { shape: [2, 1] }, y: { shape: [1, 3] }, m: { shape: [3] } }, (b, x) =>
+      b.where(b.less(x.m!, 0), x.x!, x.y!),
+    );
+  });
+  it('clip with min and max, and with min only', () => {
+    gradCheck({ x: { shape: [3, 4], lo: -2, hi: 2 } }, (b, x) => b.clip(x.x!, -0.7, 0.9));
+    gradCheck({ x: { shape: [7] } }, (b, x) => b.clip(x.x!, 0.1));
+  });
+  it('cast float32 → float64 → float32 passes the gradient through', () => {
+    gradCheck({ x: { shape: [2, 3] } }, (b, x) =>
+      b.cast(b.mul(b.cast(x.x!, 'float64'), b.cast(x.x!, 'float64')), 'float32'),
+    );
+  });
+});
+
+describe('matmul, gemm, softmax', () => {
+  const mm: [number[], number[]][] = [
+    [
+      [3, 4],
+      [4, 5],
+    ],
+    [
+      [2, 3, 4],
+      [4, 5],
+    ],
+    [
+      [2, 1, 3, 4],
+      [3, 4, 2],
+    ],
+    [[4], [4, 5]],
+    [[3, 4], [4]],
+    [[4], [4]],
+    [
+      [2, 3, 4],
+      [2, 4, 1],
+    ],
+  ];
+  it.each(mm)('matmul %j × %j', (sa, sb) => {
+    gradCheck({ a: { shape: sa }, b: { shape: sb } }, (b, x) => b.matmul(x.a!, x.b!));
+  });
+  const gemm: [boolean, boolean, number[] | null][] = [
+    [false, false, [5]],
+    [true, false, [3, 5]],
+    [false, true, []],
+    [true, true, [3, 1]],
+    [false, false, null],
+  ];
+  it.each(gemm)('gemm transA=%s transB=%s C=%j', (tA, tB, cs) => {
+    const specs: Record<string, Spec> = {
+      a: { shape: tA ? [4, 3] : [3, 4] },
+      w: { shape: tB ? [5, 4] : [4, 5] },
+    };
+    if (cs) specs.c = { shape: cs };
+    gradCheck(specs, (b, x) =>
+      b.gemm(x.a!, x.w!, x.c, { alpha: 0.7, beta: 1.3, transA: tA, transB: tB }),
+    );
+  });
+  it.each([[-1], [0], [1]])('softmax axis %i', (axis) => {
+    gradCheck({ x: { shape: [2, 3, 4], lo: -2, hi: 2 } }, (b, x) => b.softmax(x.x!, axis));
+  });
+});
+
+describe('reductions and cumsum', () => {
+  const cases: [number[] | undefined, boolean][] = [
+    [[1], false],
+    [[1], true],
+    [[0, 2], false],
+    [[-1], true],
+    [undefined, false],
+    [undefined, true],
+  ];
+  for (const op of ['reduceSum', 'reduceMean', 'reduceMax', 'reduceLogSumExp'] as const) {
+    it.each(cases)(`${op} axes=%j keepdims=%s`, (axes, keep) => {
+      gradCheck({ x: { shape: [2, 3, 4], lo: -2, hi: 2 } }, (b, x) => b[op](x.x!, axes, keep));
+    });
+  }
+  it('reduceMax shares the gradient at ties (torch.amax convention)', () => {
+    // x = [1, 3, 3]: the max 3 is hit twice, each gets half of dL/dy (hand derivation).
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [3]);
+    const [g] = b.grad(b.reduceMax(x, [0]), [x]);
+    const out = evaluate(b.graph, { x: tensor('float32', [3], [1, 3, 3]) }, [g!]);
+    expect(Array.from(out[g!.name]!.data)).toEqual([0, 0.5, 0.5]);
+  });
+  it.each([
+    [0, false, false],
+    [1, true, false],
+    [-1, false, true],
+    [1, true, true],
+  ])('cumsum axis=%i exclusive=%s reverse=%s', (axis, exclusive, reverse) => {
+    gradCheck({ x: { shape: [3, 4] } }, (b, x) => b.cumsum(x.x!, axis, { exclusive, reverse }));
+  });
+});
+
+describe('indexing ops (integer indices are not differentiated)', () => {
+  it('gather axis 0 with repeated 2-D indices (embedding lookup)', () => {
+    gradCheck({ e: { shape: [5, 3] }, i: int64([2, 3], [0, 4, 4, 1, 0, -1]) }, (b, x) =>
+      b.gather(x.e!, x.i!, 0),
+    );
+  });
+  it('gather axis 1, scalar index, and axis -1', () => {
+    gradCheck({ e: { shape: [2, 4, 3] }, i: int64([3], [3, 0, 3]) }, (b, x) =>
+      b.gather(x.e!, x.i!, 1),
+    );
+    gradCheck({ e: { shape: [2, 4, 3] }, i: int64([], [2]) }, (b, x) => b.gather(x.e!, x.i!, 1));
+    gradCheck({ e: { shape: [2, 4] }, i: int64([2, 2], [1, 1, 3, 0]) }, (b, x) =>
+      b.gather(x.e!, x.i!, -1),
+    );
+  });
+  it('gatherElements axis 0 and 1 with repeats', () => {
+    gradCheck({ e: { shape: [3, 4] }, i: int64([2, 4], [0, 1, 2, 2, 2, 2, 0, 1]) }, (b, x) =>
+      b.gatherElements(x.e!, x.i!, 0),
+    );
+    gradCheck({ e: { shape: [3, 4] }, i: int64([3, 1], [3, 0, -1]) }, (b, x) =>
+      b.gatherElements(x.e!, x.i!, 1),
+    );
+  });
+  it('gatherND of rows and of elements', () => {
+    gradCheck({ e: { shape: [3, 4] }, i: int64([2, 1], [2, 2]) }, (b, x) => b.gatherND(x.e!, x.i!));
+    gradCheck({ e: { shape: [3, 4] }, i: int64([3, 2], [0, 1, 2, 3, 0, 1]) }, (b, x) =>
+      b.gatherND(x.e!, x.i!),
+    );
+  });
+  it.each(['add', 'none'] as const)(
+    'scatterElements reduction=%s (data and updates)',
+    (reduction) => {
+      const i = reduction === 'add' ? [0, 2, 2, 1, 0, 0] : [0, 2, 1, 1, 0, 2];
+      gradCheck({ d: { shape: [3, 3] }, i: int64([2, 3], i), u: { shape: [2, 3] } }, (b, x) =>
+        b.scatterElements(x.d!, x.i!, x.u!, 0, reduction),
+      );
+      gradCheck(
+        { d: { shape: [2, 4] }, i: int64([2, 2], [3, 0, 1, 2]), u: { shape: [2, 2] } },
+        (b, x) => b.scatterElements(x.d!, x.i!, x.u!, 1, reduction),
+      );
+    },
+  );
+  it.each(['add', 'none'] as const)('scatterND reduction=%s', (reduction) => {
+    const rows = reduction === 'add' ? [1, 1] : [2, 0];
+    gradCheck({ d: { shape: [3, 4] }, i: int64([2, 1], rows), u: { shape: [2, 4] } }, (b, x) =>
+      b.scatterND(x.d!, x.i!, x.u!, reduction),
+    );
+  });
+  it.each([
+    [true, 0],
+    [false, 0],
+    [true, 1],
+    [false, -1],
+  ])('trilu upper=%s k=%i', (upper, k) => {
+    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.trilu(x.x!, { upper, k }));
+  });
+});
+
+describe('shape ops', () => {
+  it('reshape with -1 and 0', () => {
+    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.reshape(x.x!, [0, -1]));
+    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) =>
+      b.mul(b.reshape(x.x!, [4, 6]), b.reshape(x.x!, [4, -1])),
+    );
+  });
+  it('transpose default and explicit perm', () => {
+    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.transpose(x.x!));
+    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.transpose(x.x!, [1, 2, 0]));
+  });
+  it('concat of three inputs on axes 1 and -1', () => {
+    gradCheck(
+      { a: { shape: [2, 1, 3] }, b: { shape: [2, 2, 3] }, c: { shape: [2, 4, 3] } },
+      (b, x) => b.concat([x.a!, x.b!, x.c!], 1),
+    );
+    gradCheck({ a: { shape: [2, 2] }, b: { shape: [2, 3] } }, (b, x) =>
+      b.concat([x.a!, x.b!, x.a!], -1),
+    );
+  });
+  it('split into equal parts and given sizes (some outputs unused)', () => {
+    gradCheck({ x: { shape: [6, 2] } }, (b, x) => {
+      const [p, q, r] = b.split(x.x!, 3, 0);
+      return b.add(b.mul(p!, q!), r!);
+    });
+    gradCheck({ x: { shape: [2, 5] } }, (b, x) => b.split(x.x!, [1, 4], 1)[1]!);
+  });
+  it('slice: unit steps, negative indices, steps 2 and −1', () => {
+    gradCheck({ x: { shape: [4, 5] } }, (b, x) => b.slice(x.x!, [1, -4], [3, 100], [0, 1]));
+    gradCheck({ x: { shape: [4, 6] } }, (b, x) => b.slice(x.x!, [0], [6], [1], [2]));
+    gradCheck({ x: { shape: [4, 6] } }, (b, x) =>
+      b.slice(x.x!, [-1, 4], [-100, 0], [0, -1], [-1, -2]),
+    );
+  });
+  it('unsqueeze, squeeze, expand', () => {
+    gradCheck({ x: { shape: [3, 1] } }, (b, x) => b.unsqueeze(x.x!, [0, -1]));
+    gradCheck({ x: { shape: [3, 1, 2] } }, (b, x) => b.squeeze(x.x!, [1]));
+    gradCheck({ x: { shape: [1, 3, 1] } }, (b, x) => b.squeeze(x.x!));
+    gradCheck({ x: { shape: [3, 1] } }, (b, x) => b.expand(x.x!, [2, 3, 4]));
+    gradCheck({ x: { shape: [2, 3] } }, (b, x) => b.expand(x.x!, [1, 3]));
+  });
+  it('pad with zeros', () => {
+    gradCheck({ x: { shape: [2, 3] } }, (b, x) => b.pad(x.x!, [1, 0, 2, 3], 0.5));
+  });
+});
