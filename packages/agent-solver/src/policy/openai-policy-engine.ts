@@ -1,0 +1,414 @@
+import type { LLMUsage } from '@flowgrpo/core';
+import OpenAI, { type ClientOptions } from 'openai';
+import { LLMRequestError } from '../engines/errors.js';
+import { mapFinishReason, toOpenAIMessage, usageOf } from '../engines/openai-engine.js';
+import {
+  classifyFailure,
+  type RetryOptions,
+  resolveRetryOptions,
+  runWithRetries,
+} from '../engines/retry.js';
+import { Semaphore } from '../engines/semaphore.js';
+import {
+  type AdapterRef,
+  type PolicyEngine,
+  type PolicyGenerateRequest,
+  type PolicyGenerateResult,
+  PolicyResponseError,
+  type PolicyTokenizer,
+  promptKind,
+} from './policy-engine.js';
+import { type BalanceStrategy, type PooledServer, ServerPool } from './server-pool.js';
+
+// A PolicyEngine over vLLM (or SGLang) OpenAI-compatible servers. Per request it asks for:
+// - `logprobs` (completions: 1; chat: true) — the sampled token's log-probability;
+// - `return_tokens_as_token_ids: true` (vLLM) — logprob tokens come back as "token_id:<id>",
+//   which gives ids aligned one-to-one with the logprobs even for tokens that are not valid
+//   UTF-8 on their own;
+// - `return_token_ids: true` (vLLM ≥ 0.10.2) — `prompt_token_ids` (per choice on /completions,
+//   top level on /chat/completions) and the choice's `token_ids`.
+// The action ids come from the "token_id:" logprob tokens, else from `token_ids` when its length
+// matches the logprobs. Prompt ids come from `prompt_token_ids`, else from the request's own
+// promptTokens, else from the tokenizer hook. `prompt_logprobs` is not requested: the trainer
+// recomputes old/ref logprobs of the prompt itself when it needs them.
+
+export interface OpenAIPolicyEngineOptions {
+  /** Base model name as served (`--served-model-name`). */
+  model: string;
+  /** One or several servers, each like http://host:8000/v1. */
+  baseURLs: string | string[];
+  apiKey?: string;
+  defaultHeaders?: Record<string, string>;
+  /** Per-attempt timeout (default 300 s: long rollouts). */
+  timeoutMs?: number;
+  retry?: RetryOptions;
+  /** Requests in flight across all servers (default 64). */
+  maxConcurrency?: number;
+  balance?: BalanceStrategy;
+  /** How long a failing server is skipped before being tried again (default 10 s). */
+  serverCooldownMs?: number;
+  tokenizer?: PolicyTokenizer;
+  /**
+   * How `messages` prompts are sent: 'server' uses /chat/completions (the server applies the chat
+   * template); 'local' renders them with tokenizer.applyChatTemplate and uses /completions.
+   */
+  chatTemplate?: 'server' | 'local';
+  /**
+   * LoRA routes: 'vllm' → `<baseURL>/load_lora_adapter` (i.e. /v1/…, needs
+   * VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); 'sglang' → `/load_lora_adapter` at the server root.
+   */
+  loraRoutes?: 'vllm' | 'sglang';
+  /** Extra request fields sent as is (e.g. `top_k`, `skip_special_tokens`). */
+  extraBody?: Record<string, unknown>;
+  fetch?: ClientOptions['fetch'];
+}
+
+interface WireUsage {
+  prompt_tokens?: number;
+  completion_tokens?: number;
+  total_tokens?: number;
+}
+
+interface WireCompletion {
+  model?: string;
+  usage?: WireUsage | null;
+  choices?: Array<{
+    text?: string;
+    finish_reason?: string | null;
+    logprobs?: { tokens?: string[]; token_logprobs?: Array<number | null> } | null;
+    token_ids?: number[] | null;
+    prompt_token_ids?: number[] | null;
+  }>;
+  prompt_token_ids?: number[] | null;
+}
+
+interface WireChat {
+  model?: string;
+  usage?: WireUsage | null;
+  prompt_token_ids?: number[] | null;
+  choices?: Array<{
+    message?: { content?: string | null; refusal?: string | null };
+    finish_reason?: string | null;
+    logprobs?: { content?: Array<{ token: string; logprob: number | null }> | null } | null;
+    token_ids?: number[] | null;
+    prompt_token_ids?: number[] | null;
+  }>;
+}
+
+export class OpenAIPolicyEngine implements PolicyEngine {
+  readonly model: string;
+  readonly tokenizer: PolicyTokenizer | undefined;
+  readonly pool: ServerPool<OpenAI>;
+  readonly usage: LLMUsage = { promptTokens: 0, completionTokens: 0, totalTokens: 0 };
+  /** The adapter generations use, once one was loaded. */
+  adapter: AdapterRef | undefined;
+  readonly #options: OpenAIPolicyEngineOptions;
+  readonly #retry;
+  readonly #semaphore: Semaphore;
+
+  constructor(options: OpenAIPolicyEngineOptions) {
+    this.#options = options;
+    this.model = options.model;
+    this.tokenizer = options.tokenizer;
+    const urls = Array.isArray(options.baseURLs) ? options.baseURLs : [options.baseURLs];
+    this.pool = new ServerPool(
+      urls.map((baseURL) => ({
+        baseURL,
+        client: new OpenAI({
+          baseURL,
+          apiKey: options.apiKey ?? process.env.OPENAI_API_KEY ?? 'EMPTY',
+          defaultHeaders: options.defaultHeaders,
+          maxRetries: 0,
+          fetch: options.fetch,
+        }),
+      })),
+      { strategy: options.balance, cooldownMs: options.serverCooldownMs },
+    );
+    this.#retry = resolveRetryOptions(options.retry);
+    this.#semaphore = new Semaphore(options.maxConcurrency ?? 64);
+  }
+
+  /** The model name requests carry: the loaded adapter's, else the base model's. */
+  get servedModel(): string {
+    return this.adapter?.name ?? this.model;
+  }
+
+  async generate(request: PolicyGenerateRequest): Promise<PolicyGenerateResult> {
+    const kind = promptKind(request);
+    const localTemplate = kind === 'messages' && this.#options.chatTemplate === 'local';
+    if (localTemplate && !this.tokenizer?.applyChatTemplate) {
+      throw new RangeError("chatTemplate 'local' needs a tokenizer with applyChatTemplate");
+    }
+    const promptText =
+      kind === 'text'
+        ? request.prompt!
+        : localTemplate
+          ? this.tokenizer!.applyChatTemplate!(request.messages!, { addGenerationPrompt: true })
+          : undefined;
+    const useChat = kind === 'messages' && !localTemplate;
+    const body: Record<string, unknown> = {
+      ...this.#options.extraBody,
+      model: this.servedModel,
+      max_tokens: request.maxTokens,
+      return_tokens_as_token_ids: true,
+      return_token_ids: true,
+    };
+    if (useChat) {
+      body.messages = request.messages!.map(toOpenAIMessage);
+      body.logprobs = true;
+    } else {
+      body.prompt = kind === 'tokens' ? Array.from(request.promptTokens!) : promptText;
+      body.logprobs = 1;
+    }
+    if (request.temperature !== undefined) body.temperature = request.temperature;
+    if (request.topP !== undefined) body.top_p = request.topP;
+    if (request.stop !== undefined && request.stop.length > 0) body.stop = request.stop;
+    if (request.seed !== undefined) body.seed = request.seed;
+
+    const path = useChat ? '/chat/completions' : '/completions';
+    let lastServer: PooledServer<OpenAI> | undefined;
+    const timeoutMs = request.timeoutMs ?? this.#options.timeoutMs ?? 300_000;
+    const { wire, server } = await runWithRetries(
+      async ({ signal }) => {
+        const server = this.pool.pick();
+        lastServer = server;
+        server.inFlight++;
+        try {
+          const wire = await server.client.post<WireCompletion & WireChat>(path, {
+            body,
+            signal,
+            timeout: timeoutMs + 5_000,
+            maxRetries: 0,
+          });
+          this.pool.markOk(server);
+          return { wire, server };
+        } catch (error) {
+          // A timeout counts against the server; the caller's own abort does not.
+          const timedOut = signal.aborted && !request.signal?.aborted;
+          if (timedOut || pointsAtServer(error)) this.pool.markDown(server);
+          throw error;
+        } finally {
+          server.inFlight--;
+        }
+      },
+      {
+        retry: this.#retry,
+        timeoutMs,
+        signal: request.signal,
+        semaphore: this.#semaphore,
+        baseURL: () => lastServer?.baseURL,
+        what: `policy ${useChat ? 'chat completion' : 'completion'} (${this.servedModel})`,
+      },
+    );
+    const result = useChat
+      ? this.#fromChat(wire, server.baseURL, request)
+      : this.#fromCompletion(wire, server.baseURL, request, promptText);
+    const usage = usageOf(wire.usage);
+    this.usage.promptTokens += usage.promptTokens;
+    this.usage.completionTokens += usage.completionTokens;
+    this.usage.totalTokens += usage.totalTokens;
+    return { ...result, usage, model: wire.model ?? this.servedModel };
+  }
+
+  #fromCompletion(
+    wire: WireCompletion,
+    baseURL: string,
+    request: PolicyGenerateRequest,
+    promptText: string | undefined,
+  ): Omit<PolicyGenerateResult, 'usage' | 'model'> {
+    const choice = wire.choices?.[0];
+    if (!choice) throw new PolicyResponseError('the completion has no choices', { baseURL });
+    const lp = choice.logprobs;
+    if (!lp?.tokens || !lp.token_logprobs) {
+      throw new PolicyResponseError(
+        'the server returned no logprobs (is it vLLM/SGLang with logprobs enabled?)',
+        { baseURL },
+      );
+    }
+    const action = alignAction(lp.tokens, lp.token_logprobs, choice.token_ids, baseURL);
+    const promptTokens = this.#promptIds(
+      choice.prompt_token_ids ?? wire.prompt_token_ids,
+      request,
+      promptText,
+      baseURL,
+    );
+    return {
+      text: choice.text ?? '',
+      promptTokens,
+      ...action,
+      finishReason: mapFinishReason(choice.finish_reason),
+    };
+  }
+
+  #fromChat(
+    wire: WireChat,
+    baseURL: string,
+    request: PolicyGenerateRequest,
+  ): Omit<PolicyGenerateResult, 'usage' | 'model'> {
+    const choice = wire.choices?.[0];
+    if (!choice) throw new PolicyResponseError('the chat completion has no choices', { baseURL });
+    const content = choice.logprobs?.content;
+    if (!content) {
+      throw new PolicyResponseError(
+        'the server returned no logprobs (is it vLLM/SGLang with logprobs enabled?)',
+        { baseURL },
+      );
+    }
+    const action = alignAction(
+      content.map((c) => c.token),
+      content.map((c) => c.logprob),
+      choice.token_ids,
+      baseURL,
+    );
+    const promptTokens = this.#promptIds(
+      wire.prompt_token_ids ?? choice.prompt_token_ids,
+      request,
+      undefined,
+      baseURL,
+    );
+    return {
+      text: choice.message?.content ?? '',
+      promptTokens,
+      ...action,
+      finishReason: mapFinishReason(choice.finish_reason),
+    };
+  }
+
+  #promptIds(
+    fromServer: number[] | null | undefined,
+    request: PolicyGenerateRequest,
+    promptText: string | undefined,
+    baseURL: string,
+  ): Int32Array {
+    if (fromServer) return Int32Array.from(fromServer);
+    if (request.promptTokens) return Int32Array.from(request.promptTokens);
+    if (promptText !== undefined && this.tokenizer) {
+      return Int32Array.from(this.tokenizer.encode(promptText));
+    }
+    throw new PolicyResponseError(
+      'the server returned no prompt_token_ids (vLLM ≥ 0.10.2 with return_token_ids) and there is no ' +
+        'tokenizer to render the prompt; pass promptTokens, a tokenizer, or use a newer server',
+      { baseURL },
+    );
+  }
+
+  /**
+   * Registers a PEFT adapter on every server and makes later generations use it. With
+   * `replace` (default true) an adapter of the same name is unloaded first, which is how a new
+   * checkpoint replaces the previous one after a training step.
+   */
+  async loadAdapter(
+    adapter: AdapterRef,
+    options: { replace?: boolean; signal?: AbortSignal } = {},
+  ): Promise<void> {
+    await Promise.all(
+      this.pool.servers.map(async (server) => {
+        if (options.replace ?? true) {
+          await this.#loraCall(server, 'unload', { lora_name: adapter.name }, options.signal, true);
+        }
+        await this.#loraCall(
+          server,
+          'load',
+          { lora_name: adapter.name, lora_path: adapter.path },
+          options.signal,
+          false,
+        );
+      }),
+    );
+    this.adapter = { ...adapter };
+  }
+
+  /** Removes an adapter from every server; generations go back to the base model if it was active. */
+  async unloadAdapter(name: string, options: { signal?: AbortSignal } = {}): Promise<void> {
+    await Promise.all(
+      this.pool.servers.map((server) =>
+        this.#loraCall(server, 'unload', { lora_name: name }, options.signal, false),
+      ),
+    );
+    if (this.adapter?.name === name) this.adapter = undefined;
+  }
+
+  /** PolicyEngine hook for the trainer: load the step's adapter in place of the previous one. */
+  updateAdapter(adapter: AdapterRef): Promise<void> {
+    return this.loadAdapter(adapter, { replace: true });
+  }
+
+  async #loraCall(
+    server: PooledServer<OpenAI>,
+    action: 'load' | 'unload',
+    body: Record<string, unknown>,
+    signal: AbortSignal | undefined,
+    missingIsOk: boolean,
+  ): Promise<void> {
+    const route = `/${action}_lora_adapter`;
+    const path =
+      this.#options.loraRoutes === 'sglang' ? new URL(route, server.baseURL).href : route;
+    try {
+      await runWithRetries(
+        ({ signal: s }) =>
+          server.client.post<unknown>(path, { body, signal: s, timeout: 120_000, maxRetries: 0 }),
+        {
+          retry: this.#retry,
+          timeoutMs: 120_000,
+          signal,
+          baseURL: () => server.baseURL,
+          what: `${action} LoRA adapter '${String(body.lora_name)}'`,
+        },
+      );
+    } catch (error) {
+      // Unloading a name the server does not know (404, or 400 on older vLLM) is fine when we
+      // only unload to make room for a reload.
+      if (
+        missingIsOk &&
+        LLMRequestError.isInstance(error) &&
+        (error.status === 404 || error.status === 400)
+      ) {
+        return;
+      }
+      throw error;
+    }
+  }
+}
+
+function pointsAtServer(error: unknown): boolean {
+  const failure = classifyFailure(error);
+  if (!failure) return false;
+  return failure.kind !== 'http' || (failure.status !== undefined && failure.status >= 500);
+}
+
+const TOKEN_ID = /^token_id:(-?\d+)$/;
+
+/** Sampled ids and their logprobs, aligned one-to-one. */
+function alignAction(
+  tokens: string[],
+  logprobs: Array<number | null>,
+  tokenIds: number[] | null | undefined,
+  baseURL: string,
+): { actionTokens: Int32Array; actionLogprobs: Float32Array } {
+  if (tokens.length !== logprobs.length) {
+    throw new PolicyResponseError(
+      `logprobs tokens (${tokens.length}) and values (${logprobs.length}) differ in length`,
+      { baseURL },
+    );
+  }
+  const actionLogprobs = new Float32Array(logprobs.length);
+  for (let i = 0; i < logprobs.length; i++) {
+    const v = logprobs[i];
+    if (typeof v !== 'number' || Number.isNaN(v)) {
+      throw new PolicyResponseError(`no logprob for sampled token ${i}`, { baseURL });
+    }
+    actionLogprobs[i] = v;
+  }
+  const parsed = tokens.map((t) => TOKEN_ID.exec(t));
+  if (parsed.every((m) => m !== null)) {
+    return { actionTokens: Int32Array.from(parsed, (m) => Number(m![1])), actionLogprobs };
+  }
+  if (tokenIds && tokenIds.length === tokens.length) {
+    return { actionTokens: Int32Array.from(tokenIds), actionLogprobs };
+  }
+  throw new PolicyResponseError(
+    'cannot tell the sampled token ids: the server ignored return_tokens_as_token_ids and its ' +
+      `token_ids (${tokenIds ? tokenIds.length : 'absent'}) do not match the ${tokens.length} logprobs`,
+    { baseURL },
+  );
+}
