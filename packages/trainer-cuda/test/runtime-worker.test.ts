@@ -1,0 +1,221 @@
+// SessionWorker: ONNX Runtime sessions in a worker thread, real sessions on the CPU EP. Expected
+// numbers are derived by hand; the responsiveness test compares against the same run made on the
+// main thread, where the timer is observed not to fire.
+
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  DEFAULT_IR_VERSION,
+  DEFAULT_OPSET,
+  encodeModel,
+  OnnxDataType,
+  type OnnxGraph,
+  onnxTensor,
+} from '../src/onnx/index.js';
+import {
+  createSession,
+  deviceAvailability,
+  ExecutionProviderUnavailableError,
+  InvalidFeedError,
+  ModelLoadError,
+  SessionRunError,
+  SessionWorker,
+} from '../src/runtime/index.js';
+
+const F = OnnxDataType.FLOAT;
+
+function bytes(graph: OnnxGraph): Uint8Array {
+  return encodeModel({
+    irVersion: DEFAULT_IR_VERSION,
+    opsetImports: [{ domain: '', version: DEFAULT_OPSET }],
+    producerName: 'flowgrpo-test',
+    producerVersion: '0',
+    graph,
+  });
+}
+
+// Y = X·W + B → [[14,25],[20,31]] for X=[[1,2,3],[4,5,6]] (see runtime-session.test.ts).
+const affine = bytes({
+  name: 'affine',
+  nodes: [
+    { opType: 'MatMul', inputs: ['X', 'W'], outputs: ['XW'] },
+    { opType: 'Add', inputs: ['XW', 'B'], outputs: ['Y'] },
+  ],
+  inputs: [{ name: 'X', elemType: F, shape: ['batch', 3] }],
+  outputs: [{ name: 'Y', elemType: F, shape: ['batch', 2] }],
+  initializers: [
+    onnxTensor('W', new Float32Array([1, 0, 0, 1, 1, 1]), [3, 2]),
+    onnxTensor('B', new Float32Array([10, 20]), [2]),
+  ],
+});
+const X = () => new ort.Tensor('float32', new Float32Array([1, 2, 3, 4, 5, 6]), [2, 3]);
+
+// A slow graph: K chained MatMuls by the identity, so the output equals the input exactly.
+const N = 768;
+const K = 6;
+const identity = new Float32Array(N * N);
+for (let i = 0; i < N; i++) identity[i * N + i] = 1;
+const slow = bytes({
+  name: 'slow',
+  nodes: Array.from({ length: K }, (_, k) => ({
+    opType: 'MatMul',
+    inputs: [k === 0 ? 'x' : `h${k - 1}`, 'I'],
+    outputs: [k === K - 1 ? 'y' : `h${k}`],
+  })),
+  inputs: [{ name: 'x', elemType: F, shape: [N, N] }],
+  outputs: [{ name: 'y', elemType: F, shape: [N, N] }],
+  initializers: [onnxTensor('I', identity, [N, N])],
+});
+const slowInput = () =>
+  new ort.Tensor(
+    'float32',
+    Float32Array.from({ length: N * N }, (_, i) => i % 7),
+    [N, N],
+  );
+
+/** Count 5 ms timer ticks while `work` is pending. */
+async function ticksDuring(work: () => Promise<unknown>): Promise<{ ticks: number; ms: number }> {
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 5);
+  const t0 = performance.now();
+  try {
+    await work();
+  } finally {
+    clearInterval(timer);
+  }
+  return { ticks, ms: performance.now() - t0 };
+}
+
+const workers: SessionWorker[] = [];
+function worker(): SessionWorker {
+  const w = new SessionWorker();
+  workers.push(w);
+  return w;
+}
+afterAll(async () => {
+  for (const w of workers) await w.terminate();
+});
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('SessionWorker', () => {
+  it('runs a model in the worker and returns host tensors', async () => {
+    const s = await worker().load(affine, { device: 'cpu' });
+    expect(s.device).toBe('cpu');
+    expect(s.inputs).toEqual([{ name: 'X', type: 'float32', shape: ['batch', 3] }]);
+    const out = await s.run({ X: X() });
+    expect(out.Y!.dims).toEqual([2, 2]);
+    expect(Array.from(out.Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
+    await s.release();
+    await expect(s.run({ X: X() })).rejects.toThrow(SessionRunError);
+  });
+
+  it('keeps the main thread responsive while a run is busy (unlike a main-thread run)', async () => {
+    // Control: the same run on the main thread blocks the event loop; the timer cannot fire
+    // during it (at most one tick lands before the blocking call starts).
+    const main = await createSession(slow, { device: 'cpu', intraOpThreads: 1 });
+    const input = slowInput();
+    const blocked = await ticksDuring(() => main.run({ x: input }));
+    await main.release();
+    console.info(`[worker] main-thread run ${blocked.ms.toFixed(0)} ms, ${blocked.ticks} ticks`);
+    expect(blocked.ms).toBeGreaterThan(60);
+    expect(blocked.ticks).toBeLessThanOrEqual(1);
+
+    const s = await worker().load(slow, { device: 'cpu', intraOpThreads: 1 });
+    let out: Record<string, ort.Tensor> = {};
+    const free = await ticksDuring(async () => {
+      out = await s.run({ x: input });
+    });
+    console.info(`[worker] worker run ${free.ms.toFixed(0)} ms, ${free.ticks} ticks`);
+    // A 5 ms timer over a run of ≥ 60 ms: expect at least a quarter of the ideal tick count.
+    expect(free.ticks).toBeGreaterThanOrEqual(Math.max(3, Math.floor(free.ms / 5 / 4)));
+    // Multiplying by the identity K times returns the input exactly.
+    const y = out.y!.data as Float32Array;
+    const x = input.data as Float32Array;
+    let mismatches = 0;
+    for (let i = 0; i < x.length; i++) if (y[i] !== x[i]) mismatches++;
+    expect(mismatches).toBe(0);
+  });
+
+  it('copies feeds by default and transfers them on request', async () => {
+    const s = await worker().load(affine, { device: 'cpu' });
+    const kept = X();
+    await s.run({ X: kept });
+    expect((kept.data as Float32Array).length).toBe(6);
+    const moved = X();
+    const out = await s.run({ X: moved }, { transfer: true });
+    expect((moved.data as Float32Array).byteLength).toBe(0); // detached: it went to the worker
+    expect(Array.from(out.Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
+  });
+
+  it('carries outputs inside the worker from run to run', async () => {
+    // v = s_out = s_in + 1; s_out is carried back as s_in, v comes to the host.
+    const counter = bytes({
+      name: 'counter',
+      nodes: [
+        { opType: 'Add', inputs: ['s_in', 'one'], outputs: ['s_out'] },
+        { opType: 'Identity', inputs: ['s_out'], outputs: ['v'] },
+      ],
+      inputs: [{ name: 's_in', elemType: F, shape: [1] }],
+      outputs: [
+        { name: 's_out', elemType: F, shape: [1] },
+        { name: 'v', elemType: F, shape: [1] },
+      ],
+      initializers: [onnxTensor('one', new Float32Array([1]), [1])],
+    });
+    const s = await worker().load(counter, { device: 'cpu', carry: { s_out: 's_in' } });
+    const first = await s.run({ s_in: new ort.Tensor('float32', new Float32Array([10]), [1]) });
+    expect(Object.keys(first)).toEqual(['v']);
+    const seen = [first.v!.data[0]];
+    for (let i = 0; i < 2; i++) seen.push((await s.run({})).v!.data[0]);
+    expect(seen).toEqual([11, 12, 13]);
+    await s.resetCarry();
+    await expect(s.run({})).rejects.toThrow(SessionRunError); // nothing carried: s_in missing
+  });
+
+  it('runs several sessions of one worker concurrently with the main thread', async () => {
+    const w = worker();
+    const [a, b] = await Promise.all([w.load(affine, { device: 'cpu' }), w.load(affine)]);
+    const outs = await Promise.all([a.run({ X: X() }), b.run({ X: X() }), a.run({ X: X() })]);
+    for (const o of outs) expect(Array.from(o.Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
+  });
+
+  it('reports typed errors: bad feeds, corrupt model, missing EP', async () => {
+    const w = worker();
+    const s = await w.load(affine, { device: 'cpu' });
+    const e = await s
+      .run({ X: new ort.Tensor('float32', new Float32Array(4), [2, 2]) })
+      .catch((x: unknown) => x);
+    expect(InvalidFeedError.isInstance(e)).toBe(true);
+    expect((e as InvalidFeedError).problem).toBe('dims');
+
+    const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-worker-'));
+    dirs.push(dir);
+    const corrupt = join(dir, 'corrupt.onnx');
+    writeFileSync(corrupt, 'garbage bytes, not an ONNX protobuf');
+    const le = await w.load(corrupt, { device: 'cpu' }).catch((x: unknown) => x);
+    expect(ModelLoadError.isInstance(le)).toBe(true);
+    expect((le as ModelLoadError).file).toBe(corrupt);
+
+    if (!(await deviceAvailability('cuda')).available) {
+      const ee = await w.load(affine, { device: 'cuda' }).catch((x: unknown) => x);
+      expect(ExecutionProviderUnavailableError.isInstance(ee)).toBe(true);
+    }
+    // The worker survives all of that.
+    expect(Array.from((await s.run({ X: X() })).Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
+  });
+
+  it('rejects pending calls when the worker is terminated', async () => {
+    const w = new SessionWorker();
+    const s = await w.load(slow, { device: 'cpu', intraOpThreads: 1 });
+    const pending = s.run({ x: slowInput() });
+    await w.terminate();
+    await expect(pending).rejects.toThrow(/session worker exited/);
+  });
+});
