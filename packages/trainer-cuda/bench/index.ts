@@ -1,0 +1,23 @@
+// `pnpm bench` for @flowgrpo/trainer: each section prints a table; keep the whole run short.
+
+import { cpus } from 'node:os';
+import * as ort from 'onnxruntime-node';
+import { benchMatMul, benchOverhead } from './runtime.js';
+import { type BenchSection, formatSection } from './table.js';
+
+const sections: { name: string; run: () => Promise<BenchSection> }[] = [
+  { name: 'overhead', run: benchOverhead },
+  { name: 'matmul', run: () => benchMatMul() },
+];
+
+const only = process.argv.slice(2);
+console.log(
+  `# @flowgrpo/trainer benchmarks — onnxruntime-node ${ort.env.versions.node}, Node ${process.version}, ` +
+    `${cpus().length} CPUs (${cpus()[0]?.model ?? '?'})\n`,
+);
+const t0 = performance.now();
+for (const s of sections) {
+  if (only.length && !only.includes(s.name)) continue;
+  console.log(formatSection(await s.run()));
+}
+console.log(`total ${((performance.now() - t0) / 1000).toFixed(1)} s`);
