@@ -7,3 +7,5 @@ export * from './rng.js';
 export * from './safetensors/index.js';
 export * from './sample-row.js';
 export * from './trajectory.js';
+export * from './trajectory-arrow.js';
+export * from './trajectory-json.js';
