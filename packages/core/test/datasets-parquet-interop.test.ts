@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { tableFromIPC, tableToIPC } from 'apache-arrow';
 import {
   Compression,
@@ -7,12 +10,16 @@ import {
   writeParquet,
 } from 'parquet-wasm';
 import { describe, expect, it } from 'vitest';
+import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
   arrowTableToRows,
+  loadDataset,
   readParquetRows,
   readParquetTable,
+  readSampleRows,
   rowsToArrowTable,
   rowsToParquetBuffer,
+  writeSampleRows,
 } from '../src/index.js';
 
 // parquet-wasm is the Rust arrow-rs Parquet implementation compiled to WebAssembly: a reader and
@@ -62,3 +69,40 @@ describe('Parquet interoperability with arrow-rs (parquet-wasm)', () => {
     });
   }
 });
+
+describe.skipIf(skipWithoutShared('real Parquet interop'))(
+  'arrow-rs and this reader agree on real files',
+  () => {
+    it('Search-R1 NQ train (pyarrow-written, snappy): identical rows from both readers', async () => {
+      const path = sharedPath('data', 'search-r1-nq', 'train-5000.parquet');
+      const theirs = arrowTableToRows(
+        tableFromIPC(readParquet(readFileSync(path)).intoIPCStream()),
+      );
+      expect(theirs).toHaveLength(5000);
+      expect(await readParquetRows(path)).toEqual(theirs);
+    });
+
+    it('a SampleRow file written here reads the same through arrow-rs', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-interop-'));
+      try {
+        const rows = [
+          ...(await loadDataset(sharedPath('data', 'aime24', 'test.jsonl'), 'aime')),
+          ...(await loadDataset(
+            sharedPath('data', 'hotpotqa', 'dev-distractor-500.jsonl'),
+            'hotpotqa',
+            { limit: 20 },
+          )),
+        ];
+        const path = join(dir, 'mix.parquet');
+        await writeSampleRows(path, rows);
+        const theirs = arrowTableToRows(
+          tableFromIPC(readParquet(readFileSync(path)).intoIPCStream()),
+        );
+        expect(theirs).toEqual(await readParquetRows(path));
+        expect(await readSampleRows(path)).toEqual(rows);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+  },
+);
