@@ -320,6 +320,16 @@ describe('writeModel + external data', () => {
     expect(Array.from(outBytes.Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
   });
 
+  it('refuses to rewrite, without a shared writer, a weights file another graph points to', () => {
+    const dir = tmp();
+    writeModel(matmulAdd, { dir, fileName: 'first.onnx', sizeThreshold: 16 });
+    expect(() =>
+      writeModel(matmulAdd, { dir, fileName: 'second.onnx', sizeThreshold: 16 }),
+    ).toThrow(/pass one shared WeightsFileWriter/);
+    // The first graph's weights are intact.
+    expect(statSync(join(dir, 'weights.data')).size).toBe(24);
+  });
+
   it('refuses a protobuf over 2 GB and tensors whose bytes do not match their dims', () => {
     // Three initializers aliasing one 800 MB buffer: 2.4 GB of raw_data, never touched or copied.
     const big = new Uint8Array(800_000_000);

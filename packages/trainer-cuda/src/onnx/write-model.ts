@@ -18,10 +18,15 @@ export interface WriteModelOptions {
   sizeThreshold?: number;
   /**
    * A shared writer (for several graphs over one weights file). When absent and some tensor is
-   * large enough, `dir/externalDataFile` is created (truncated), written and closed.
+   * large enough, `dir/externalDataFile` is created (truncated), written and closed; doing that
+   * twice for one file in one process throws, since the second call would cut the first graph's
+   * weights out from under it: pass one shared writer to every call instead.
    */
   weights?: WeightsFileWriter;
 }
+
+/** External-data files this process created through writeModel's own (unshared) writer. */
+const ownedWeightFiles = new Set<string>();
 
 export interface WriteModelResult {
   /** Absolute path of the .onnx file. */
@@ -56,7 +61,18 @@ export function writeModel(model: OnnxModel, options: WriteModelOptions): WriteM
 
   const externalize = (t: OnnxTensor): OnnxTensor => {
     if (t.rawData === undefined || t.rawData.byteLength < threshold) return t;
-    weights ??= new WeightsFileWriter(join(dir, externalName));
+    if (!weights) {
+      const file = join(dir, externalName);
+      if (ownedWeightFiles.has(file)) {
+        throw new OnnxEncodeError(
+          `${file} was already written for another graph in this process; rewriting it would ` +
+            'break that graph: pass one shared WeightsFileWriter as `weights` to every writeModel call',
+          { where: options.fileName },
+        );
+      }
+      ownedWeightFiles.add(file);
+      weights = new WeightsFileWriter(file);
+    }
     const external = weights.append(t.rawData);
     stats.tensors++;
     stats.bytes += external.length;
