@@ -1,4 +1,4 @@
-import type { Trajectory } from '@flowgrpo/core';
+import { ConfigError, type Trajectory } from '@flowgrpo/core';
 
 /** What every reward function scores: one final answer against its ground truth. */
 export interface RewardInput {
@@ -35,4 +35,33 @@ export interface RewardFunction<D extends object = Record<string, unknown>> {
 /** The text format rewards look at: the raw completion when given, else the final answer. */
 export function completionText(input: RewardInput): string {
   return input.completion ?? input.finalAnswer;
+}
+
+/**
+ * The reward input of a recorded trajectory: its question, ground truth and final answer, and as
+ * completion the text of its turns (flow rollouts) joined by newlines. `groundTruth` overrides the
+ * trajectory's own (e.g. NQ's list of alternatives).
+ */
+export function rewardInputFromTrajectory(
+  trajectory: Trajectory,
+  overrides: Partial<Pick<RewardInput, 'groundTruth' | 'completion' | 'question'>> = {},
+): RewardInput {
+  const question = overrides.question ?? trajectory.question;
+  const groundTruth = overrides.groundTruth ?? trajectory.groundTruth;
+  if (question === undefined || groundTruth === undefined) {
+    throw new ConfigError(
+      `trajectory ${trajectory.queryId} has no ${question === undefined ? 'question' : 'groundTruth'}; pass it in overrides`,
+      { key: question === undefined ? 'question' : 'groundTruth' },
+    );
+  }
+  const completion =
+    overrides.completion ??
+    (trajectory.turns ? trajectory.turns.map((t) => t.text).join('\n') : undefined);
+  return {
+    question,
+    groundTruth,
+    finalAnswer: trajectory.finalAnswer,
+    ...(completion === undefined ? {} : { completion }),
+    trajectory,
+  };
 }

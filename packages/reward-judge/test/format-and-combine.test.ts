@@ -1,10 +1,11 @@
-import { ConfigError } from '@flowgrpo/core';
+import { ConfigError, TrajectorySchema } from '@flowgrpo/core';
 import { describe, expect, it } from 'vitest';
 import {
   checkFormat,
   combineRewards,
   exactMatchReward,
   formatReward,
+  rewardInputFromTrajectory,
   SEARCH_AGENT,
   THINK_ANSWER,
   THINK_TOOL_CALL,
@@ -130,5 +131,54 @@ describe('weighted combination', () => {
     expect(() => combineRewards([{ fn: exactMatchReward(), weight: Number.NaN }])).toThrow(
       ConfigError,
     );
+  });
+});
+
+describe('reward input from a trajectory', () => {
+  it('takes question, gold and answer from the trajectory and joins turn texts', () => {
+    const trajectory = TrajectorySchema.parse({
+      queryId: 'q1',
+      groupId: 'g1',
+      question: 'Capital of France?',
+      groundTruth: 'Paris',
+      finalAnswer: 'Paris',
+      stopReason: 'answer',
+      turns: [
+        {
+          index: 0,
+          promptTokens: [1],
+          actionTokens: [2],
+          actionLogprobs: [-0.1],
+          text: '<think>a</think>',
+        },
+        {
+          index: 1,
+          promptTokens: [1],
+          actionTokens: [3],
+          actionLogprobs: [-0.2],
+          text: '<answer>Paris</answer>',
+        },
+      ],
+    });
+    const input = rewardInputFromTrajectory(trajectory);
+    expect(input).toMatchObject({
+      question: 'Capital of France?',
+      groundTruth: 'Paris',
+      finalAnswer: 'Paris',
+    });
+    expect(input.completion).toBe('<think>a</think>\n<answer>Paris</answer>');
+    expect(checkFormat(input.completion!, THINK_ANSWER).ok).toBe(true);
+    const noGold = TrajectorySchema.parse({
+      queryId: 'q2',
+      groupId: 'g',
+      finalAnswer: 'x',
+      stopReason: 'answer',
+      question: 'q',
+    });
+    expect(() => rewardInputFromTrajectory(noGold)).toThrow(/groundTruth/);
+    expect(rewardInputFromTrajectory(noGold, { groundTruth: ['x', 'y'] }).groundTruth).toEqual([
+      'x',
+      'y',
+    ]);
   });
 });
