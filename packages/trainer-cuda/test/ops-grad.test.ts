@@ -1,6 +1,8 @@
 // Finite-difference gradient check of every differentiable op, several shapes and broadcasting
 // cases each. Expected values: central differences (ε = 1e-6) of the loss Σ(y ⊙ R) computed by the
-// reference evaluator in float64, against the autodiff gradients evaluated the same way.
+// reference evaluator in float64, against the autodiff gradients evaluated the same way. Each
+// graph (forward + backward) is also exported and run in a real onnxruntime-node session, whose
+// float32 results must equal the evaluator's (relative 1e-5): that checks the forwards too.
 import { describe, expect, it } from 'vitest';
 import {
   checkGradients,
@@ -11,14 +13,7 @@ import {
   tensor,
   type Value,
 } from '../src/index.js';
-
-function rng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
+import { expectOrtMatches, rng } from './graph-helpers.js';
 
 type Spec = {
   shape: number[];
@@ -30,7 +25,7 @@ type Spec = {
 };
 
 /** Builds y = f(inputs), loss = Σ(y ⊙ R) with a fixed random R, checks d loss / d inputs. */
-function gradCheck(
+async function gradCheck(
   specs: Record<string, Spec>,
   f: (b: GraphBuilder, x: Record<string, Value>) => Value,
   seed = 1,
@@ -66,6 +61,9 @@ function gradCheck(
   const grads = b.grad(loss, wrt);
   const results = checkGradients(b.graph, feeds, loss, wrt, grads);
   for (const res of results) expect(res.maxError, `${res.name}`).toBeLessThan(1e-6);
+  b.output(y, '__y');
+  b.output(loss, '__loss');
+  await expectOrtMatches(b.graph, feeds);
   return results;
 }
 
@@ -95,9 +93,9 @@ describe('elementwise ops (float64 finite differences)', () => {
     ],
   ];
   for (const op of ['add', 'sub', 'mul', 'div', 'pow', 'min', 'max'] as const) {
-    it.each(shapes)(`${op} %j ⊕ %j`, (sa, sb) => {
+    it.each(shapes)(`${op} %j ⊕ %j`, async (sa, sb) => {
       const spec = op === 'div' || op === 'pow' ? pos : {};
-      gradCheck(
+      await gradCheck(
         { a: { shape: sa, ...spec }, b: { shape: sb, ...spec } },
         (b, x) => b[op](x.a!, x.b!),
         sa.length + 7 * sb.length,
@@ -117,24 +115,24 @@ describe('elementwise ops (float64 finite differences)', () => {
     ['identity', (b, x) => b.identity(x), {}],
   ];
   for (const [name, f, spec] of unary) {
-    it.each([[[5]], [[2, 3]], [[2, 1, 3]]])(`${name} %j`, (shape) => {
-      gradCheck({ x: { shape, ...spec } }, (b, x) => f(b, x.x!));
+    it.each([[[5]], [[2, 3]], [[2, 1, 3]]])(`${name} %j`, async (shape) => {
+      await gradCheck({ x: { shape, ...spec } }, (b, x) => f(b, x.x!));
     });
   }
-  it('where with a broadcast condition (cond not differentiable)', () => {
-    gradCheck({ x: { shape: [2, 3] }, y: { shape: [3] }, m: { shape: [2, 3] } }, (b, x) =>
+  it('where with a broadcast condition (cond not differentiable)', async () => {
+    await gradCheck({ x: { shape: [2, 3] }, y: { shape: [3] }, m: { shape: [2, 3] } }, (b, x) =>
       b.where(b.greater(x.m!, 0), x.x!, x.y!),
     );
-    gradCheck({ x: { shape: [2, 1] }, y: { shape: [1, 3] }, m: { shape: [3] } }, (b, x) =>
+    await gradCheck({ x: { shape: [2, 1] }, y: { shape: [1, 3] }, m: { shape: [3] } }, (b, x) =>
       b.where(b.less(x.m!, 0), x.x!, x.y!),
     );
   });
-  it('clip with min and max, and with min only', () => {
-    gradCheck({ x: { shape: [3, 4], lo: -2, hi: 2 } }, (b, x) => b.clip(x.x!, -0.7, 0.9));
-    gradCheck({ x: { shape: [7] } }, (b, x) => b.clip(x.x!, 0.1));
+  it('clip with min and max, and with min only', async () => {
+    await gradCheck({ x: { shape: [3, 4], lo: -2, hi: 2 } }, (b, x) => b.clip(x.x!, -0.7, 0.9));
+    await gradCheck({ x: { shape: [7] } }, (b, x) => b.clip(x.x!, 0.1));
   });
-  it('cast float32 → float64 → float32 passes the gradient through', () => {
-    gradCheck({ x: { shape: [2, 3] } }, (b, x) =>
+  it('cast float32 → float64 → float32 passes the gradient through', async () => {
+    await gradCheck({ x: { shape: [2, 3] } }, (b, x) =>
       b.cast(b.mul(b.cast(x.x!, 'float64'), b.cast(x.x!, 'float64')), 'float32'),
     );
   });
@@ -162,8 +160,8 @@ describe('matmul, gemm, softmax', () => {
       [2, 4, 1],
     ],
   ];
-  it.each(mm)('matmul %j × %j', (sa, sb) => {
-    gradCheck({ a: { shape: sa }, b: { shape: sb } }, (b, x) => b.matmul(x.a!, x.b!));
+  it.each(mm)('matmul %j × %j', async (sa, sb) => {
+    await gradCheck({ a: { shape: sa }, b: { shape: sb } }, (b, x) => b.matmul(x.a!, x.b!));
   });
   const gemm: [boolean, boolean, number[] | null][] = [
     [false, false, [5]],
@@ -172,18 +170,18 @@ describe('matmul, gemm, softmax', () => {
     [true, true, [3, 1]],
     [false, false, null],
   ];
-  it.each(gemm)('gemm transA=%s transB=%s C=%j', (tA, tB, cs) => {
+  it.each(gemm)('gemm transA=%s transB=%s C=%j', async (tA, tB, cs) => {
     const specs: Record<string, Spec> = {
       a: { shape: tA ? [4, 3] : [3, 4] },
       w: { shape: tB ? [5, 4] : [4, 5] },
     };
     if (cs) specs.c = { shape: cs };
-    gradCheck(specs, (b, x) =>
+    await gradCheck(specs, (b, x) =>
       b.gemm(x.a!, x.w!, x.c, { alpha: 0.7, beta: 1.3, transA: tA, transB: tB }),
     );
   });
-  it.each([[-1], [0], [1]])('softmax axis %i', (axis) => {
-    gradCheck({ x: { shape: [2, 3, 4], lo: -2, hi: 2 } }, (b, x) => b.softmax(x.x!, axis));
+  it.each([[-1], [0], [1]])('softmax axis %i', async (axis) => {
+    await gradCheck({ x: { shape: [2, 3, 4], lo: -2, hi: 2 } }, (b, x) => b.softmax(x.x!, axis));
   });
 });
 
@@ -197,11 +195,13 @@ describe('reductions and cumsum', () => {
     [undefined, true],
   ];
   for (const op of ['reduceSum', 'reduceMean', 'reduceMax', 'reduceLogSumExp'] as const) {
-    it.each(cases)(`${op} axes=%j keepdims=%s`, (axes, keep) => {
-      gradCheck({ x: { shape: [2, 3, 4], lo: -2, hi: 2 } }, (b, x) => b[op](x.x!, axes, keep));
+    it.each(cases)(`${op} axes=%j keepdims=%s`, async (axes, keep) => {
+      await gradCheck({ x: { shape: [2, 3, 4], lo: -2, hi: 2 } }, (b, x) =>
+        b[op](x.x!, axes, keep),
+      );
     });
   }
-  it('reduceMax shares the gradient at ties (torch.amax convention)', () => {
+  it('reduceMax shares the gradient at ties (torch.amax convention)', async () => {
     // x = [1, 3, 3]: the max 3 is hit twice, each gets half of dL/dy (hand derivation).
     const b = new GraphBuilder();
     const x = b.input('x', 'float32', [3]);
@@ -214,57 +214,64 @@ describe('reductions and cumsum', () => {
     [1, true, false],
     [-1, false, true],
     [1, true, true],
-  ])('cumsum axis=%i exclusive=%s reverse=%s', (axis, exclusive, reverse) => {
-    gradCheck({ x: { shape: [3, 4] } }, (b, x) => b.cumsum(x.x!, axis, { exclusive, reverse }));
+  ])('cumsum axis=%i exclusive=%s reverse=%s', async (axis, exclusive, reverse) => {
+    await gradCheck({ x: { shape: [3, 4] } }, (b, x) =>
+      b.cumsum(x.x!, axis, { exclusive, reverse }),
+    );
   });
 });
 
 describe('indexing ops (integer indices are not differentiated)', () => {
-  it('gather axis 0 with repeated 2-D indices (embedding lookup)', () => {
-    gradCheck({ e: { shape: [5, 3] }, i: int64([2, 3], [0, 4, 4, 1, 0, -1]) }, (b, x) =>
+  it('gather axis 0 with repeated 2-D indices (embedding lookup)', async () => {
+    await gradCheck({ e: { shape: [5, 3] }, i: int64([2, 3], [0, 4, 4, 1, 0, -1]) }, (b, x) =>
       b.gather(x.e!, x.i!, 0),
     );
   });
-  it('gather axis 1, scalar index, and axis -1', () => {
-    gradCheck({ e: { shape: [2, 4, 3] }, i: int64([3], [3, 0, 3]) }, (b, x) =>
+  it('gather axis 1, scalar index, and axis -1', async () => {
+    await gradCheck({ e: { shape: [2, 4, 3] }, i: int64([3], [3, 0, 3]) }, (b, x) =>
       b.gather(x.e!, x.i!, 1),
     );
-    gradCheck({ e: { shape: [2, 4, 3] }, i: int64([], [2]) }, (b, x) => b.gather(x.e!, x.i!, 1));
-    gradCheck({ e: { shape: [2, 4] }, i: int64([2, 2], [1, 1, 3, 0]) }, (b, x) =>
+    await gradCheck({ e: { shape: [2, 4, 3] }, i: int64([], [2]) }, (b, x) =>
+      b.gather(x.e!, x.i!, 1),
+    );
+    await gradCheck({ e: { shape: [2, 4] }, i: int64([2, 2], [1, 1, 3, 0]) }, (b, x) =>
       b.gather(x.e!, x.i!, -1),
     );
   });
-  it('gatherElements axis 0 and 1 with repeats', () => {
-    gradCheck({ e: { shape: [3, 4] }, i: int64([2, 4], [0, 1, 2, 2, 2, 2, 0, 1]) }, (b, x) =>
+  it('gatherElements axis 0 and 1 with repeats', async () => {
+    await gradCheck({ e: { shape: [3, 4] }, i: int64([2, 4], [0, 1, 2, 2, 2, 2, 0, 1]) }, (b, x) =>
       b.gatherElements(x.e!, x.i!, 0),
     );
-    gradCheck({ e: { shape: [3, 4] }, i: int64([3, 1], [3, 0, -1]) }, (b, x) =>
+    await gradCheck({ e: { shape: [3, 4] }, i: int64([3, 1], [3, 0, -1]) }, (b, x) =>
       b.gatherElements(x.e!, x.i!, 1),
     );
   });
-  it('gatherND of rows and of elements', () => {
-    gradCheck({ e: { shape: [3, 4] }, i: int64([2, 1], [2, 2]) }, (b, x) => b.gatherND(x.e!, x.i!));
-    gradCheck({ e: { shape: [3, 4] }, i: int64([3, 2], [0, 1, 2, 3, 0, 1]) }, (b, x) =>
+  it('gatherND of rows and of elements', async () => {
+    await gradCheck({ e: { shape: [3, 4] }, i: int64([2, 1], [2, 2]) }, (b, x) =>
+      b.gatherND(x.e!, x.i!),
+    );
+    await gradCheck({ e: { shape: [3, 4] }, i: int64([3, 2], [0, 1, 2, 3, 0, 1]) }, (b, x) =>
       b.gatherND(x.e!, x.i!),
     );
   });
   it.each(['add', 'none'] as const)(
     'scatterElements reduction=%s (data and updates)',
-    (reduction) => {
+    async (reduction) => {
       const i = reduction === 'add' ? [0, 2, 2, 1, 0, 0] : [0, 2, 1, 1, 0, 2];
-      gradCheck({ d: { shape: [3, 3] }, i: int64([2, 3], i), u: { shape: [2, 3] } }, (b, x) =>
+      await gradCheck({ d: { shape: [3, 3] }, i: int64([2, 3], i), u: { shape: [2, 3] } }, (b, x) =>
         b.scatterElements(x.d!, x.i!, x.u!, 0, reduction),
       );
-      gradCheck(
+      await gradCheck(
         { d: { shape: [2, 4] }, i: int64([2, 2], [3, 0, 1, 2]), u: { shape: [2, 2] } },
         (b, x) => b.scatterElements(x.d!, x.i!, x.u!, 1, reduction),
       );
     },
   );
-  it.each(['add', 'none'] as const)('scatterND reduction=%s', (reduction) => {
+  it.each(['add', 'none'] as const)('scatterND reduction=%s', async (reduction) => {
     const rows = reduction === 'add' ? [1, 1] : [2, 0];
-    gradCheck({ d: { shape: [3, 4] }, i: int64([2, 1], rows), u: { shape: [2, 4] } }, (b, x) =>
-      b.scatterND(x.d!, x.i!, x.u!, reduction),
+    await gradCheck(
+      { d: { shape: [3, 4] }, i: int64([2, 1], rows), u: { shape: [2, 4] } },
+      (b, x) => b.scatterND(x.d!, x.i!, x.u!, reduction),
     );
   });
   it.each([
@@ -272,53 +279,53 @@ describe('indexing ops (integer indices are not differentiated)', () => {
     [false, 0],
     [true, 1],
     [false, -1],
-  ])('trilu upper=%s k=%i', (upper, k) => {
-    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.trilu(x.x!, { upper, k }));
+  ])('trilu upper=%s k=%i', async (upper, k) => {
+    await gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.trilu(x.x!, { upper, k }));
   });
 });
 
 describe('shape ops', () => {
-  it('reshape with -1 and 0', () => {
-    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.reshape(x.x!, [0, -1]));
-    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) =>
+  it('reshape with -1 and 0', async () => {
+    await gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.reshape(x.x!, [0, -1]));
+    await gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) =>
       b.mul(b.reshape(x.x!, [4, 6]), b.reshape(x.x!, [4, -1])),
     );
   });
-  it('transpose default and explicit perm', () => {
-    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.transpose(x.x!));
-    gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.transpose(x.x!, [1, 2, 0]));
+  it('transpose default and explicit perm', async () => {
+    await gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.transpose(x.x!));
+    await gradCheck({ x: { shape: [2, 3, 4] } }, (b, x) => b.transpose(x.x!, [1, 2, 0]));
   });
-  it('concat of three inputs on axes 1 and -1', () => {
-    gradCheck(
+  it('concat of three inputs on axes 1 and -1', async () => {
+    await gradCheck(
       { a: { shape: [2, 1, 3] }, b: { shape: [2, 2, 3] }, c: { shape: [2, 4, 3] } },
       (b, x) => b.concat([x.a!, x.b!, x.c!], 1),
     );
-    gradCheck({ a: { shape: [2, 2] }, b: { shape: [2, 3] } }, (b, x) =>
+    await gradCheck({ a: { shape: [2, 2] }, b: { shape: [2, 3] } }, (b, x) =>
       b.concat([x.a!, x.b!, x.a!], -1),
     );
   });
-  it('split into equal parts and given sizes (some outputs unused)', () => {
-    gradCheck({ x: { shape: [6, 2] } }, (b, x) => {
+  it('split into equal parts and given sizes (some outputs unused)', async () => {
+    await gradCheck({ x: { shape: [6, 2] } }, (b, x) => {
       const [p, q, r] = b.split(x.x!, 3, 0);
       return b.add(b.mul(p!, q!), r!);
     });
-    gradCheck({ x: { shape: [2, 5] } }, (b, x) => b.split(x.x!, [1, 4], 1)[1]!);
+    await gradCheck({ x: { shape: [2, 5] } }, (b, x) => b.split(x.x!, [1, 4], 1)[1]!);
   });
-  it('slice: unit steps, negative indices, steps 2 and −1', () => {
-    gradCheck({ x: { shape: [4, 5] } }, (b, x) => b.slice(x.x!, [1, -4], [3, 100], [0, 1]));
-    gradCheck({ x: { shape: [4, 6] } }, (b, x) => b.slice(x.x!, [0], [6], [1], [2]));
-    gradCheck({ x: { shape: [4, 6] } }, (b, x) =>
+  it('slice: unit steps, negative indices, steps 2 and −1', async () => {
+    await gradCheck({ x: { shape: [4, 5] } }, (b, x) => b.slice(x.x!, [1, -4], [3, 100], [0, 1]));
+    await gradCheck({ x: { shape: [4, 6] } }, (b, x) => b.slice(x.x!, [0], [6], [1], [2]));
+    await gradCheck({ x: { shape: [4, 6] } }, (b, x) =>
       b.slice(x.x!, [-1, 4], [-100, 0], [0, -1], [-1, -2]),
     );
   });
-  it('unsqueeze, squeeze, expand', () => {
-    gradCheck({ x: { shape: [3, 1] } }, (b, x) => b.unsqueeze(x.x!, [0, -1]));
-    gradCheck({ x: { shape: [3, 1, 2] } }, (b, x) => b.squeeze(x.x!, [1]));
-    gradCheck({ x: { shape: [1, 3, 1] } }, (b, x) => b.squeeze(x.x!));
-    gradCheck({ x: { shape: [3, 1] } }, (b, x) => b.expand(x.x!, [2, 3, 4]));
-    gradCheck({ x: { shape: [2, 3] } }, (b, x) => b.expand(x.x!, [1, 3]));
+  it('unsqueeze, squeeze, expand', async () => {
+    await gradCheck({ x: { shape: [3, 1] } }, (b, x) => b.unsqueeze(x.x!, [0, -1]));
+    await gradCheck({ x: { shape: [3, 1, 2] } }, (b, x) => b.squeeze(x.x!, [1]));
+    await gradCheck({ x: { shape: [1, 3, 1] } }, (b, x) => b.squeeze(x.x!));
+    await gradCheck({ x: { shape: [3, 1] } }, (b, x) => b.expand(x.x!, [2, 3, 4]));
+    await gradCheck({ x: { shape: [2, 3] } }, (b, x) => b.expand(x.x!, [1, 3]));
   });
-  it('pad with zeros', () => {
-    gradCheck({ x: { shape: [2, 3] } }, (b, x) => b.pad(x.x!, [1, 0, 2, 3], 0.5));
+  it('pad with zeros', async () => {
+    await gradCheck({ x: { shape: [2, 3] } }, (b, x) => b.pad(x.x!, [1, 0, 2, 3], 0.5));
   });
 });

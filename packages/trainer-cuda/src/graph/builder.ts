@@ -426,7 +426,7 @@ export class GraphBuilder {
     const sizes = this.intsValue(parts)!;
     const n = sizes.shape?.[0];
     if (typeof n !== 'number') throw new GraphError('Split sizes need a static length');
-    return this.emit('Split', [x, sizes], { axis, num_outputs: n });
+    return this.emit('Split', [x, sizes], { axis });
   }
   slice(x: Value, starts: Ints, ends: Ints, axes?: Ints, steps?: Ints): Value {
     return this.one('Slice', [

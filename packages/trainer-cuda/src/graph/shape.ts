@@ -3,7 +3,7 @@ import type { InferCtx, ValueType } from '../ops/op.js';
 import type { Dim, Shape } from './types.js';
 
 export const isStatic = (s: Shape | undefined): s is readonly number[] =>
-  s?.every((d) => typeof d === 'number');
+  s?.every((d) => typeof d === 'number') === true;
 
 /** Normalises a possibly negative axis against a rank. */
 export function normAxis(ctx: InferCtx, axis: number, rank: number): number {

@@ -326,7 +326,7 @@ export const shapeOps = defineOps(
         c.x.map((x) => b.dim(x!, axis)),
         0,
       );
-      return b.emit('Split', [c.gy[0]!, sizes], { axis, num_outputs: c.x.length });
+      return b.emit('Split', [c.gy[0]!, sizes], { axis });
     },
   },
   {
@@ -334,7 +334,10 @@ export const shapeOps = defineOps(
     attrTypes: { axis: 'int', num_outputs: 'int' },
     infer: (c) => {
       const x = req(c, 0);
-      const n = c.attrs.num_outputs as number;
+      // ONNX takes either `split` sizes (input 1) or `num_outputs`, never both.
+      const n = (c.attrs.num_outputs as number | undefined) ?? c.inputs[1]?.shape?.[0];
+      if (typeof n !== 'number')
+        return c.fail('Split needs num_outputs or split sizes of static length');
       if (!x.shape) return Array.from({ length: n }, () => ({ dtype: x.dtype, shape: undefined }));
       const axis = normAxis(c, (c.attrs.axis as number | undefined) ?? 0, x.shape.length);
       const d = x.shape[axis]!;
