@@ -152,6 +152,17 @@ export function tokenWeights(
 ): Float64Array {
   checkAggregation(aggregation);
   const info = validatePackedTokens(layout, { requireTurns: aggregation === 'flow' });
+  return weightsFor(layout, info, aggregation, options);
+}
+
+/** `tokenWeights` on a layout already validated (with turns, for `flow`). */
+export function weightsFor(
+  layout: PackedTokens,
+  info: PackedTokensInfo,
+  aggregation: LossAggregation,
+  options: AggregationOptions,
+): Float64Array {
+  checkAggregation(aggregation);
   const { mask, seqIndex } = layout;
   const w = new Float64Array(info.numTokens);
   if (info.numMasked === 0) return w;

@@ -1,15 +1,15 @@
-import {
-  type AggregationOptions,
-  aggregateTokens,
-  type LossAggregation,
-  tokenWeights,
-} from './aggregation.js';
+import { type AggregationOptions, type LossAggregation, weightsFor } from './aggregation.js';
 import { checkLength, checkOption, type FloatArray } from './arrays.js';
 import { broadcastAdvantages } from './broadcast.js';
 import { GrpoInputError } from './errors.js';
 import { type KlEstimator, klEstimate } from './kl.js';
 import { type PackedTokens, validatePackedTokens } from './packed-tokens.js';
-import { type ClipOptions, resolveClip, tokenPolicyLossResolved } from './policy-loss.js';
+import {
+  type ClipOptions,
+  emptyTokenPolicyLoss,
+  resolveClip,
+  tokenPolicyLossInto,
+} from './policy-loss.js';
 
 /** Per-token inputs of `grpoLoss`; every array has one entry per token of `layout`. */
 export interface GrpoLossInput {
@@ -150,9 +150,11 @@ export function grpoLoss(
   let dual = 0;
   let klSum = 0;
   let entropySum = 0;
+  const scratch = emptyTokenPolicyLoss();
   for (let i = 0; i < n; i++) {
     if (mask[i] !== 1) continue;
-    const t = tokenPolicyLossResolved(
+    const t = tokenPolicyLossInto(
+      scratch,
       input.logp[i],
       oldLogp[i],
       advantages[i],
@@ -180,11 +182,21 @@ export function grpoLoss(
   const m = info.numMasked;
   const frac = (count: number) => (m === 0 ? 0 : count / m);
   const aggOptions: AggregationOptions = { maxLen: options.maxLen, normSeqs: options.normSeqs };
-  const pgLoss = aggregateTokens(pg, layout, aggregation, aggOptions);
-  const klLoss =
-    perTokenKl === undefined ? 0 : aggregateTokens(perTokenKl, layout, aggregation, aggOptions);
+  // The aggregation as one weighted sum (see tokenWeights), so loss = Σ weights·perTokenLoss
+  // holds to the last bit for what we return.
+  const weights = weightsFor(layout, info, aggregation, aggOptions);
+  let loss = 0;
+  let pgLoss = 0;
+  let klLoss = 0;
+  for (let i = 0; i < n; i++) {
+    const w = weights[i];
+    if (w === 0) continue;
+    loss += w * perTokenLoss[i];
+    pgLoss += w * pg[i];
+    if (perTokenKl !== undefined) klLoss += w * perTokenKl[i];
+  }
   return {
-    loss: aggregateTokens(perTokenLoss, layout, aggregation, aggOptions),
+    loss,
     pgLoss,
     klLoss,
     kl: perTokenKl === undefined ? undefined : frac(klSum),
@@ -198,6 +210,6 @@ export function grpoLoss(
     ratio,
     perTokenLoss,
     perTokenKl,
-    weights: tokenWeights(layout, aggregation, aggOptions),
+    weights,
   };
 }

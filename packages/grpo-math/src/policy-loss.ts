@@ -73,7 +73,8 @@ export function tokenPolicyLoss(
   options: ClipOptions = {},
 ): TokenPolicyLoss {
   const o = resolveClip(options);
-  return tokenPolicyLossResolved(
+  return tokenPolicyLossInto(
+    emptyTokenPolicyLoss(),
     logp,
     oldLogp,
     advantage,
@@ -84,7 +85,9 @@ export function tokenPolicyLoss(
   );
 }
 
-export function tokenPolicyLossResolved(
+/** The same with resolved options, written into `out` (no allocation in the per-token loop). */
+export function tokenPolicyLossInto(
+  out: TokenPolicyLoss,
   logp: number,
   oldLogp: number,
   a: number,
@@ -106,11 +109,14 @@ export function tokenPolicyLossResolved(
       dualClipped = true;
     }
   }
-  return {
-    loss,
-    ratio,
-    clippedLow: a < 0 && ratio < lo,
-    clippedHigh: a > 0 && ratio > hi,
-    dualClipped,
-  };
+  out.loss = loss;
+  out.ratio = ratio;
+  out.clippedLow = a < 0 && ratio < lo;
+  out.clippedHigh = a > 0 && ratio > hi;
+  out.dualClipped = dualClipped;
+  return out;
+}
+
+export function emptyTokenPolicyLoss(): TokenPolicyLoss {
+  return { loss: 0, ratio: 1, clippedLow: false, clippedHigh: false, dualClipped: false };
 }
