@@ -2,6 +2,7 @@ export * from './engines/errors.js';
 export * from './engines/openai-engine.js';
 export * from './engines/retry.js';
 export * from './engines/semaphore.js';
+export * from './engines/transformers-engine.js';
 export * from './policy/openai-policy-engine.js';
 export * from './policy/policy-engine.js';
 export * from './policy/server-pool.js';
