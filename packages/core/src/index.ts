@@ -9,3 +9,4 @@ export * from './sample-row.js';
 export * from './trajectory.js';
 export * from './trajectory-arrow.js';
 export * from './trajectory-json.js';
+export * from './trajectory-parquet.js';
