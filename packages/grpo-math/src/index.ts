@@ -1,5 +1,6 @@
 export * from './advantages.js';
-export * from './aggregation.js';
+export type { AggregationOptions, LossAggregation } from './aggregation.js';
+export { aggregateTokens, LOSS_AGGREGATIONS, tokenWeights } from './aggregation.js';
 export type { FloatArray, IndexArray, MaskArray } from './arrays.js';
 export * from './broadcast.js';
 export * from './errors.js';
