@@ -148,6 +148,8 @@ describe('safetensors round trip', () => {
     expect(Array.from((await f.read('b')).data as Int32Array)).toEqual([30, 40]);
     expect(Array.from((await f.read('a')).data as Int32Array)).toEqual([1, 2]);
     expect(() => f.info('c')).toThrow(SafetensorsError);
+    await f.close();
+    await expect(f.read('a')).rejects.toThrow(/closed/);
   });
 
   it('lazy tensor data is produced only when written, and a failure leaves no file', async () => {

@@ -1,6 +1,7 @@
 import { type FileHandle, open } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { type DType, type Tensor, typedArrayFromBytes } from '../dtype.js';
+import { FlowGrpoError } from '../errors.js';
 import { SafetensorsError } from './errors.js';
 import {
   parseHeaderJson,
@@ -36,7 +37,8 @@ const CHUNK = 1 << 30;
 
 export function assertLittleEndianHost(): void {
   if (endianness() !== 'LE') {
-    throw new Error('safetensors support assumes a little-endian host');
+    // Typed arrays use the host byte order; safetensors data is little-endian.
+    throw new FlowGrpoError('safetensors support needs a little-endian host');
   }
 }
 
@@ -127,7 +129,7 @@ class FileReader implements SafetensorsFile {
 
   async readBytes(name: string): Promise<Uint8Array> {
     const t = this.info(name);
-    if (this.closed) throw new Error(`${this.path}: safetensors file is closed`);
+    if (this.closed) throw new FlowGrpoError(`${this.path}: safetensors file is closed`);
     const out = new Uint8Array(t.byteLength);
     await readFully(this.fh, out, this.header.dataStart + t.dataOffsets[0], this.path, name);
     return out;
