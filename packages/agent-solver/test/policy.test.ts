@@ -194,10 +194,35 @@ describe('LoRA adapters', () => {
     expect(p.servedModel).toBe('base');
   });
 
+  it('a new name per step loads the new adapter before unloading the old one', async () => {
+    const p = policy();
+    await p.updateAdapter({ name: 'planner-1', path: '/ckpt/1' });
+    await p.updateAdapter({ name: 'planner-2', path: '/ckpt/2' });
+    expect(a.requests.map((r) => `${r.route} ${r.body.lora_name}`)).toEqual([
+      'unload_lora_adapter planner-1',
+      'load_lora_adapter planner-1',
+      'load_lora_adapter planner-2',
+      'unload_lora_adapter planner-1',
+    ]);
+    expect([...a.adapters]).toEqual([['planner-2', '/ckpt/2']]);
+    expect(p.servedModel).toBe('planner-2');
+  });
+
+  it("adapterUpdate 'inplace' reloads with vLLM's load_inplace", async () => {
+    const p = policy({ adapterUpdate: 'inplace' });
+    await p.updateAdapter({ name: 'planner', path: '/ckpt/1' });
+    await p.updateAdapter({ name: 'planner', path: '/ckpt/2' });
+    expect(a.requests.map((r) => [r.route, r.body.load_inplace])).toEqual([
+      ['load_lora_adapter', true],
+      ['load_lora_adapter', true],
+    ]);
+    expect(a.adapters.get('planner')).toBe('/ckpt/2');
+  });
+
   it('a failing load is an LLMRequestError', async () => {
     a.enqueue('load_lora_adapter', reply.error(400, 'bad adapter path'));
     const err = await policy()
-      .loadAdapter({ name: 'x', path: '/nope' }, { replace: false })
+      .loadAdapter({ name: 'x', path: '/nope' }, { mode: 'add' })
       .catch((e: unknown) => e);
     expect(LLMRequestError.isInstance(err)).toBe(true);
     expect((err as LLMRequestError).status).toBe(400);

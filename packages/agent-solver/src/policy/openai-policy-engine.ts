@@ -58,6 +58,8 @@ export interface OpenAIPolicyEngineOptions {
    * VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); 'sglang' → `/load_lora_adapter` at the server root.
    */
   loraRoutes?: 'vllm' | 'sglang';
+  /** How updateAdapter reloads an adapter under an unchanged name (default 'replace'). */
+  adapterUpdate?: 'replace' | 'inplace';
   /** Extra request fields sent as is (e.g. `top_k`, `skip_special_tokens`). */
   extraBody?: Record<string, unknown>;
   fetch?: ClientOptions['fetch'];
@@ -260,10 +262,14 @@ export class OpenAIPolicyEngine implements PolicyEngine {
       choice.token_ids,
       baseURL,
     );
+    // Without prompt_token_ids, a local chat template can still say what the server saw.
+    const rendered = this.tokenizer?.applyChatTemplate?.(request.messages!, {
+      addGenerationPrompt: true,
+    });
     const promptTokens = this.#promptIds(
       wire.prompt_token_ids ?? choice.prompt_token_ids,
       request,
-      undefined,
+      rendered,
       baseURL,
     );
     return {
@@ -293,23 +299,31 @@ export class OpenAIPolicyEngine implements PolicyEngine {
   }
 
   /**
-   * Registers a PEFT adapter on every server and makes later generations use it. With
-   * `replace` (default true) an adapter of the same name is unloaded first, which is how a new
-   * checkpoint replaces the previous one after a training step.
+   * Registers a PEFT adapter on every server and makes later generations use it.
+   * - `replace` (default): unload an adapter of the same name first (a missing one is fine), then
+   *   load. Requests naming the adapter fail in the short window between the two calls.
+   * - `inplace`: one load with vLLM's `load_inplace: true` (newer vLLM), which swaps the weights
+   *   under the same name without that window.
+   * - `add`: just load (the name must be new to the servers).
    */
   async loadAdapter(
     adapter: AdapterRef,
-    options: { replace?: boolean; signal?: AbortSignal } = {},
+    options: { mode?: 'replace' | 'inplace' | 'add'; signal?: AbortSignal } = {},
   ): Promise<void> {
+    const mode = options.mode ?? 'replace';
     await Promise.all(
       this.pool.servers.map(async (server) => {
-        if (options.replace ?? true) {
+        if (mode === 'replace') {
           await this.#loraCall(server, 'unload', { lora_name: adapter.name }, options.signal, true);
         }
         await this.#loraCall(
           server,
           'load',
-          { lora_name: adapter.name, lora_path: adapter.path },
+          {
+            lora_name: adapter.name,
+            lora_path: adapter.path,
+            ...(mode === 'inplace' ? { load_inplace: true } : {}),
+          },
           options.signal,
           false,
         );
@@ -328,9 +342,23 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     if (this.adapter?.name === name) this.adapter = undefined;
   }
 
-  /** PolicyEngine hook for the trainer: load the step's adapter in place of the previous one. */
-  updateAdapter(adapter: AdapterRef): Promise<void> {
-    return this.loadAdapter(adapter, { replace: true });
+  /**
+   * PolicyEngine hook, called by the trainer after each optimizer step. With a new name per step
+   * (e.g. `planner-step-12`) the new adapter is loaded, generations switch to it, and only then
+   * is the previous one unloaded: no request ever names a missing adapter. With the same name
+   * as before, the option `adapterUpdate` decides ('replace' by default, or 'inplace').
+   */
+  async updateAdapter(adapter: AdapterRef, options: { signal?: AbortSignal } = {}): Promise<void> {
+    const previous = this.adapter;
+    if (previous && previous.name !== adapter.name) {
+      await this.loadAdapter(adapter, { mode: 'add', signal: options.signal });
+      await this.unloadAdapter(previous.name, options);
+      return;
+    }
+    await this.loadAdapter(adapter, {
+      mode: this.#options.adapterUpdate ?? 'replace',
+      signal: options.signal,
+    });
   }
 
   async #loraCall(
