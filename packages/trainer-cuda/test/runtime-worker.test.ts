@@ -214,8 +214,12 @@ describe('SessionWorker', () => {
   it('rejects pending calls when the worker is terminated', async () => {
     const w = new SessionWorker();
     const s = await w.load(slow, { device: 'cpu', intraOpThreads: 1 });
-    const pending = s.run({ x: slowInput() });
+    const pending = expect(s.run({ x: slowInput() })).rejects.toThrow(/session worker exited/);
+    // Let the run get going inside ORT: a hard thread termination now would abort the process.
+    await new Promise((r) => setTimeout(r, 60));
     await w.terminate();
-    await expect(pending).rejects.toThrow(/session worker exited/);
+    await pending;
+    // The run in progress was allowed to finish inside ORT (no process abort); calls now fail.
+    await expect(s.run({ x: slowInput() })).rejects.toThrow(/session worker exited/);
   });
 });

@@ -78,6 +78,12 @@ async function handle(m) {
 }
 
 parentPort.on('message', (m) => {
+  if (m.op === 'close') {
+    // Graceful stop: this message is handled only after any native run in progress has
+    // returned, so nothing is interrupted inside ONNX Runtime.
+    Promise.allSettled([...sessions.values()].map((e) => e.s.release())).then(() => process.exit(0));
+    return;
+  }
   handle(m).then(
     ({ result, transfer }) => parentPort.postMessage({ id: m.id, ok: true, result }, transfer || []),
     (e) => parentPort.postMessage({
@@ -133,6 +139,7 @@ export class SessionWorker {
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   #exited: Error | undefined;
+  #closed: Promise<void> | undefined;
 
   constructor() {
     this.#worker = new Worker(WORKER_SOURCE, {
@@ -147,17 +154,18 @@ export class SessionWorker {
       if (this.#pending.size === 0) this.#worker.unref();
       p.resolve(r);
     });
-    const fail = (e: Error) => {
-      this.#exited ??= e;
-      for (const p of this.#pending.values()) p.reject(e);
-      this.#pending.clear();
-    };
     this.#worker.on('error', (e) =>
-      fail(new SessionWorkerError(`session worker failed: ${e.message}`, { cause: e })),
+      this.#fail(new SessionWorkerError(`session worker failed: ${e.message}`, { cause: e })),
     );
     this.#worker.on('exit', (code) =>
-      fail(new SessionWorkerError(`session worker exited (code ${code})`)),
+      this.#fail(new SessionWorkerError(`session worker exited (code ${code})`)),
     );
+  }
+
+  #fail(e: Error): void {
+    this.#exited ??= e;
+    for (const p of this.#pending.values()) p.reject(e);
+    this.#pending.clear();
   }
 
   /** @internal */
@@ -194,9 +202,22 @@ export class SessionWorker {
     return new WorkerSession(this, info.id, device, file, info.inputs, info.outputs, options.carry);
   }
 
-  /** Stop the worker; pending calls reject with SessionWorkerError. */
+  /**
+   * Stop the worker; pending calls reject with SessionWorkerError. A run already executing inside
+   * ONNX Runtime is allowed to finish first: terminating a thread in the middle of a native call
+   * aborts the whole process (`terminate called after throwing an instance of 'Napi::Error'`).
+   */
   async terminate(): Promise<void> {
-    await this.#worker.terminate();
+    if (this.#exited && this.#closed) return this.#closed;
+    this.#closed ??= new Promise<void>((resolve) => {
+      this.#worker.once('exit', () => resolve());
+    });
+    const idle = this.#pending.size === 0;
+    this.#fail(new SessionWorkerError('session worker exited (terminated)'));
+    this.#worker.ref();
+    if (idle) await this.#worker.terminate();
+    else this.#worker.postMessage({ op: 'close' });
+    return this.#closed;
   }
 }
 
