@@ -35,7 +35,10 @@ export interface OpenAIEngineOptions {
   model: string;
   /** e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama); default OpenAI's. */
   baseURL?: string;
-  /** Default: $OPENAI_API_KEY, else "EMPTY" (local servers ignore it but the client wants one). */
+  /**
+   * Default: $OPENAI_API_KEY when talking to OpenAI itself (no baseURL), else "EMPTY" — an OpenAI
+   * key is never sent to another server unless passed here explicitly.
+   */
   apiKey?: string;
   defaultHeaders?: Record<string, string>;
   /** Per-attempt timeout covering the whole response (default 120 s); GenerateOptions.timeoutMs overrides. */
@@ -79,7 +82,8 @@ export class OpenAIEngine implements LLMEngine {
     this.model = options.model;
     this.client = new OpenAI({
       baseURL: options.baseURL,
-      apiKey: options.apiKey ?? process.env.OPENAI_API_KEY ?? 'EMPTY',
+      apiKey:
+        options.apiKey ?? (options.baseURL ? undefined : process.env.OPENAI_API_KEY) ?? 'EMPTY',
       defaultHeaders: options.defaultHeaders,
       maxRetries: 0,
       fetch: options.fetch,

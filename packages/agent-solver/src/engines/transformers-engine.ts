@@ -44,6 +44,10 @@ export interface TransformersEngineOptions {
   maxCorrections?: number;
 }
 
+// transformers.js reads env.localModelPath while it loads files, so loads of engines in
+// different folders must not interleave.
+let loadQueue: Promise<unknown> = Promise.resolve();
+
 export class TransformersEngine implements LLMEngine {
   readonly model: string;
   readonly modelPath: string;
@@ -62,24 +66,38 @@ export class TransformersEngine implements LLMEngine {
   /** Loads tokenizer and ONNX session (done by the first call otherwise). */
   load(): Promise<{ tokenizer: PreTrainedTokenizer; model: PreTrainedModel }> {
     this.#loaded ??= (async () => {
-      const hf = await import('@huggingface/transformers');
-      // Local files only: no request to the Hub, ever.
-      hf.env.allowRemoteModels = false;
-      hf.env.allowLocalModels = true;
-      hf.env.localModelPath = dirname(this.modelPath);
-      const id = basename(this.modelPath);
-      const tokenizer = await hf.AutoTokenizer.from_pretrained(id, { local_files_only: true });
-      const model = await hf.AutoModelForCausalLM.from_pretrained(id, {
-        local_files_only: true,
-        dtype: this.#options.dtype ?? 'fp32',
-        device: this.#options.device ?? 'cpu',
+      const previous = loadQueue;
+      let done: () => void = () => {};
+      loadQueue = new Promise<void>((r) => {
+        done = r;
       });
-      return { tokenizer, model };
+      await previous.catch(() => undefined);
+      try {
+        return await this.#loadNow();
+      } finally {
+        done();
+      }
     })();
     this.#loaded.catch(() => {
       this.#loaded = undefined;
     });
     return this.#loaded;
+  }
+
+  async #loadNow(): Promise<{ tokenizer: PreTrainedTokenizer; model: PreTrainedModel }> {
+    const hf = await import('@huggingface/transformers');
+    // Local files only: no request to the Hub, ever.
+    hf.env.allowRemoteModels = false;
+    hf.env.allowLocalModels = true;
+    hf.env.localModelPath = dirname(this.modelPath);
+    const id = basename(this.modelPath);
+    const tokenizer = await hf.AutoTokenizer.from_pretrained(id, { local_files_only: true });
+    const model = await hf.AutoModelForCausalLM.from_pretrained(id, {
+      local_files_only: true,
+      dtype: this.#options.dtype ?? 'fp32',
+      device: this.#options.device ?? 'cpu',
+    });
+    return { tokenizer, model };
   }
 
   async dispose(): Promise<void> {

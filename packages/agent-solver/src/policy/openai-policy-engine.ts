@@ -37,6 +37,7 @@ export interface OpenAIPolicyEngineOptions {
   model: string;
   /** One or several servers, each like http://host:8000/v1. */
   baseURLs: string | string[];
+  /** Sent to every server (vLLM's --api-key); default "EMPTY". */
   apiKey?: string;
   defaultHeaders?: Record<string, string>;
   /** Per-attempt timeout (default 300 s: long rollouts). */
@@ -118,7 +119,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
         baseURL,
         client: new OpenAI({
           baseURL,
-          apiKey: options.apiKey ?? process.env.OPENAI_API_KEY ?? 'EMPTY',
+          apiKey: options.apiKey ?? 'EMPTY',
           defaultHeaders: options.defaultHeaders,
           maxRetries: 0,
           fetch: options.fetch,
