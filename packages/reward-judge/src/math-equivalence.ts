@@ -1,5 +1,10 @@
 import { type GoldSplitOptions, splitGoldAnswers } from './gold-answers.js';
-import { evaluateExpression, expressionVariables, parseExpression } from './math-expression.js';
+import {
+  type Expr,
+  evaluateExpression,
+  expressionVariables,
+  parseExpression,
+} from './math-expression.js';
 import { type AnswerSource, extractMathAnswer, lastNumber } from './math-extract.js';
 import { compactMath, type NormalizedAnswer, normalizeMathAnswer } from './math-normalize.js';
 import type { RewardFunction, RewardInput, RewardResult } from './reward-function.js';
@@ -36,11 +41,19 @@ export interface MathComparison {
   gold: string;
 }
 
-type Structure =
-  | { kind: 'scalar'; value: NormalizedAnswer }
-  | { kind: 'tuple'; open: string; close: string; items: Structure[] }
-  | { kind: 'list'; items: Structure[] }
-  | { kind: 'matrix'; rows: Structure[][] };
+/** A parsed answer (see `parseMathAnswer`); `text` is its normalised string. */
+export type ParsedMathAnswer = { text: string } & (
+  | {
+      kind: 'scalar';
+      value: NormalizedAnswer;
+      compact: string;
+      isText: boolean;
+      expr: Expr | undefined;
+    }
+  | { kind: 'tuple'; open: string; close: string; items: ParsedMathAnswer[] }
+  | { kind: 'list'; items: ParsedMathAnswer[] }
+  | { kind: 'matrix'; rows: ParsedMathAnswer[][] }
+);
 
 const OPENERS = '([{';
 const CLOSERS = ')]}';
@@ -102,7 +115,11 @@ function outerBrackets(s: string): { open: string; close: string; inner: string 
   return { open, close, inner: body };
 }
 
-function structure(raw: string): Structure {
+function isText(s: string): boolean {
+  return /[a-zA-Z]{3,}/.test(s.replace(/\\[a-zA-Z]+/g, ' '));
+}
+
+function structure(raw: string): ParsedMathAnswer {
   const norm = normalizeMathAnswer(raw);
   const s = norm.text;
   const matrix = /^\\begin\{([pbvBV]?matrix|array)\}(?:\{[^}]*\})?([\s\S]*)\\end\{\1\}$/.exec(s);
@@ -112,7 +129,7 @@ function structure(raw: string): Structure {
       .map((r) => r.trim())
       .filter((r) => r !== '')
       .map((r) => r.split('&').map((c) => structure(c)));
-    return { kind: 'matrix', rows };
+    return { kind: 'matrix', rows, text: s };
   }
   const wrapped = outerBrackets(s);
   if (wrapped) {
@@ -121,13 +138,13 @@ function structure(raw: string): Structure {
       const parsed = items.map((x) => structure(x));
       // A set written with braces is an unordered list.
       return wrapped.open === '{' && wrapped.close === '}'
-        ? { kind: 'list', items: parsed }
-        : { kind: 'tuple', open: wrapped.open, close: wrapped.close, items: parsed };
+        ? { kind: 'list', items: parsed, text: s }
+        : { kind: 'tuple', open: wrapped.open, close: wrapped.close, items: parsed, text: s };
     }
   }
   const items = splitTopLevel(s, ',');
   if (items && items.length > 1 && items.every((x) => x !== '')) {
-    return { kind: 'list', items: items.map((x) => structure(x)) };
+    return { kind: 'list', items: items.map((x) => structure(x)), text: s };
   }
   const pm = splitTopLevel(s, '\\pm');
   if (pm && pm.length === 2 && pm[1] !== '') {
@@ -136,9 +153,18 @@ function structure(raw: string): Structure {
     return {
       kind: 'list',
       items: [structure(`${head}(${pm[1]})`), structure(`${headMinus}(${pm[1]})`)],
+      text: s,
     };
   }
-  return { kind: 'scalar', value: norm };
+  const text = isText(s);
+  return {
+    kind: 'scalar',
+    value: norm,
+    text: s,
+    compact: compactMath(s),
+    isText: text,
+    expr: text ? undefined : parseExpression(s),
+  };
 }
 
 function close(a: number, b: number, rel: number, abs: number): boolean {
@@ -154,22 +180,20 @@ function close(a: number, b: number, rel: number, abs: number): boolean {
 // variable are defined) and irrational-looking (so distinct polynomials rarely agree by chance).
 const SAMPLE_POINTS = [0.7315, 1.2861, 1.9437, 0.4178, 2.3752, 1.6093];
 
-function isText(s: string): boolean {
-  return /[a-zA-Z]{3,}/.test(s.replace(/\\[a-zA-Z]+/g, ' '));
-}
-
 function scalarEqual(
-  a: NormalizedAnswer,
-  b: NormalizedAnswer,
+  sa: Extract<ParsedMathAnswer, { kind: 'scalar' }>,
+  sb: Extract<ParsedMathAnswer, { kind: 'scalar' }>,
   o: Required<MathEqualOptions>,
 ): MathMatchMethod {
-  if (compactMath(a.text) === compactMath(b.text)) return 'string';
-  if (isText(a.text) || isText(b.text)) {
+  if (sa.compact === sb.compact) return 'string';
+  const a = sa.value;
+  const b = sb.value;
+  if (sa.isText || sb.isText) {
     const flat = (x: string) => x.toLowerCase().replace(/\s+/g, ' ').trim();
     return flat(a.text) === flat(b.text) ? 'text' : 'none';
   }
-  const ea = parseExpression(a.text);
-  const eb = parseExpression(b.text);
+  const ea = sa.expr;
+  const eb = sb.expr;
   if (!ea || !eb) return 'none';
   const vars = new Set([...expressionVariables(ea), ...expressionVariables(eb)]);
   if (vars.size === 0) {
@@ -197,8 +221,12 @@ function scalarEqual(
   return agreeing >= 3 ? 'symbolic' : 'none';
 }
 
-function structEqual(a: Structure, b: Structure, o: Required<MathEqualOptions>): MathMatchMethod {
-  if (a.kind === 'scalar' && b.kind === 'scalar') return scalarEqual(a.value, b.value, o);
+function structEqual(
+  a: ParsedMathAnswer,
+  b: ParsedMathAnswer,
+  o: Required<MathEqualOptions>,
+): MathMatchMethod {
+  if (a.kind === 'scalar' && b.kind === 'scalar') return scalarEqual(a, b, o);
   if (a.kind === 'matrix' && b.kind === 'matrix') {
     if (a.rows.length !== b.rows.length) return 'none';
     const ok = a.rows.every(
@@ -208,18 +236,19 @@ function structEqual(a: Structure, b: Structure, o: Required<MathEqualOptions>):
     );
     return ok ? 'matrix' : 'none';
   }
-  const ordered = (x: Structure[], y: Structure[]) =>
+  const ordered = (x: ParsedMathAnswer[], y: ParsedMathAnswer[]) =>
     x.length === y.length && x.every((item, i) => structEqual(item, y[i]!, o) !== 'none');
   if (a.kind === 'tuple' && b.kind === 'tuple') {
     if (a.open !== b.open || a.close !== b.close) return 'none';
     return ordered(a.items, b.items) ? 'tuple' : 'none';
   }
   // "6, 31, -1" answers "(6,31,-1)": a bare list may stand for a parenthesised tuple.
-  const roundTuple = (t: Structure) => t.kind === 'tuple' && t.open === '(' && t.close === ')';
+  const roundTuple = (t: ParsedMathAnswer) =>
+    t.kind === 'tuple' && t.open === '(' && t.close === ')';
   if (a.kind === 'list' && roundTuple(b))
-    return ordered(a.items, (b as { items: Structure[] }).items) ? 'tuple' : 'none';
+    return ordered(a.items, (b as { items: ParsedMathAnswer[] }).items) ? 'tuple' : 'none';
   if (b.kind === 'list' && roundTuple(a))
-    return ordered((a as { items: Structure[] }).items, b.items) ? 'tuple' : 'none';
+    return ordered((a as { items: ParsedMathAnswer[] }).items, b.items) ? 'tuple' : 'none';
   if (a.kind === 'list' && b.kind === 'list') {
     if (a.items.length !== b.items.length) return 'none';
     const used = new Array<boolean>(b.items.length).fill(false);
@@ -245,14 +274,21 @@ export function mathEqual(
   gold: string,
   options: MathEqualOptions = {},
 ): MathComparison {
-  const o = { ...DEFAULTS, ...options };
-  const method = structEqual(structure(prediction), structure(gold), o);
-  return {
-    equal: method !== 'none',
-    method,
-    prediction: normalizeMathAnswer(prediction).text,
-    gold: normalizeMathAnswer(gold).text,
-  };
+  return mathEqualParsed(parseMathAnswer(prediction), parseMathAnswer(gold), options);
+}
+
+/** Parses an answer once, for comparing one gold with many predictions. */
+export function parseMathAnswer(answer: string): ParsedMathAnswer {
+  return structure(answer);
+}
+
+export function mathEqualParsed(
+  prediction: ParsedMathAnswer,
+  gold: ParsedMathAnswer,
+  options: MathEqualOptions = {},
+): MathComparison {
+  const method = structEqual(prediction, gold, { ...DEFAULTS, ...options });
+  return { equal: method !== 'none', method, prediction: prediction.text, gold: gold.text };
 }
 
 /** The value of a constant answer (`\frac{3}{4}`, `1,200`, `2.5e3`, `\$18`), else undefined. */

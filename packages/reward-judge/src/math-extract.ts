@@ -35,8 +35,8 @@ export function lastBoxed(text: string): string | undefined {
   }
   if (last < 0) return undefined;
   let i = last + lastLen;
-  if (text[i] === '{') return braceGroup(text, i)?.content;
   while (text[i] === ' ') i++;
+  if (text[i] === '{') return braceGroup(text, i)?.content;
   const bare = /^[^\s$]+/.exec(text.slice(i));
   return i > last + lastLen && bare ? bare[0] : undefined;
 }

@@ -19,9 +19,13 @@ const TEXT_COMMANDS = [
   'fbox',
 ];
 
+const TEXT_COMMAND_RE = new RegExp(`\\\\(?:${TEXT_COMMANDS.join('|')})\\s*\\{`, 'g');
+
 /** Replaces `\cmd{X}` by `X` for the text-like commands (brace-balanced). */
-function unwrapCommands(s: string, commands: readonly string[]): string {
-  const re = new RegExp(`\\\\(?:${commands.join('|')})\\s*\\{`, 'g');
+function unwrapTextCommands(s: string): string {
+  if (!s.includes('\\')) return s;
+  const re = TEXT_COMMAND_RE;
+  re.lastIndex = 0;
   for (let m = re.exec(s); m; m = re.exec(s)) {
     const open = m.index + m[0].length - 1;
     const group = braceGroup(s, open);
@@ -32,12 +36,14 @@ function unwrapCommands(s: string, commands: readonly string[]): string {
   return s;
 }
 
+const SHORT_ARG = '(\\{[^{}]*\\}|[0-9a-zA-Z])';
+const SHORT_FRAC_RE = new RegExp(`\\\\frac\\s*${SHORT_ARG}\\s*${SHORT_ARG}`, 'g');
+
 /** `\frac12` → `\frac{1}{2}`, `\sqrt2` → `\sqrt{2}`: braces around single-token arguments. */
 function braceShortArguments(s: string): string {
+  if (!s.includes('\\')) return s;
   s = s.replace(/\\sqrt\s*([0-9a-zA-Z])/g, '\\sqrt{$1}');
-  const arg = '(\\{[^{}]*\\}|[0-9a-zA-Z])';
-  const re = new RegExp(`\\\\frac\\s*${arg}\\s*${arg}`, 'g');
-  return s.replace(re, (_m, a: string, b: string) => {
+  return s.replace(SHORT_FRAC_RE, (_m, a: string, b: string) => {
     const wrap = (x: string) => (x.startsWith('{') ? x : `{${x}}`);
     return `\\frac${wrap(a)}${wrap(b)}`;
   });
@@ -74,7 +80,7 @@ export function normalizeMathAnswer(raw: string): NormalizedAnswer {
     .replace(/\\q?quad/g, ' ')
     .replace(/~/g, ' ');
   s = s.replace(/\\[dt]frac/g, '\\frac');
-  s = unwrapCommands(s, TEXT_COMMANDS);
+  s = unwrapTextCommands(s);
   s = s.replace(/\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|°|\\degree/g, '');
   let percent = false;
   s = s.replace(/\\?%/g, () => {

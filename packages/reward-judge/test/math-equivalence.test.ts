@@ -6,8 +6,10 @@ import {
   gsm8kFinal,
   lastBoxed,
   mathEqual,
+  mathEqualParsed,
   mathEquivalenceReward,
   numericValue,
+  parseMathAnswer,
 } from '../src/index.js';
 
 function readJsonl<T>(...parts: string[]): T[] {
@@ -26,6 +28,8 @@ describe('answer extraction', () => {
     );
     expect(lastBoxed('\\boxed{\\{1, 2\\}}')).toBe('\\{1, 2\\}'); // escaped braces do not nest
     expect(lastBoxed('so \\boxed 5$')).toBe('5');
+    expect(lastBoxed('\\boxed {12}')).toBe('12');
+    expect(lastBoxed('\\boxedfoo{3}')).toBeUndefined(); // another command, not \\boxed
     expect(lastBoxed('\\boxed{unclosed')).toBeUndefined();
     expect(gsm8kFinal('48/2 = <<48/2=24>>24\n#### 72')).toBe('72');
     expect(extractMathAnswer('<think>x</think><answer>\\boxed{7}</answer>')).toEqual({
@@ -220,6 +224,37 @@ describe.skipIf(skipWithoutShared('MATH-500 answers'))('MATH-500', () => {
     expect(eq('52', byId('test/number_theory/864.json'))).toBe(false);
     // test/prealgebra/1558: 1.25 = 5/4.
     expect(eq('\\frac54', byId('test/prealgebra/1558.json'))).toBe(true);
+  });
+
+  it('distinct answers are unequal, except the pairs our rules merge (reviewed by hand)', () => {
+    const answers = [...new Set(rows.map((r) => r.answer))];
+    const parsed = answers.map((a) => parseMathAnswer(a));
+    const merged: string[] = [];
+    for (let i = 0; i < answers.length; i++) {
+      for (let j = i + 1; j < answers.length; j++) {
+        if (mathEqualParsed(parsed[i]!, parsed[j]!).equal)
+          merged.push(`${answers[i]} == ${answers[j]}`);
+      }
+    }
+    // Each pair is the same value under a documented rule: degrees dropped, currency dropped,
+    // one-letter left side dropped, unordered lists, a bare list for a round tuple, \\frac14,
+    // a unit word dropped, spacing.
+    expect(merged.sort()).toEqual(
+      [
+        '90^\\circ == 90',
+        '5 == x=5',
+        '1,-2 == -2,1',
+        '(-2,1) == -2,1',
+        '120^\\circ == 120',
+        '36 == 36^\\circ',
+        '36 == \\$36',
+        '\\frac{1}{4} == \\frac14',
+        '30^\\circ == 30',
+        '15 == 15\\mbox{ cm}^2',
+        '36^\\circ == \\$36',
+        '2 \\sqrt{5} == 2\\sqrt{5}',
+      ].sort(),
+    );
   });
 
   it('scoring every solution against its answer gives 1 (extraction + normalisation run clean)', async () => {
