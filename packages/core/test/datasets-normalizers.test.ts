@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
@@ -14,6 +17,7 @@ import {
   normalizeSearchR1,
   parseGsm8kAnswer,
   SampleRowSchema,
+  writeParquet,
 } from '../src/index.js';
 
 function expectRowError(run: () => unknown, pattern: RegExp): void {
@@ -260,6 +264,64 @@ describe('normalisers on hand-written rows', () => {
       /supporting_facts\[0\]/,
     );
     expectRowError(() => normalizeMath500(['just a string']), /math500 row 0: expected an object/);
+  });
+});
+
+describe('loadDataset on generated files', () => {
+  it('reads a DeepMath-layout Parquet (Problem/Answer spelling) and a GSM8K JSONL', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-load-'));
+    try {
+      const parquet = join(dir, 'deepmath.parquet');
+      await writeParquet(parquet, [
+        {
+          Problem: 'Evaluate 2+2',
+          Answer: '4',
+          difficulty: 1.5,
+          topic: 'Arithmetic',
+          r1_solution_1: 'x'.repeat(5000),
+        },
+        {
+          Problem: 'Evaluate 3*3',
+          Answer: '9',
+          difficulty: 2.5,
+          topic: 'Arithmetic',
+          r1_solution_1: 'y',
+        },
+      ]);
+      const rows = await loadDataset(parquet, 'deepmath', { startIdx: 100 });
+      expect(rows).toEqual([
+        {
+          id: 100,
+          question: 'Evaluate 2+2',
+          chain: '',
+          result: '4',
+          source: 'mathhard',
+          extra_info: { ground_truth: '4', idx: 100, difficulty: 1.5, topic: 'Arithmetic' },
+        },
+        {
+          id: 101,
+          question: 'Evaluate 3*3',
+          chain: '',
+          result: '9',
+          source: 'mathhard',
+          extra_info: { ground_truth: '9', idx: 101, difficulty: 2.5, topic: 'Arithmetic' },
+        },
+      ]);
+      const jsonl = join(dir, 'gsm.jsonl');
+      writeFileSync(
+        jsonl,
+        '{"question":"q","answer":"a <<1+1=2>>2\\n#### 2"}\n\n{"question":"r"}\n',
+      );
+      const error = await loadDataset(jsonl, 'gsm8k').catch((e: unknown) => e);
+      expect(DataFormatError.isInstance(error)).toBe(true);
+      expect((error as DataFormatError).file).toBe(jsonl);
+      expect((error as DataFormatError).line).toBe(3);
+      expect((error as Error).message).toMatch(/gsm8k row 1: missing field answer/);
+      expect(await loadDataset(jsonl, 'gsm8k', { limit: 1 })).toMatchObject([{ result: '2' }]);
+      await expect(loadDataset(join(dir, 'x.csv'), 'gsm8k')).rejects.toThrow(/unknown extension/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

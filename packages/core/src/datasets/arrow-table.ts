@@ -170,14 +170,13 @@ export function arrowTableToRows(
 ): Record<string, unknown>[] {
   const int64 = options.int64 ?? 'number';
   const fields = table.schema.fields.map((f) => fromArrowField(f));
-  const columns = fields.map((f) => table.getChild(f.name));
-  const rows: Record<string, unknown>[] = [];
-  for (let i = 0; i < table.numRows; i++) {
-    const row: Record<string, unknown> = {};
-    fields.forEach((f, c) => {
-      row[f.name] = fromArrowValue(columns[c]?.get(i), f.type, int64, f.name);
-    });
-    rows.push(row);
+  const rows: Record<string, unknown>[] = Array.from({ length: table.numRows }, () => ({}));
+  for (const f of fields) {
+    const column = table.getChild(f.name);
+    if (!column) continue;
+    // Column-wise iteration walks each chunk once, far cheaper than get(i) per cell.
+    let i = 0;
+    for (const value of column) rows[i++]![f.name] = fromArrowValue(value, f.type, int64, f.name);
   }
   return rows;
 }

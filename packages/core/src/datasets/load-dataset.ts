@@ -1,7 +1,7 @@
 import { extname } from 'node:path';
 import { DataFormatError } from '../errors.js';
 import type { SampleRow } from '../sample-row.js';
-import { readJsonl } from './jsonl.js';
+import { readJsonlRecords } from './jsonl.js';
 import { normalizeAimeRow } from './normalizers/aime.js';
 import { normalizeDeepMathRow } from './normalizers/deepmath.js';
 import { normalizeGsm8kRow } from './normalizers/gsm8k.js';
@@ -9,18 +9,60 @@ import { normalizeHotpotQaRow } from './normalizers/hotpotqa.js';
 import { normalizeMath500Row } from './normalizers/math500.js';
 import { normalizeNqRow, normalizeSearchR1Row } from './normalizers/nq.js';
 import type { NormalizeOptions } from './normalizers/row-fields.js';
-import { readParquetRows } from './parquet-read.js';
+import { readParquetFields, readParquetRows } from './parquet-read.js';
+
+interface FormatEntry {
+  normalize: (raw: unknown, idx: number, options: NormalizeOptions) => SampleRow;
+  /** Every column the normaliser may read; Parquet reads skip the rest (DeepMath's long r1 solutions, HotpotQA's context). */
+  columns: readonly string[];
+}
 
 /** The raw layouts the loaders know, each with its normaliser. */
 export const DATASET_FORMATS = {
-  gsm8k: normalizeGsm8kRow,
-  deepmath: normalizeDeepMathRow,
-  nq: normalizeNqRow,
-  'search-r1': normalizeSearchR1Row,
-  aime: normalizeAimeRow,
-  math500: normalizeMath500Row,
-  hotpotqa: normalizeHotpotQaRow,
-} as const;
+  gsm8k: { normalize: normalizeGsm8kRow, columns: ['question', 'answer'] },
+  deepmath: {
+    normalize: normalizeDeepMathRow,
+    columns: ['question', 'Problem', 'final_answer', 'Answer', 'difficulty', 'topic'],
+  },
+  nq: {
+    normalize: normalizeNqRow,
+    columns: ['id', 'question', 'golden_answers', 'answer', 'answers'],
+  },
+  'search-r1': {
+    normalize: normalizeSearchR1Row,
+    columns: [
+      'id',
+      'question',
+      'golden_answers',
+      'data_source',
+      'ability',
+      'reward_model',
+      'extra_info',
+    ],
+  },
+  aime: {
+    normalize: normalizeAimeRow,
+    columns: [
+      'id',
+      'problem',
+      'question',
+      'Problem',
+      'answer',
+      'Answer',
+      'solution',
+      'url',
+      'year',
+    ],
+  },
+  math500: {
+    normalize: normalizeMath500Row,
+    columns: ['problem', 'solution', 'answer', 'subject', 'level', 'unique_id'],
+  },
+  hotpotqa: {
+    normalize: normalizeHotpotQaRow,
+    columns: ['_id', 'id', 'question', 'answer', 'supporting_facts', 'type', 'level'],
+  },
+} as const satisfies Record<string, FormatEntry>;
 
 export type DatasetFormat = keyof typeof DATASET_FORMATS;
 
@@ -38,8 +80,8 @@ export async function loadDataset(
   format: DatasetFormat,
   options: LoadDatasetOptions = {},
 ): Promise<SampleRow[]> {
-  const normalize = DATASET_FORMATS[format];
-  if (!normalize) {
+  const entry: FormatEntry | undefined = DATASET_FORMATS[format];
+  if (!entry) {
     throw new DataFormatError(
       `unknown dataset format '${String(format)}' (known: ${Object.keys(DATASET_FORMATS).join(', ')})`,
       { file: path },
@@ -47,16 +89,27 @@ export async function loadDataset(
   }
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const start = options.startIdx ?? 0;
+  const { normalize } = entry;
   const normalizeOptions: NormalizeOptions = { source: options.source, file: path };
   const out: SampleRow[] = [];
   const ext = extname(path).toLowerCase();
   if (ext === '.jsonl') {
-    for await (const raw of readJsonl(path)) {
+    for await (const { value, line } of readJsonlRecords(path)) {
       if (out.length >= limit) break;
-      out.push(normalize(raw, start + out.length, normalizeOptions));
+      try {
+        out.push(normalize(value, start + out.length, { source: options.source }));
+      } catch (error) {
+        // Name the source line too: row numbers skip blank lines, editors count them.
+        if (!DataFormatError.isInstance(error)) throw error;
+        throw new DataFormatError(error.message, { file: path, line }, { cause: error });
+      }
     }
   } else if (ext === '.parquet') {
-    const rows = await readParquetRows(path, Number.isFinite(limit) ? { rowEnd: limit } : {});
+    const present = new Set((await readParquetFields(path)).map((f) => f.name));
+    const rows = await readParquetRows(path, {
+      columns: entry.columns.filter((c) => present.has(c)),
+      rowEnd: Number.isFinite(limit) ? limit : undefined,
+    });
     for (const raw of rows) out.push(normalize(raw, start + out.length, normalizeOptions));
   } else {
     throw new DataFormatError(`unknown extension '${ext}' (expected .jsonl or .parquet)`, {
