@@ -175,6 +175,40 @@ describe('OpenAIEngine.generateText', () => {
     expect(server.requestsTo('chat')).toHaveLength(1);
   });
 
+  it('counts every timed-out attempt', async () => {
+    server.enqueue('chat', reply.hang(), reply.hang());
+    const err = await engine({ timeoutMs: 100, retry: { maxRetries: 1, initialDelayMs: 1 } })
+      .generateText(hello)
+      .catch((e: unknown) => e);
+    expect(LLMTimeoutError.isInstance(err)).toBe(true);
+    expect((err as LLMTimeoutError).attempts).toBe(2);
+    expect(server.requestsTo('chat')).toHaveLength(2);
+  });
+
+  it('an abort while waiting for a concurrency slot leaves the queue without a request', async () => {
+    server.enqueue('chat', reply.text('first', { delayMs: 150 }));
+    const e = engine({ maxConcurrency: 1 });
+    const first = e.generateText(hello);
+    const controller = new AbortController();
+    const second = e.generateText(hello, { signal: controller.signal }).catch((x: unknown) => x);
+    setTimeout(() => controller.abort(new Error('no longer needed')), 30);
+    expect(LLMAbortError.isInstance(await second)).toBe(true);
+    expect((await first).text).toBe('first');
+    expect(server.requestsTo('chat')).toHaveLength(1);
+  });
+
+  it('does not send $OPENAI_API_KEY to a custom baseURL', async () => {
+    const saved = process.env.OPENAI_API_KEY;
+    process.env.OPENAI_API_KEY = 'sk-real-openai-key';
+    try {
+      await new OpenAIEngine({ model: 'm', baseURL: server.baseURL }).generateText(hello);
+    } finally {
+      if (saved === undefined) delete process.env.OPENAI_API_KEY;
+      else process.env.OPENAI_API_KEY = saved;
+    }
+    expect(server.requests[0]!.headers.authorization).toBe('Bearer EMPTY');
+  });
+
   it('turns a refusal into LLMRefusalError without retrying', async () => {
     server.enqueue('chat', reply.refusal('I cannot help with that.'));
     const err = await engine()
