@@ -29,9 +29,27 @@ export interface Gsm8kRewardDetails {
   tokenCount: number;
 }
 
-/** Python's float() on the strings this reward produces: optional sign, digits, one dot. */
+const DECIMAL_DIGIT = /\p{Nd}/u;
+
+/**
+ * ASCII form of a Unicode decimal digit. Unicode assigns every digit set as a run of ten
+ * consecutive code points from 0 to 9, and adjacent sets start again at 0, so the value is the
+ * offset from the start of the run of digits, modulo 10.
+ */
+function asciiDigit(ch: string): string {
+  let start = ch.codePointAt(0)!;
+  while (start > 0 && DECIMAL_DIGIT.test(String.fromCodePoint(start - 1))) start--;
+  return String((ch.codePointAt(0)! - start) % 10);
+}
+
+/**
+ * Python's float() on the strings this reward produces: optional sign, digits (of any script,
+ * as Python's \d and float() accept them), one dot.
+ */
 function pyFloat(s: string): number {
-  const t = pyStrip(s).replace(/_/g, '');
+  const t = pyStrip(s)
+    .replace(/_/g, '')
+    .replace(/\p{Nd}/gu, (d) => (d >= '0' && d <= '9' ? d : asciiDigit(d)));
   if (!/^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/.test(t)) return Number.NaN;
   return Number(t);
 }
@@ -49,7 +67,7 @@ export function gsm8kMultiDimensionScore(
 ): RewardResult<Gsm8kRewardDetails> {
   const gold = goldValue(groundTruth);
   let accuracy = 0;
-  const numbers = completion.match(/-?[\d,]+\.?\d*/g);
+  const numbers = completion.match(/-?[\p{Nd},]+\.?\p{Nd}*/gu);
   let predicted = Number.NaN;
   if (numbers) {
     predicted = pyFloat(numbers[numbers.length - 1]!.replace(/,/g, ''));

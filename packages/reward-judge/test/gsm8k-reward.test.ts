@@ -46,6 +46,14 @@ describe('GSM8K multi-dimension reward (seed 003), hand-computed', () => {
     expect(r.score).toBe(0.1); // conciseness only
   });
 
+  it("digits of other scripts count, as Python's \\d and float() read them", () => {
+    // Python 3.11: re.findall(r'-?[\d,]+\.?\d*', '١٢٣') → ['١٢٣'], float → 123.0;
+    // '𝟓𝟕' (mathematical bold digits) → 57.0; '৭২' (Bengali) → 72.0.
+    expect(gsm8kMultiDimensionScore('= ١٢٣', '123').details.predicted).toBe(123);
+    expect(gsm8kMultiDimensionScore('= 𝟓𝟕', '57').details.predicted).toBe(57);
+    expect(gsm8kMultiDimensionScore('= ৭২', '72').details.accuracy).toBe(0.5);
+  });
+
   it('length: ≤ 300 words +0.1, 301–800 nothing, > 800 −0.05, floored at 0', () => {
     const words = (n: number, last: string) => `${'word '.repeat(n - 1)}${last}`;
     expect(gsm8kMultiDimensionScore(words(300, '7'), '7').score).toBe(0.6);
