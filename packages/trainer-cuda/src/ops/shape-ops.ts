@@ -52,7 +52,8 @@ function reshapeDims(c: InferCtx, from: readonly Dim[] | undefined, target: read
         left.splice(j, 1);
         return false;
       });
-      out[neg] = unmatched.length === 0 && left.length === 1 ? left[0]! : c.fresh();
+      const leftOver = left.length === 1 ? left[0] : dimProduct(left);
+      out[neg] = unmatched.length === 0 && leftOver !== undefined ? leftOver : c.fresh();
     } else out[neg] = c.fresh();
   } else if (from && isStatic(from) && isStatic(out) && numel(from) !== numel(out)) {
     c.fail(`cannot reshape [${from.join(', ')}] into [${out.join(', ')}]`);

@@ -1,0 +1,241 @@
+// The IR itself: shape/dtype inference and its errors, constant folding, dead-code elimination,
+// ONNX export (standard ops only, unique names), the evaluator's feed checks and autodiff's
+// handling of fan-out, integer inputs and runtime-only broadcast dims. Expected values are hand
+// derivations unless a test says otherwise.
+import * as ort from 'onnxruntime-node';
+import { describe, expect, it } from 'vitest';
+import {
+  checkGradients,
+  decodeModel,
+  encodeModel,
+  evaluate,
+  fromFloat16Bits,
+  GraphBuilder,
+  GraphError,
+  tensor,
+  tensorBytes,
+  toFloat16Bits,
+  toOnnxModel,
+} from '../src/index.js';
+import { expectOrtMatches, randomTensor, rng, toOrt } from './graph-helpers.js';
+
+describe('shape and dtype inference', () => {
+  it('keeps symbolic dims through matmul, reshape of Shape arithmetic, reductions and gathers', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', ['batch', 'seq', 8]);
+    const w = b.input('w', 'float32', [8, 6]);
+    const y = b.matmul(x, w);
+    expect(y.shape).toEqual(['batch', 'seq', 6]);
+    const r = b.reshape(y, b.concat([b.shape(y, 0, 2), b.ints([2, 3])], 0));
+    expect(r.shape).toEqual(['batch', 'seq', 2, 3]);
+    expect(b.reshape(r, [0, 0, -1]).shape).toEqual(['batch', 'seq', 6]);
+    expect(b.reshape(r, [-1, 6]).shape).toHaveLength(2);
+    expect(b.reduceSum(r, [1, -1], true).shape).toEqual(['batch', 1, 2, 1]);
+    expect(b.reduceMax(r, [1]).shape).toEqual(['batch', 2, 3]);
+    const ids = b.input('ids', 'int64', ['batch', 'seq']);
+    expect(b.gather(b.input('emb', 'float32', [100, 8]), ids).shape).toEqual(['batch', 'seq', 8]);
+    expect(b.transpose(r, [0, 2, 1, 3]).shape).toEqual(['batch', 2, 'seq', 3]);
+    expect(b.less(y, 0).dtype).toBe('bool');
+    expect(b.add(b.input('a', 'float32', ['n', 1]), b.input('c', 'float32', [5])).shape).toEqual([
+      'n',
+      5,
+    ]);
+  });
+
+  it('errors name the node, its op and its input shapes', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [2, 3]);
+    const w = b.input('w', 'float32', [4, 5]);
+    let err: unknown;
+    try {
+      b.withScope('layer0', () => b.matmul(x, w));
+    } catch (e) {
+      err = e;
+    }
+    expect(GraphError.isInstance(err)).toBe(true);
+    const ge = err as GraphError;
+    expect(ge.code).toBe('GRAPH_ERROR');
+    expect(ge.op).toBe('MatMul');
+    expect(ge.node).toMatch(/^layer0\/MatMul_\d+$/);
+    expect(ge.inputShapes).toEqual([
+      [2, 3],
+      [4, 5],
+    ]);
+    expect(ge.message).toContain('inner dims differ: 3 vs 4');
+    expect(() => b.add(x, b.input('y', 'float32', [4]))).toThrow(/cannot broadcast dims 3 and 4/);
+    expect(() => b.add(x, b.input('i', 'int64', [3]))).toThrow(/share one dtype/);
+    expect(() => b.input('x', 'float32', [1])).toThrow(/already used/);
+    expect(() => b.softmax(x, 2)).toThrow(/axis 2 is out of range/);
+  });
+});
+
+describe('constant folding and dead code', () => {
+  it('folds shape arithmetic on static dims and ops on constants', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [2, 3, 4]);
+    const s = b.shape(x);
+    expect(s.kind).toBe('constant');
+    expect(Array.from(s.data!.data)).toEqual([2, 3, 4]);
+    const five = b.add(b.scalar(2), b.scalar(3));
+    expect(five.kind).toBe('constant');
+    expect(five.data!.data[0]).toBe(5);
+    const r = b.reshape(x, b.concat([b.shape(x, 0, 1), b.ints([-1])], 0));
+    expect(r.shape).toEqual([2, 12]);
+    expect(b.graph.nodes.map((n) => n.op)).toEqual(['Reshape']);
+  });
+
+  it('drops nodes the outputs do not need, in export and in prune()', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [3]);
+    b.exp(x); // unused
+    b.output(b.sigmoid(x), 'y');
+    expect(toOnnxModel(b.graph).graph.nodes.map((n) => n.opType)).toEqual(['Sigmoid']);
+    expect(b.graph.nodes).toHaveLength(2);
+    b.graph.prune();
+    expect(b.graph.nodes.map((n) => n.op)).toEqual(['Sigmoid']);
+  });
+});
+
+describe('autodiff rules', () => {
+  it('fan-out accumulates with Add: d(x·x + x)/dx = 2x + 1, no variadic Sum', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [3]);
+    const loss = b.reduceSum(b.add(b.mul(x, x), x));
+    const [g] = b.grad(loss, [x]);
+    const out = evaluate(b.graph, { x: tensor('float32', [3], [1, -2, 0.5]) }, [g!]);
+    expect(Array.from(out[g!.name]!.data)).toEqual([3, -3, 2]);
+    expect(b.graph.nodes.some((n) => n.op === 'Sum')).toBe(false);
+  });
+
+  it('rejects integer wrt and loss; unconnected parameters get zeros', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [2]);
+    const i = b.input('i', 'int64', [2]);
+    const unused = b.input('u', 'float32', [2, 2]);
+    const loss = b.reduceSum(b.mul(x, b.cast(i, 'float32')));
+    expect(() => b.grad(loss, [i])).toThrow(GraphError);
+    expect(() => b.grad(b.reduceSum(i), [x])).toThrow(/floating point/);
+    const [gx, gu] = b.grad(loss, [x, unused]);
+    const out = evaluate(
+      b.graph,
+      { x: tensor('float32', [2], [1, 2]), i: tensor('int64', [2], [3, -4]) },
+      [gx!, gu!],
+    );
+    expect(Array.from(out['grad.x']!.data)).toEqual([3, -4]);
+    expect(Array.from(out['grad.u']!.data)).toEqual([0, 0, 0, 0]);
+  });
+
+  it('reduces broadcast gradients at run time when two symbolic dims differ', async () => {
+    // x: [a], y: [b]; z = x + y needs a = b or one of them 1, unknown at build time.
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', ['a']);
+    const y = b.input('y', 'float32', ['b']);
+    const z = b.add(x, y);
+    const loss = b.reduceSum(b.mul(z, z));
+    const grads = b.grad(loss, [x, y]);
+    b.output(loss, 'loss');
+    const r = rng(2);
+    for (const [na, nb] of [
+      [1, 4],
+      [4, 1],
+      [4, 4],
+    ] as const) {
+      const feeds = { x: randomTensor(r, [na]), y: randomTensor(r, [nb]) };
+      for (const res of checkGradients(b.graph, feeds, loss, [x, y], grads))
+        expect(res.maxError).toBeLessThan(1e-6);
+      const out = evaluate(b.graph, feeds);
+      expect(out['grad.x']!.shape).toEqual([na]);
+      expect(out['grad.y']!.shape).toEqual([nb]);
+      await expectOrtMatches(b.graph, feeds);
+    }
+  });
+});
+
+describe('export and evaluation', () => {
+  it('writes unique names, only standard ai.onnx ops, and loads in onnxruntime-node', async () => {
+    const b = new GraphBuilder('mlp');
+    const x = b.input('x', 'float32', ['n', 4]);
+    const w = b.initializer('w', randomTensor(rng(1), [4, 3]));
+    const labels = b.input('labels', 'int64', ['n']);
+    const logits = b.matmul(x, w);
+    const loss = b.reduceMean(
+      b.sub(
+        b.reduceLogSumExp(logits, [1]),
+        b.squeeze(b.gatherElements(logits, b.unsqueeze(labels, [1]), 1), [1]),
+      ),
+    );
+    b.grad(loss, [w]);
+    b.output(loss, 'loss');
+    const model = toOnnxModel(b.graph, { opset: 21 });
+    expect(model.opsetImports).toEqual([{ domain: '', version: 21 }]);
+    const names = model.graph.nodes.map((n) => n.name);
+    expect(new Set(names).size).toBe(names.length);
+    const values = [
+      ...model.graph.nodes.flatMap((n) => n.outputs),
+      ...model.graph.inputs.map((i) => i.name),
+      ...model.graph.initializers.map((t) => t.name),
+    ];
+    expect(new Set(values).size).toBe(values.length);
+    for (const n of model.graph.nodes) {
+      expect(n.domain ?? '').toBe('');
+      expect(['LogSoftmax', 'Sum']).not.toContain(n.opType);
+    }
+    // The writer's bytes decode to the same node list and run in ORT.
+    const bytes = encodeModel(model);
+    expect(decodeModel(bytes).graph.nodes.map((n) => n.opType)).toEqual(
+      model.graph.nodes.map((n) => n.opType),
+    );
+    const s = await ort.InferenceSession.create(bytes);
+    const feeds = { x: randomTensor(rng(2), [2, 4]), labels: tensor('int64', [2], [0, 2]) };
+    const out = await s.run({ x: toOrt(feeds.x), labels: toOrt(feeds.labels) });
+    expect(out['grad.w']!.dims).toEqual([4, 3]);
+    expect(out.loss!.data[0]).toBeCloseTo(evaluate(b.graph, feeds).loss!.data[0]!, 5);
+  });
+
+  it('exports external initializers by reference; the evaluator needs them fed', () => {
+    const b = new GraphBuilder();
+    const w = b.externalInitializer('embed', 'float32', [2, 2], {
+      location: 'weights.data',
+      offset: 64,
+      length: 16,
+    });
+    b.output(b.neg(w), 'y');
+    const init = toOnnxModel(b.graph).graph.initializers[0]!;
+    expect(init).toEqual({
+      name: 'embed',
+      dataType: 1,
+      dims: [2, 2],
+      external: { location: 'weights.data', offset: 64, length: 16 },
+    });
+    expect(() => evaluate(b.graph, {})).toThrow(/external data/);
+    expect(
+      Array.from(evaluate(b.graph, { embed: tensor('float32', [2, 2], [1, 2, 3, 4]) }).y!.data),
+    ).toEqual([-1, -2, -3, -4]);
+  });
+
+  it('checks fed shapes and symbolic dims bind consistently', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', ['n', 2]);
+    const y = b.input('y', 'float32', ['n']);
+    b.output(b.add(b.reduceSum(x, [1]), y), 'z');
+    expect(() =>
+      evaluate(b.graph, { x: tensor('float32', [3, 2], 0), y: tensor('float32', [2], 0) }),
+    ).toThrow(/n=3/);
+    expect(() =>
+      evaluate(b.graph, { x: tensor('float32', [3, 3], 0), y: tensor('float32', [3], 0) }),
+    ).toThrow(/dim 1 is 3/);
+  });
+
+  it('outputs of inputs get an Identity; float16 and bfloat16 bytes round correctly', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [1]);
+    expect(b.output(x, 'x_out').producer?.op).toBe('Identity');
+    expect(toFloat16Bits(1)).toBe(0x3c00);
+    expect(toFloat16Bits(65504)).toBe(0x7bff);
+    expect(toFloat16Bits(1e6)).toBe(0x7c00);
+    expect(toFloat16Bits(-2)).toBe(0xc000);
+    expect(fromFloat16Bits(toFloat16Bits(0.1))).toBe(0.0999755859375);
+    expect(fromFloat16Bits(toFloat16Bits(2 ** -24))).toBe(2 ** -24);
+    expect(Array.from(tensorBytes(tensor('bfloat16', [1], [1])))).toEqual([0x80, 0x3f]);
+  });
+});
