@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { LLMAbortError, TransformersEngine } from '../src/index.js';
 
 // TransformersEngine against a real ONNX Runtime session through transformers.js, on a model
@@ -26,6 +27,9 @@ const VOCAB = [
   'answer',
   'four',
 ];
+// One token whose text is a whole JSON object, for the structured-output path.
+const JSON_TOKEN = '{"answer":"four"}';
+VOCAB.push(JSON_TOKEN);
 const id = (w: string) => VOCAB.indexOf(w);
 const NEXT: Record<string, string> = {
   assistant: 'the',
@@ -81,12 +85,12 @@ function node(op: string, inputs: string[], outputs: string[], attrs: number[][]
   ];
 }
 
-function bigramModel(): Uint8Array {
+function bigramModel(next: Record<string, string>): Uint8Array {
   const V = VOCAB.length;
   const E = new Float32Array(V * V);
   for (let i = 0; i < V; i++) E[i * V + i] = 1;
   const W = new Float32Array(V * V);
-  for (const [from, to] of Object.entries(NEXT)) W[id(from) * V + id(to)] = 10;
+  for (const [from, to] of Object.entries(next)) W[id(from) * V + id(to)] = 10;
   const axis0 = [...sField(1, 'axis'), ...vField(3, 0), ...vField(20, 2)];
   const graph = [
     ...bField(1, node('Gather', ['E', 'input_ids'], ['h'], [axis0])),
@@ -108,12 +112,19 @@ function bigramModel(): Uint8Array {
 
 let dir: string;
 let modelDir: string;
+let jsonModelDir: string;
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'flowgrpo-tjs-'));
   modelDir = join(dir, 'bigram');
+  jsonModelDir = join(dir, 'bigram-json');
+  writeModelFolder(modelDir, NEXT);
+  writeModelFolder(jsonModelDir, { assistant: JSON_TOKEN, [JSON_TOKEN]: '<eos>' });
+});
+
+function writeModelFolder(modelDir: string, next: Record<string, string>): void {
   mkdirSync(join(modelDir, 'onnx'), { recursive: true });
-  writeFileSync(join(modelDir, 'onnx', 'model.onnx'), bigramModel());
+  writeFileSync(join(modelDir, 'onnx', 'model.onnx'), bigramModel(next));
   const V = VOCAB.length;
   writeFileSync(
     join(modelDir, 'config.json'),
@@ -182,7 +193,7 @@ beforeAll(() => {
         "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}{% if add_generation_prompt %}assistant{% endif %}",
     }),
   );
-});
+}
 
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
@@ -239,6 +250,18 @@ describe('TransformersEngine', () => {
       })
       .catch((e: unknown) => e);
     expect(LLMAbortError.isInstance(aborted)).toBe(true);
+    await engine.dispose();
+  });
+
+  it('generateObject puts the schema in the prompt and parses the local reply', async () => {
+    const engine = new TransformersEngine({ modelPath: jsonModelDir });
+    const r = await engine.generateObject(
+      [{ role: 'user', content: 'what is two plus two' }],
+      z.object({ answer: z.string() }),
+    );
+    // The chain from "assistant" emits the single token {"answer":"four"}, then <eos>.
+    expect(r.object).toEqual({ answer: 'four' });
+    expect(r.usage.completionTokens).toBe(2);
     await engine.dispose();
   });
 });
