@@ -10,10 +10,14 @@ import {
   countBySource,
   DataFormatError,
   epochOrder,
+  JSON_EXTRA_KEYS_METADATA,
   nextBatchPosition,
+  normalizeHotpotQa,
+  normalizeMath500,
   normalizeNq,
   prepareCombinedTrainSet,
   readParquetFields,
+  readParquetMetadata,
   readSampleRows,
   type SampleRow,
   shuffleRows,
@@ -167,6 +171,24 @@ describe('SampleRow files and prepareCombinedTrainSet (generated data)', () => {
     const bad = join(dir, 'bad.jsonl');
     writeFileSync(bad, `${JSON.stringify(rows[0])}\n{"id":-1}\n`);
     await expect(readSampleRows(bad)).rejects.toThrow(/row 1 is not a SampleRow/);
+  });
+
+  it('stores an extra_info key whose type differs across sources as JSON, and restores it', async () => {
+    // MATH-500 levels are integers, HotpotQA levels are words: one Parquet column cannot hold both.
+    const math = normalizeMath500([{ problem: 'p', answer: '1', level: 2, subject: 'Algebra' }]);
+    const hotpot = normalizeHotpotQa([
+      { question: 'q', answer: 'a', level: 'hard', type: 'bridge' },
+    ]);
+    const rows = combineDatasets([math, hotpot], { shuffle: false });
+    const path = join(dir, 'mixed-levels.parquet');
+    await writeSampleRows(path, rows);
+    const meta = await readParquetMetadata(path);
+    expect(meta.key_value_metadata).toContainEqual({
+      key: JSON_EXTRA_KEYS_METADATA,
+      value: '["level"]',
+    });
+    expect(await readSampleRows(path)).toEqual(rows);
+    expect((await readSampleRows(path))[0]?.extra_info.level).toBe(2);
   });
 
   it('prepares combined_train.parquet and val.parquet from generated raw files', async () => {
