@@ -68,3 +68,39 @@ export async function scoreAll<D extends object>(
 ): Promise<RewardResult<D>[]> {
   return Promise.all(inputs.map(async (input) => fn.score(input)));
 }
+
+function meanStd(xs: readonly number[]): { mean: number; std: number } {
+  const mean = xs.reduce((s, x) => s + x, 0) / xs.length;
+  if (xs.length < 2) return { mean, std: 0 };
+  const ss = xs.reduce((s, x) => s + (x - mean) ** 2, 0);
+  return { mean, std: Math.sqrt(ss / (xs.length - 1)) };
+}
+
+/**
+ * Per-function metrics over a batch, named as TRL logs them: `rewards/<name>/mean` and
+ * `rewards/<name>/std` (unbiased sample std; 0 for a single sample). Results of a combination
+ * yield one pair per component (from `details.scores`); any other results yield one pair under
+ * `name`.
+ */
+export function rewardMetrics(
+  results: readonly RewardResult<object>[],
+  name = 'reward',
+): Record<string, number> {
+  const columns = new Map<string, number[]>();
+  for (const r of results) {
+    const scores = (r.details as Partial<CombinedDetails>).scores;
+    const entries = scores ? Object.entries(scores) : [[name, r.score] as const];
+    for (const [k, v] of entries) {
+      const col = columns.get(k) ?? [];
+      col.push(v);
+      columns.set(k, col);
+    }
+  }
+  const out: Record<string, number> = {};
+  for (const [k, col] of columns) {
+    const { mean, std } = meanStd(col);
+    out[`rewards/${k}/mean`] = mean;
+    out[`rewards/${k}/std`] = std;
+  }
+  return out;
+}

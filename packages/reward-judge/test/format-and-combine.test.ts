@@ -6,7 +6,9 @@ import {
   exactMatchReward,
   formatReward,
   rewardInputFromTrajectory,
+  rewardMetrics,
   SEARCH_AGENT,
+  scoreAll,
   THINK_ANSWER,
   THINK_TOOL_CALL,
   tokenF1Reward,
@@ -118,6 +120,44 @@ describe('weighted combination', () => {
       completion: 'no tags',
     });
     expect(n.score).toBe(0.5); // (2·1 + 2·0) / 4
+  });
+
+  it('batch metrics per component: rewards/<name>/mean and unbiased std', async () => {
+    const combined = combineRewards([
+      { fn: exactMatchReward(), weight: 1 },
+      { fn: formatReward(), weight: 1 },
+    ]);
+    const rs = await scoreAll(combined, [
+      {
+        question: 'q',
+        groundTruth: 'a',
+        finalAnswer: 'a',
+        completion: '<think>t</think><answer>a</answer>',
+      },
+      {
+        question: 'q',
+        groundTruth: 'a',
+        finalAnswer: 'b',
+        completion: '<think>t</think><answer>b</answer>',
+      },
+      { question: 'q', groundTruth: 'a', finalAnswer: 'a', completion: 'a' },
+    ]);
+    // exact_match [1, 0, 1]: mean 2/3, sample var ((1/3)²·2 + (2/3)²)/2 = 1/3 → std √(1/3).
+    // format [1, 1, 0]: the same numbers.
+    const m = rewardMetrics(rs);
+    expect(m['rewards/exact_match/mean']).toBeCloseTo(2 / 3, 15);
+    expect(m['rewards/exact_match/std']).toBeCloseTo(Math.sqrt(1 / 3), 15);
+    expect(m['rewards/format/mean']).toBeCloseTo(2 / 3, 15);
+    expect(Object.keys(m).sort()).toEqual([
+      'rewards/exact_match/mean',
+      'rewards/exact_match/std',
+      'rewards/format/mean',
+      'rewards/format/std',
+    ]);
+    expect(rewardMetrics([{ score: 0.5, details: {} }], 'judge')).toEqual({
+      'rewards/judge/mean': 0.5,
+      'rewards/judge/std': 0,
+    });
   });
 
   it('rejects duplicate names, no components and non-finite weights', () => {
