@@ -240,6 +240,20 @@ describe('decodeModel', () => {
     ]);
   });
 
+  it('round-trips large payloads, long names and multi-byte varints', () => {
+    // 3000 floats = 12 kB of raw_data (referenced, not copied, by the writer); a 300-char name.
+    const big = Float32Array.from({ length: 3000 }, (_, i) => i * 0.25 - 100);
+    const long = `w_${'x'.repeat(300)}`;
+    const m = model({
+      ...matmulAdd.graph,
+      initializers: [...matmulAdd.graph.initializers, onnxTensor(long, big, [30, 100])],
+      inputs: [{ name: 'X', elemType: F, shape: [2 ** 40, 'ü-dim', 3] }],
+    });
+    const back = decodeModel(encodeModel(m));
+    expect(back).toEqual(m);
+    expect(new Float32Array(back.graph.initializers[2]!.rawData!.buffer)).toEqual(big);
+  });
+
   it('reads unpacked and packed repeated fields and typed data fields', () => {
     // Hand-encoded TensorProto inside a GraphProto inside a ModelProto:
     // dims packed [2] (field 1, LEN), data_type=1, float_data packed [1.5, -2] (field 4), name "t".

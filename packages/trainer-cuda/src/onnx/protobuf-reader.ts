@@ -15,7 +15,7 @@ const textDecoder = new TextDecoder('utf-8', { fatal: true });
 export class ProtoReader {
   private pos: number;
   private readonly end: number;
-  private readonly view: DataView;
+  private viewCache: DataView | undefined;
 
   constructor(
     private readonly buf: Uint8Array,
@@ -24,7 +24,11 @@ export class ProtoReader {
   ) {
     this.pos = start;
     this.end = end;
-    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+
+  private get view(): DataView {
+    this.viewCache ??= new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
+    return this.viewCache;
   }
 
   get done(): boolean {
@@ -41,6 +45,15 @@ export class ProtoReader {
 
   /** An unsigned varint that fits a safe integer (lengths, tags, small counts). */
   varint(): number {
+    // Fast path: up to 4 bytes (28 bits) with plain integer arithmetic; no BigInt.
+    let result = 0;
+    for (let i = 0, shift = 0; i < 4; i++, shift += 7) {
+      if (this.pos >= this.end) throw new OnnxDecodeError('truncated varint');
+      const byte = this.buf[this.pos++]!;
+      result |= (byte & 0x7f) << shift;
+      if (byte < 0x80) return result;
+    }
+    this.pos -= 4;
     const v = this.varint64();
     if (v > BigInt(Number.MAX_SAFE_INTEGER)) {
       throw new OnnxDecodeError(`varint ${v} exceeds the safe integer range`);
@@ -64,6 +77,12 @@ export class ProtoReader {
 
   /** An int64 field: a safe number when it fits, a bigint otherwise. */
   int64(): number | bigint {
+    // Fast path for small non-negative values (dims, types, attribute ints).
+    const b = this.pos < this.end ? this.buf[this.pos]! : 0x80;
+    if (b < 0x80) {
+      this.pos++;
+      return b;
+    }
     const v = BigInt.asIntN(64, this.varint64());
     return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER)
       ? Number(v)
@@ -96,6 +115,24 @@ export class ProtoReader {
   }
 
   string(): string {
+    const start = this.pos;
+    const len = this.varint();
+    if (len <= 64 && this.pos + len <= this.end) {
+      // Short ASCII names (the common case) without a TextDecoder call.
+      let ascii = true;
+      for (let i = this.pos; i < this.pos + len; i++) {
+        if (this.buf[i]! >= 0x80) {
+          ascii = false;
+          break;
+        }
+      }
+      if (ascii) {
+        const out = String.fromCharCode(...this.buf.subarray(this.pos, this.pos + len));
+        this.pos += len;
+        return out;
+      }
+    }
+    this.pos = start;
     try {
       return textDecoder.decode(this.bytes());
     } catch (e) {

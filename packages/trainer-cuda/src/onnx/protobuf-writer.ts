@@ -19,16 +19,22 @@ export const WireType = {
   I32: 5,
 } as const;
 
-const SCRATCH_SIZE = 4096;
+/** Payloads up to this size are copied into the writer's buffer; larger ones are referenced. */
+const COPY_LIMIT = 4096;
+/** Inline buffer size past which it is flushed to the chunk list instead of grown. */
+const MAX_INLINE = 1 << 16;
+
+const f32Bytes = new Uint8Array(4);
+const f32View = new DataView(f32Bytes.buffer);
 
 /**
- * Builds one message. Scalars go into a scratch buffer; `bytes`/nested messages are appended as
- * separate chunks after a length prefix, so large payloads are referenced, not copied.
+ * Builds one message. Scalars and small payloads go into a growable inline buffer; large `bytes`
+ * payloads (tensor data) are appended as separate chunks after their length prefix, so they are
+ * referenced, never copied. Nested messages are built by their own writer and spliced in.
  */
 export class ProtoWriter {
   private readonly chunks: Uint8Array[] = [];
-  private scratch = new Uint8Array(SCRATCH_SIZE);
-  private view = new DataView(this.scratch.buffer);
+  private buf = new Uint8Array(64);
   private pos = 0;
   private flushedLength = 0;
 
@@ -38,21 +44,36 @@ export class ProtoWriter {
   }
 
   private ensure(n: number): void {
-    if (this.pos + n <= this.scratch.length) return;
-    this.flushScratch();
-    if (n > this.scratch.length) {
-      this.scratch = new Uint8Array(n);
-      this.view = new DataView(this.scratch.buffer);
+    if (this.pos + n <= this.buf.length) return;
+    if (this.pos + n <= MAX_INLINE) {
+      const grown = new Uint8Array(Math.max(this.buf.length * 2, this.pos + n));
+      grown.set(this.buf.subarray(0, this.pos));
+      this.buf = grown;
+      return;
     }
+    this.flushInline();
+    if (n > this.buf.length) this.buf = new Uint8Array(n);
   }
 
-  private flushScratch(): void {
+  private flushInline(): void {
     if (this.pos === 0) return;
-    this.chunks.push(this.scratch.subarray(0, this.pos));
+    this.chunks.push(this.buf.subarray(0, this.pos));
     this.flushedLength += this.pos;
-    this.scratch = new Uint8Array(SCRATCH_SIZE);
-    this.view = new DataView(this.scratch.buffer);
+    this.buf = new Uint8Array(Math.min(MAX_INLINE, this.buf.length));
     this.pos = 0;
+  }
+
+  /** Append payload bytes: copied when small, referenced when large. */
+  private payload(bytes: Uint8Array): void {
+    if (bytes.byteLength <= COPY_LIMIT) {
+      this.ensure(bytes.byteLength);
+      this.buf.set(bytes, this.pos);
+      this.pos += bytes.byteLength;
+    } else {
+      this.flushInline();
+      this.chunks.push(bytes);
+      this.flushedLength += bytes.byteLength;
+    }
   }
 
   /** Unsigned varint for a non-negative safe integer. */
@@ -61,11 +82,19 @@ export class ProtoWriter {
       throw new RangeError(`varint expects a non-negative safe integer, got ${value}`);
     }
     this.ensure(10);
+    if (value < 0x80000000) {
+      while (value >= 0x80) {
+        this.buf[this.pos++] = (value & 0x7f) | 0x80;
+        value >>>= 7;
+      }
+      this.buf[this.pos++] = value;
+      return;
+    }
     while (value >= 0x80) {
-      this.scratch[this.pos++] = (value % 0x80) | 0x80;
+      this.buf[this.pos++] = (value % 0x80) | 0x80;
       value = Math.floor(value / 0x80);
     }
-    this.scratch[this.pos++] = value;
+    this.buf[this.pos++] = value;
   }
 
   /** Varint of an int64 (negative values take ten bytes, two's complement). */
@@ -83,10 +112,10 @@ export class ProtoWriter {
     let v = BigInt.asUintN(64, value);
     this.ensure(10);
     while (v >= 0x80n) {
-      this.scratch[this.pos++] = Number(v & 0x7fn) | 0x80;
+      this.buf[this.pos++] = Number(v & 0x7fn) | 0x80;
       v >>= 7n;
     }
-    this.scratch[this.pos++] = Number(v);
+    this.buf[this.pos++] = Number(v);
   }
 
   private tag(field: number, wire: number): void {
@@ -102,46 +131,54 @@ export class ProtoWriter {
 
   float(field: number, value: number): this {
     this.tag(field, WireType.I32);
+    f32View.setFloat32(0, value, true);
     this.ensure(4);
-    this.view.setFloat32(this.pos, value, true);
+    this.buf.set(f32Bytes, this.pos);
     this.pos += 4;
     return this;
   }
 
-  /** A `bytes` field; the payload is referenced, not copied. */
+  /** A `bytes` field; a large payload is referenced, not copied. */
   bytes(field: number, payload: Uint8Array): this {
     this.tag(field, WireType.LEN);
     this.rawVarint(payload.byteLength);
-    if (payload.byteLength === 0) return this;
-    if (payload.byteLength <= 256) {
-      this.ensure(payload.byteLength);
-      this.scratch.set(payload, this.pos);
-      this.pos += payload.byteLength;
-    } else {
-      this.flushScratch();
-      this.chunks.push(payload);
-      this.flushedLength += payload.byteLength;
-    }
+    if (payload.byteLength > 0) this.payload(payload);
     return this;
   }
 
   string(field: number, value: string): this {
+    // Names are almost always ASCII: write them directly instead of allocating an encoded copy.
+    const n = value.length;
+    if (n <= COPY_LIMIT) {
+      let ascii = true;
+      for (let i = 0; i < n; i++) {
+        if (value.charCodeAt(i) >= 0x80) {
+          ascii = false;
+          break;
+        }
+      }
+      if (ascii) {
+        this.tag(field, WireType.LEN);
+        this.rawVarint(n);
+        this.ensure(n);
+        for (let i = 0; i < n; i++) this.buf[this.pos++] = value.charCodeAt(i);
+        return this;
+      }
+    }
     return this.bytes(field, textEncoder.encode(value));
   }
 
-  /** A nested message built by another writer; its chunks are moved, not copied. */
+  /** A nested message built by another writer (which must not be used afterwards). */
   message(field: number, inner: ProtoWriter): this {
     this.tag(field, WireType.LEN);
     this.rawVarint(inner.length);
-    this.flushScratch();
-    for (const chunk of inner.finish()) this.chunks.push(chunk);
-    this.flushedLength += inner.length;
+    for (const chunk of inner.finish()) this.payload(chunk);
     return this;
   }
 
   /** The encoded message as a list of chunks (the writer must not be used afterwards). */
   finish(): Uint8Array[] {
-    this.flushScratch();
+    this.flushInline();
     return this.chunks;
   }
 }
