@@ -19,13 +19,14 @@ import {
   readSampleRows,
   rowsToArrowTable,
   rowsToParquetBuffer,
+  writeArrowIpc,
   writeSampleRows,
 } from '../src/index.js';
 
 // parquet-wasm is the Rust arrow-rs Parquet implementation compiled to WebAssembly: a reader and
 // writer written independently of hyparquet, so files crossing between them check both sides.
 
-const rows: Record<string, unknown>[] = Array.from({ length: 300 }, (_, i) => ({
+const rows: Record<string, unknown>[] = Array.from({ length: 120 }, (_, i) => ({
   id: `train_${i}`,
   question: `question ${i} with ünïcödé?`,
   golden_answers: Array.from({ length: (i % 3) + 1 }, (_, k) => `answer ${i}.${k}`),
@@ -37,13 +38,26 @@ const rows: Record<string, unknown>[] = Array.from({ length: 300 }, (_, i) => ({
 
 describe('Parquet interoperability with arrow-rs (parquet-wasm)', () => {
   it('arrow-rs reads the files this library writes (snappy, nested lists and structs)', () => {
-    const bytes = rowsToParquetBuffer(rows, { rowGroupSize: 128 });
+    const bytes = rowsToParquetBuffer(rows, { rowGroupSize: 50 });
     const table = tableFromIPC(readParquet(bytes).intoIPCStream());
-    expect(table.numRows).toBe(300);
+    expect(table.numRows).toBe(120);
     expect(String(table.schema.fields.find((f) => f.name === 'prompt')?.type)).toBe(
       'List<Struct<{content:Utf8, role:Utf8}>>',
     );
     expect(arrowTableToRows(table)).toEqual(rows);
+  });
+
+  it('arrow-rs reads the Arrow IPC stream files this library writes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-ipc-'));
+    try {
+      const path = join(dir, 'rows.arrows');
+      await writeArrowIpc(path, rowsToArrowTable(rows), 'stream');
+      const viaRust = WasmTable.fromIPCStream(readFileSync(path));
+      expect(viaRust.recordBatches().reduce((n, b) => n + b.numRows, 0)).toBe(120);
+      expect(arrowTableToRows(tableFromIPC(viaRust.intoIPCStream()))).toEqual(rows);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   for (const [name, codec] of [
@@ -57,7 +71,7 @@ describe('Parquet interoperability with arrow-rs (parquet-wasm)', () => {
       const source = rowsToArrowTable(rows);
       const props = new WriterPropertiesBuilder()
         .setCompression(codec)
-        .setMaxRowGroupSize(100)
+        .setMaxRowGroupSize(40)
         .build();
       const bytes = writeParquet(WasmTable.fromIPCStream(tableToIPC(source, 'stream')), props);
       expect(await readParquetRows(bytes)).toEqual(rows);
