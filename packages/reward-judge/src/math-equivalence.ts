@@ -99,8 +99,7 @@ function outerBrackets(s: string): { open: string; close: string; inner: string 
     close = body[body.length - 1]!;
     body = body.slice(0, -1);
   } else return undefined;
-  // The opening bracket must close only at the very end.
-  if (splitTopLevel(body, '\u0000') === undefined) return undefined;
+  // The opening bracket must close only at the very end: the body never dips below depth 0.
   let depth = 0;
   for (let i = 0; i < body.length; i++) {
     const ch = body[i]!;
@@ -146,7 +145,7 @@ function structure(raw: string): ParsedMathAnswer {
   if (items && items.length > 1 && items.every((x) => x !== '')) {
     return { kind: 'list', items: items.map((x) => structure(x)), text: s };
   }
-  const pm = splitTopLevel(s, '\\pm');
+  const pm = /\\pm(?![a-zA-Z])/.test(s) ? splitTopLevel(s, '\\pm') : undefined;
   if (pm && pm.length === 2 && pm[1] !== '') {
     const head = pm[0] === '' ? '' : `${pm[0]}+`;
     const headMinus = pm[0] === '' ? '-' : `${pm[0]}-`;
@@ -287,7 +286,9 @@ export function mathEqualParsed(
   gold: ParsedMathAnswer,
   options: MathEqualOptions = {},
 ): MathComparison {
-  const method = structEqual(prediction, gold, { ...DEFAULTS, ...options });
+  // An empty answer matches nothing, not even an empty gold.
+  const empty = prediction.text === '' || gold.text === '';
+  const method = empty ? 'none' : structEqual(prediction, gold, { ...DEFAULTS, ...options });
   return { equal: method !== 'none', method, prediction: prediction.text, gold: gold.text };
 }
 

@@ -319,7 +319,8 @@ export function evaluateExpression(e: Expr, env: ReadonlyMap<string, number> = n
         case '*':
           return a * b;
         case '/':
-          return a / b;
+          // x/0 is undefined, not ±∞: 1/0 must not equal 2/0.
+          return b === 0 ? Number.NaN : a / b;
         default:
           return a ** b;
       }

@@ -84,10 +84,32 @@ describe('numeric and symbolic equivalence (hand-checked)', () => {
     ['\\text{east}', '\\text{west}'],
     ['\\infty', '-\\infty'],
     ['0', '1e-12'], // absTolerance defaults to 0
+    ['1/0', '2/0'], // division by zero is undefined, not ∞
+    ['', ''], // an empty answer matches nothing
+    ['$$', '\\text{}'],
     // Not handled (documented): degrees against radians, equal-valued intervals in other notation.
     ['\\frac{\\pi}{2}', '90^\\circ'],
   ])('%j ≠ %j', (a, b) => {
     expect(eq(a, b)).toBe(false);
+  });
+
+  it('never throws on malformed input', () => {
+    const junk = [
+      '{{{',
+      '}}}',
+      '\\',
+      '\\frac{',
+      '((]',
+      '\\boxed{',
+      '\\sqrt[',
+      '1^',
+      '--5',
+      ',,',
+      '(,)',
+    ];
+    const more = ['()', '\\pm', '\\begin{pmatrix}\\end{pmatrix}', 'x=', '=5', '(((1)))', '3!!'];
+    const all = [...junk, ...more];
+    for (const a of all) for (const b of all) expect(() => mathEqual(a, b)).not.toThrow();
   });
 
   it('relative tolerance: default 1e-6, configurable', () => {
