@@ -53,7 +53,7 @@ describe('AdamW graph', () => {
         [m, want[i]!.m],
         [v, want[i]!.v],
       ] as const) {
-        got.data.forEach((x, k) => expect(x).toBeCloseTo(exp[k]!, 12));
+        for (const [k, x] of got.data.entries()) expect(x).toBeCloseTo(exp[k]!, 12);
       }
       expect(out.grad_norm!.data[0]).toBeCloseTo(Math.hypot(...g), 12);
     });

@@ -152,6 +152,6 @@ describe('training loop in ORT', () => {
       expect(Math.abs(ortLoss[t]! - refLoss[t]!) / refLoss[t]!).toBeLessThan(1e-3);
     expect(ortLoss[49]!).toBeLessThan(0.2 * ortLoss[0]!);
     const final: Tensor = fromOrt(params.w2!);
-    final.data.forEach((v, i) => expect(v).toBeCloseTo(P.w2![i]!, 3));
+    for (const [i, v] of final.data.entries()) expect(v).toBeCloseTo(P.w2![i]!, 3);
   });
 });
