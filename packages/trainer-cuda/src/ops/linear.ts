@@ -87,7 +87,8 @@ export const linearOps = defineOps(
       // x·W with a 2-D weight (the common layer): rows of all batch dims are folded into one
       // GEMM, dW = Aᵀ·G over [rows, K]ᵀ·[rows, N], instead of a batched product and a ReduceSum.
       const gradW = () => {
-        if (rb !== 2 || ra <= 2) return back(b.matmul(b.transpose(A, swapLast(A.shape!.length)), g), w!, B);
+        if (rb !== 2 || ra <= 2)
+          return back(b.matmul(b.transpose(A, swapLast(A.shape!.length)), g), w!, B);
         const rows = (axis: number) => b.concat([b.ints([-1]), b.dim(w!, axis)], 0);
         return b.gemm(b.reshape(a!, rows(0)), b.reshape(g, rows(1)), undefined, { transA: true });
       };
