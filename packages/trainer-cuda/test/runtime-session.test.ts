@@ -93,6 +93,32 @@ describe('createSession on the CPU EP', () => {
     await expect(s.run({ X: X() })).rejects.toThrow(SessionRunError);
   });
 
+  it('fetches a subset of outputs; a failure inside ORT is a SessionRunError', async () => {
+    // rows = Gather(table, idx) with table row r = [r, r]; total = ReduceSum over all axes.
+    const s = await createSession(
+      bytes({
+        name: 'gather',
+        nodes: [
+          { opType: 'Gather', inputs: ['table', 'idx'], outputs: ['rows'] },
+          { opType: 'ReduceSum', inputs: ['rows'], outputs: ['total'] },
+        ],
+        inputs: [{ name: 'idx', elemType: OnnxDataType.INT64, shape: ['n'] }],
+        outputs: [
+          { name: 'rows', elemType: F, shape: ['n', 2] },
+          { name: 'total', elemType: F, shape: [] },
+        ],
+        initializers: [onnxTensor('table', new Float32Array([0, 0, 1, 1, 2, 2]), [3, 2])],
+      }),
+      { device: 'cpu' },
+    );
+    const idx = (v: bigint[]) => new ort.Tensor('int64', BigInt64Array.from(v), [v.length]);
+    const { outputs } = await s.run({ idx: idx([2n, 2n, 0n]) }, ['total']);
+    expect(Object.keys(outputs)).toEqual(['total']);
+    expect(outputs.total!.data[0]).toBe(8); // [2,2] + [2,2] + [0,0]
+    await expect(s.run({ idx: idx([3n]) })).rejects.toThrow(SessionRunError);
+    await s.release();
+  });
+
   it('gives the same numbers with 1 and 2 intra-op threads and in parallel mode', async () => {
     for (const o of [
       { intraOpThreads: 1 },

@@ -186,6 +186,33 @@ describe('SessionWorker', () => {
     for (const o of outs) expect(Array.from(o.Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
   });
 
+  it('computes only the requested fetches, and survives a run that fails inside ORT', async () => {
+    // rows = Gather(table, idx) with table row r = [r, r]; sum = ReduceSum(rows) (all axes).
+    const gather = bytes({
+      name: 'gather',
+      nodes: [
+        { opType: 'Gather', inputs: ['table', 'idx'], outputs: ['rows'] },
+        { opType: 'ReduceSum', inputs: ['rows'], outputs: ['sum'] },
+      ],
+      inputs: [{ name: 'idx', elemType: OnnxDataType.INT64, shape: ['n'] }],
+      outputs: [
+        { name: 'rows', elemType: F, shape: ['n', 2] },
+        { name: 'sum', elemType: F, shape: [] },
+      ],
+      initializers: [onnxTensor('table', new Float32Array([0, 0, 1, 1, 2, 2]), [3, 2])],
+    });
+    const s = await worker().load(gather, { device: 'cpu' });
+    const idx = (v: bigint[]) => new ort.Tensor('int64', BigInt64Array.from(v), [v.length]);
+    const only = await s.run({ idx: idx([2n, 1n]) }, { fetches: ['sum'] });
+    expect(Object.keys(only)).toEqual(['sum']);
+    expect(only.sum!.data[0]).toBe(6); // rows [[2,2],[1,1]] sum to 6
+    // Index 7 is out of range for 3 rows: ORT fails the run; the worker keeps serving.
+    const e = await s.run({ idx: idx([7n]) }).catch((x: unknown) => x);
+    expect(SessionRunError.isInstance(e)).toBe(true);
+    expect((e as SessionRunError).reason).toMatch(/out of bounds|indices/i);
+    expect((await s.run({ idx: idx([1n]) })).sum!.data[0]).toBe(2);
+  });
+
   it('reports typed errors: bad feeds, corrupt model, missing EP', async () => {
     const w = worker();
     const s = await w.load(affine, { device: 'cpu' });

@@ -25,6 +25,7 @@ function specs(meta) {
 }
 function plain(t) {
   let data = t.data;
+  if (!ArrayBuffer.isView(data)) return { type: t.type, dims: Array.from(t.dims), data };
   // Transfer only a buffer the tensor owns entirely; otherwise send a copy.
   if (data.byteOffset !== 0 || data.byteLength !== data.buffer.byteLength) data = data.slice();
   return { type: t.type, dims: Array.from(t.dims), data };
@@ -72,7 +73,7 @@ async function handle(m) {
     }
     const p = plain(t);
     result[name] = p;
-    transfer.push(p.data.buffer);
+    if (ArrayBuffer.isView(p.data)) transfer.push(p.data.buffer);
   }
   return { result, transfer };
 }
