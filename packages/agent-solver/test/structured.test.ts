@@ -78,15 +78,16 @@ describe('parseModelJson', () => {
 
 describe('strict JSON Schema', () => {
   const Plan = z.object({
-    tool: z.string(),
+    tool: z.string().min(1).max(40),
     note: z.string().optional(),
     confidence: z.number().nullable(),
-    steps: z.array(z.object({ id: z.number().int(), done: z.boolean().optional() })),
+    steps: z.array(z.object({ id: z.number().int().min(0), done: z.boolean().optional() })).max(5),
     mode: z.enum(['fast', 'slow']).default('fast'),
   });
 
-  it('closes objects, requires every property and makes optional ones nullable', () => {
-    // Hand-written expectation of OpenAI strict mode for the schema above.
+  it('closes objects, requires every property, makes optional ones nullable, drops constraints', () => {
+    // Hand-written expectation of OpenAI strict mode for the schema above; length, bound and
+    // item-count constraints are left to zod.
     expect(toStrictJsonSchema(Plan)).toEqual({
       type: 'object',
       properties: {
@@ -134,6 +135,12 @@ describe('strict JSON Schema', () => {
   it('sanitises schema names', () => {
     expect(schemaNameFor('Next Step!')).toBe('Next_Step_');
     expect(schemaNameFor(undefined)).toBe('response');
+  });
+
+  it('keeps the constraints in the plain schema used for prompts', () => {
+    const plain = zodToJsonSchema(Plan) as { properties: { tool: object; steps: object } };
+    expect(plain.properties.tool).toEqual({ type: 'string', minLength: 1, maxLength: 40 });
+    expect(plain.properties.steps).toMatchObject({ maxItems: 5 });
   });
 
   it('the test server builds a valid instance from a strict schema', () => {

@@ -286,7 +286,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     request: PolicyGenerateRequest,
     promptText: string | undefined,
     baseURL: string,
-  ): Int32Array {
+  ): Int32Array<ArrayBuffer> {
     if (fromServer) return Int32Array.from(fromServer);
     if (request.promptTokens) return Int32Array.from(request.promptTokens);
     if (promptText !== undefined && this.tokenizer) {
@@ -413,7 +413,7 @@ function alignAction(
   logprobs: Array<number | null>,
   tokenIds: number[] | null | undefined,
   baseURL: string,
-): { actionTokens: Int32Array; actionLogprobs: Float32Array } {
+): { actionTokens: Int32Array<ArrayBuffer>; actionLogprobs: Float32Array<ArrayBuffer> } {
   if (tokens.length !== logprobs.length) {
     throw new PolicyResponseError(
       `logprobs tokens (${tokens.length}) and values (${logprobs.length}) differ in length`,

@@ -27,12 +27,13 @@ export interface PolicyGenerateRequest {
 
 export interface PolicyGenerateResult {
   text: string;
+  // ArrayBuffer-backed (not SharedArrayBuffer) arrays, the type core's Turn schema produces.
   /** The prompt as the model saw it (chat template applied). */
-  promptTokens: Int32Array;
+  promptTokens: Int32Array<ArrayBuffer>;
   /** The sampled tokens, including a final EOS / stop token when the server reports one. */
-  actionTokens: Int32Array;
+  actionTokens: Int32Array<ArrayBuffer>;
   /** log π(token) of each action token under the sampling policy (same length). */
-  actionLogprobs: Float32Array;
+  actionLogprobs: Float32Array<ArrayBuffer>;
   finishReason: FinishReason;
   usage?: LLMUsage;
   /** Model or adapter name that produced the sample. */

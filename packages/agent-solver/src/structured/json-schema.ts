@@ -20,21 +20,38 @@ export function toStrictJsonSchema(schema: z.ZodType): JsonSchema {
   return makeStrict(zodToJsonSchema(schema));
 }
 
-// Keywords strict mode rejects or that only add noise to a prompt.
-const DROPPED_KEYWORDS = new Set(['$schema', 'default']);
+// Keywords left out of the strict schema. `default` is rejected by strict mode; value
+// constraints (lengths, bounds, patterns, formats, item counts) are rejected by some models'
+// strict mode and zod's patterns use regex features that grammar engines may not support. zod
+// still enforces all of them after parsing, and the corrective retry shows the full schema.
+const DROPPED_KEYWORDS = new Set([
+  '$schema',
+  'default',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'format',
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'exclusiveMaximum',
+  'multipleOf',
+  'minItems',
+  'maxItems',
+  'uniqueItems',
+  'minProperties',
+  'maxProperties',
+  'patternProperties',
+  'propertyNames',
+  'contentEncoding',
+  'contentMediaType',
+]);
 
 function makeStrict(node: unknown): JsonSchema {
   if (!isSchema(node)) return {};
   const out: JsonSchema = {};
   for (const [key, value] of Object.entries(node)) {
     if (DROPPED_KEYWORDS.has(key)) continue;
-    // zod writes ±MAX_SAFE_INTEGER bounds for every z.int(); they say nothing to a model.
-    if (
-      (key === 'maximum' || key === 'minimum') &&
-      Math.abs(Number(value)) === Number.MAX_SAFE_INTEGER
-    ) {
-      continue;
-    }
     if (key === 'properties' && isSchema(value)) {
       const required = new Set(Array.isArray(node.required) ? (node.required as string[]) : []);
       const props: JsonSchema = {};
