@@ -1,7 +1,13 @@
 // Public API of @flowgrpo/trainer.
 
 export * from './graph/index.js';
+export * from './models/config.js';
+export * from './models/errors.js';
+export * from './models/reference/index.js';
+export * from './models/tiny-factory.js';
+export * from './models/weights/index.js';
 export * from './onnx/index.js';
 export * from './ops/index.js';
 export * from './optim/index.js';
 export * from './runtime/index.js';
+export * from './tokenizers/index.js';

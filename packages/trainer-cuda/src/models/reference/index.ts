@@ -1,0 +1,8 @@
+export {
+  argmax,
+  type GreedyOptions,
+  type GreedyResult,
+  generateGreedy,
+  type KvCache,
+  ReferenceDecoder,
+} from './reference-decoder.js';
