@@ -142,9 +142,17 @@ describe.skipIf(skipWithoutShared('NQ-open EM/F1'))('EM / F1 on real NQ-open ans
   });
 
   it('matches an independent Python implementation of the official script on every row', () => {
+    // NQ-open rows plus HotpotQA's answers (more names with accents and punctuation).
+    const hotpot = readFileSync(sharedPath('data', 'hotpotqa', 'dev-distractor-500.jsonl'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => {
+        const row = JSON.parse(l) as { question: string; answer: string };
+        return { question: row.question, answer: [row.answer] };
+      });
     // Predictions per row: its first gold decorated, its first word, and the next row's gold.
-    const cases = rows.flatMap((r, i) => {
-      const next = rows[(i + 1) % rows.length]!.answer[0]!;
+    const cases = [...rows, ...hotpot].flatMap((r, i, all) => {
+      const next = all[(i + 1) % all.length]!.answer[0]!;
       const g = r.answer[0]!;
       return [`The ${g.toUpperCase()}!`, g.split(' ')[0]!, next, `${g} and ${next}`].map((p) => ({
         p,
