@@ -9,11 +9,15 @@ import {
   type DType,
   evaluate,
   GraphBuilder,
+  OPS,
   type Tensor,
   tensor,
   type Value,
 } from '../src/index.js';
 import { expectOrtMatches, rng } from './graph-helpers.js';
+
+/** Op types that appeared in a checked forward graph. */
+const covered = new Set<string>();
 
 type Spec = {
   shape: number[];
@@ -47,6 +51,7 @@ async function gradCheck(
     );
   }
   const y = f(b, xs);
+  for (const n of b.graph.nodes) covered.add(n.op);
   const yShape = evaluate(b.graph, feeds, [y])[y.name]!.shape;
   const weights = b.input('R', y.dtype, yShape);
   feeds.R = tensor(
@@ -327,5 +332,14 @@ describe('shape ops', () => {
   });
   it('pad with zeros', async () => {
     await gradCheck({ x: { shape: [2, 3] } }, (b, x) => b.pad(x.x!, [1, 0, 2, 3], 0.5));
+  });
+});
+
+describe('coverage', () => {
+  it('every registered op with a VJP was gradient-checked above', () => {
+    const differentiable = Object.values(OPS)
+      .filter((d) => d.vjp)
+      .map((d) => d.op);
+    expect(differentiable.filter((op) => !covered.has(op))).toEqual([]);
   });
 });
