@@ -1,0 +1,411 @@
+import {
+  addUsage,
+  ConfigError,
+  emptyUsage,
+  FlowGrpoError,
+  type GenerateOptions,
+  type LLMEngine,
+  type LLMUsage,
+} from '@flowgrpo/core';
+import { type Tool, ToolAbortedError, type ToolRegistry, type ToolResult } from '@flowgrpo/tools';
+import { LLMAbortError } from '../engines/errors.js';
+import { Memory, type MemoryAction } from '../memory/memory.js';
+import type { RoleError, SolverEvent, SolverEventListener, SolverRole } from './events.js';
+import {
+  analyzerMessages,
+  executorMessages,
+  generatorMessages,
+  type PromptContext,
+  plannerMessages,
+  verifierMessages,
+} from './prompts.js';
+import {
+  type MemoryVerification,
+  MemoryVerificationSchema,
+  type NextStep,
+  nextStepSchema,
+  type QueryAnalysis,
+  QueryAnalysisSchema,
+  SCHEMA_NAMES,
+  type ToolCommand,
+  toolCommandSchema,
+} from './schemas.js';
+
+// The mechanics shared by the solver and the rollout recorder: one object per run that owns the
+// memory, calls each role with its engine, times it, adds up its token usage, and turns a role's
+// failure into a recorded RoleError (a caller's abort is the only thing that propagates).
+
+/** Engines per role. Unset roles fall back as the seed wires them (see `resolveEngines`). */
+export interface SolverEngines {
+  /** Used for every role that has no engine of its own. */
+  default?: LLMEngine;
+  /** The seed's planner_main: plans each step. */
+  planner?: LLMEngine;
+  /** The seed's planner_fixed: the query analysis (and the final answer unless `generator`). */
+  plannerFixed?: LLMEngine;
+  executor?: LLMEngine;
+  verifier?: LLMEngine;
+  generator?: LLMEngine;
+}
+
+export type ResolvedEngines = Record<SolverRole, LLMEngine>;
+
+export function resolveEngines(
+  engines: SolverEngines,
+  roles: readonly SolverRole[],
+): ResolvedEngines {
+  const d = engines.default;
+  const fixed = engines.plannerFixed ?? d;
+  const table: Record<SolverRole, LLMEngine | undefined> = {
+    analyzer: fixed,
+    planner: engines.planner ?? d,
+    executor: engines.executor ?? d,
+    verifier: engines.verifier ?? d,
+    generator: engines.generator ?? fixed,
+  };
+  for (const role of roles) {
+    if (!table[role]) {
+      throw new ConfigError(
+        `no LLM engine for the ${role} role: pass engines.${role} or engines.default`,
+        {
+          key: `engines.${role}`,
+        },
+      );
+    }
+  }
+  return table as ResolvedEngines;
+}
+
+/** Sampling options per role (e.g. temperature 0 for the fixed roles). */
+export type RoleGenerateOptions = Partial<Record<SolverRole, Omit<GenerateOptions, 'signal'>>>;
+
+/** Time spent per role and in tools, plus the whole run (milliseconds). */
+export type SolveTimings = Record<SolverRole | 'tools' | 'total', number>;
+
+export interface SolveUsage {
+  byRole: Record<SolverRole, LLMUsage>;
+  total: LLMUsage;
+}
+
+/** What happened to a planned tool call. */
+export interface ExecutionOutcome {
+  command?: ToolCommand;
+  result: ToolResult;
+  memoryEntry: MemoryAction;
+}
+
+export interface FlowRunOptions {
+  question: string;
+  engines: ResolvedEngines;
+  registry: ToolRegistry;
+  maxSteps: number;
+  generation?: RoleGenerateOptions;
+  toolTimeoutMs?: number;
+  maxValueLength?: number;
+  signal?: AbortSignal;
+  onEvent?: SolverEventListener;
+}
+
+export class FlowRun {
+  readonly question: string;
+  readonly memory: Memory;
+  readonly toolNames: string[];
+  readonly toolMetadata: Record<string, unknown>;
+  readonly errors: RoleError[] = [];
+  readonly timings: SolveTimings = {
+    analyzer: 0,
+    planner: 0,
+    executor: 0,
+    verifier: 0,
+    generator: 0,
+    tools: 0,
+    total: 0,
+  };
+  readonly usage: SolveUsage = {
+    byRole: {
+      analyzer: emptyUsage(),
+      planner: emptyUsage(),
+      executor: emptyUsage(),
+      verifier: emptyUsage(),
+      generator: emptyUsage(),
+    },
+    total: emptyUsage(),
+  };
+  analysis: QueryAnalysis | undefined;
+  readonly #o: FlowRunOptions;
+  readonly #started = performance.now();
+
+  constructor(options: FlowRunOptions) {
+    this.#o = options;
+    this.question = options.question;
+    this.memory = new Memory({ maxValueLength: options.maxValueLength });
+    this.toolNames = options.registry.names();
+    this.toolMetadata = options.registry.metadataForPlanner();
+  }
+
+  get maxSteps(): number {
+    return this.#o.maxSteps;
+  }
+
+  get registry(): ToolRegistry {
+    return this.#o.registry;
+  }
+
+  get signal(): AbortSignal | undefined {
+    return this.#o.signal;
+  }
+
+  emit(event: SolverEvent): void {
+    this.#o.onEvent?.(event);
+  }
+
+  context(): PromptContext {
+    return {
+      question: this.question,
+      toolNames: this.toolNames,
+      toolMetadata: this.toolMetadata,
+      analysis: this.analysis,
+      actions: this.memory.getActions(),
+    };
+  }
+
+  /** Adds a role's usage and time to the run's totals. */
+  account(role: SolverRole | 'tools', ms: number, usage?: LLMUsage): void {
+    this.timings[role] += ms;
+    if (usage && role !== 'tools') {
+      addUsage(this.usage.byRole[role], usage);
+      addUsage(this.usage.total, usage);
+    }
+  }
+
+  /** Records a role failure; rethrows it when it is the caller's abort. */
+  fail(role: SolverRole | 'tools', error: unknown, step?: number): RoleError {
+    if (isAbort(error, this.#o.signal)) throw error;
+    const recorded: RoleError = {
+      role,
+      ...(step === undefined ? {} : { step }),
+      code: errorCode(error),
+      message: error instanceof Error ? error.message : String(error),
+    };
+    this.errors.push(recorded);
+    this.emit({ type: 'error', error: recorded });
+    return recorded;
+  }
+
+  finish(): void {
+    this.timings.total = round(performance.now() - this.#started);
+  }
+
+  #options(role: SolverRole): GenerateOptions {
+    return { ...this.#o.generation?.[role], signal: this.#o.signal };
+  }
+
+  async analyze(): Promise<QueryAnalysis | undefined> {
+    const start = performance.now();
+    try {
+      const r = await this.#o.engines.analyzer.generateObject(
+        analyzerMessages(this.context()),
+        QueryAnalysisSchema,
+        { ...this.#options('analyzer'), schemaName: SCHEMA_NAMES.analyzer },
+      );
+      const ms = round(performance.now() - start);
+      this.account('analyzer', ms, r.usage);
+      this.analysis = r.object;
+      this.emit({ type: 'analysis', analysis: r.object, durationMs: ms, usage: r.usage });
+      return r.object;
+    } catch (error) {
+      this.account('analyzer', round(performance.now() - start));
+      this.fail('analyzer', error);
+      return undefined;
+    }
+  }
+
+  /** The planner role over an LLMEngine with structured output. */
+  async plan(step: number): Promise<NextStep | undefined> {
+    const start = performance.now();
+    try {
+      const r = await this.#o.engines.planner.generateObject(
+        plannerMessages(this.context(), step, this.#o.maxSteps),
+        nextStepSchema(this.toolNames),
+        { ...this.#options('planner'), schemaName: SCHEMA_NAMES.planner },
+      );
+      const ms = round(performance.now() - start);
+      this.account('planner', ms, r.usage);
+      this.emit({ type: 'plan', step, nextStep: r.object, durationMs: ms, usage: r.usage });
+      return r.object;
+    } catch (error) {
+      this.account('planner', round(performance.now() - start));
+      this.fail('planner', error, step);
+      return undefined;
+    }
+  }
+
+  /**
+   * Executor + tool for one planned step; the outcome always lands in memory, failures included,
+   * so the next planner call sees them (as the seed stores "Execution Error: …" results).
+   */
+  async execute(step: number, next: NextStep): Promise<ExecutionOutcome> {
+    const registry = this.#o.registry;
+    let tool: Tool;
+    try {
+      tool = registry.get(next.tool_name);
+    } catch (error) {
+      const e = this.fail('tools', error, step);
+      const result = failed(`Error: ${e.message}`, e);
+      const memoryEntry = this.memory.addAction(
+        step,
+        next.tool_name,
+        next.sub_goal,
+        null,
+        result.output,
+      );
+      this.emit({
+        type: 'tool_result',
+        step,
+        toolName: next.tool_name,
+        arguments: null,
+        result,
+        durationMs: 0,
+      });
+      return { result, memoryEntry };
+    }
+
+    const start = performance.now();
+    let command: ToolCommand;
+    try {
+      const r = await this.#o.engines.executor.generateObject(
+        executorMessages(this.context(), next, this.toolMetadata[tool.name]),
+        toolCommandSchema(tool),
+        { ...this.#options('executor'), schemaName: SCHEMA_NAMES.executor },
+      );
+      const ms = round(performance.now() - start);
+      this.account('executor', ms, r.usage);
+      command = r.object;
+      this.emit({
+        type: 'command',
+        step,
+        toolName: tool.name,
+        command,
+        durationMs: ms,
+        usage: r.usage,
+      });
+    } catch (error) {
+      this.account('executor', round(performance.now() - start));
+      const e = this.fail('executor', error, step);
+      const result = failed(`Error: no valid arguments for ${tool.name}: ${e.message}`, e);
+      const memoryEntry = this.memory.addAction(
+        step,
+        tool.name,
+        next.sub_goal,
+        null,
+        result.output,
+      );
+      return { result, memoryEntry };
+    }
+
+    const toolStart = performance.now();
+    const result = await registry.run(tool.name, command.arguments, {
+      signal: this.#o.signal,
+      timeoutMs: this.#o.toolTimeoutMs,
+    });
+    if (result.errorCode === ToolAbortedError.code && this.#o.signal?.aborted) {
+      throw this.#o.signal.reason ?? new ToolAbortedError(tool.name);
+    }
+    const toolMs = round(performance.now() - toolStart);
+    this.account('tools', toolMs);
+    this.emit({
+      type: 'tool_result',
+      step,
+      toolName: tool.name,
+      arguments: command.arguments,
+      result,
+      durationMs: toolMs,
+    });
+    if (!result.ok) {
+      this.errors.push({
+        role: 'tools',
+        step,
+        code: result.errorCode ?? 'TOOL_EXECUTION_FAILED',
+        message: result.error ?? 'the tool failed',
+      });
+    }
+    const memoryEntry = this.memory.addAction(
+      step,
+      tool.name,
+      next.sub_goal,
+      command.arguments,
+      result.output,
+    );
+    return { command, result, memoryEntry };
+  }
+
+  async verify(step: number): Promise<MemoryVerification | undefined> {
+    const start = performance.now();
+    try {
+      const r = await this.#o.engines.verifier.generateObject(
+        verifierMessages(this.context()),
+        MemoryVerificationSchema,
+        { ...this.#options('verifier'), schemaName: SCHEMA_NAMES.verifier },
+      );
+      const ms = round(performance.now() - start);
+      this.account('verifier', ms, r.usage);
+      this.emit({
+        type: 'verification',
+        step,
+        verification: r.object,
+        durationMs: ms,
+        usage: r.usage,
+      });
+      return r.object;
+    } catch (error) {
+      this.account('verifier', round(performance.now() - start));
+      this.fail('verifier', error, step);
+      return undefined;
+    }
+  }
+
+  /** The final answer from everything in memory; undefined when the generator failed. */
+  async generate(): Promise<string | undefined> {
+    const start = performance.now();
+    try {
+      const r = await this.#o.engines.generator.generateText(
+        generatorMessages(this.context()),
+        this.#options('generator'),
+      );
+      const ms = round(performance.now() - start);
+      this.account('generator', ms, r.usage);
+      this.emit({ type: 'answer', answer: r.text, durationMs: ms, usage: r.usage });
+      return r.text;
+    } catch (error) {
+      this.account('generator', round(performance.now() - start));
+      this.fail('generator', error);
+      return undefined;
+    }
+  }
+}
+
+function failed(output: string, e: RoleError): ToolResult {
+  return { ok: false, output, error: e.message, errorCode: e.code, durationMs: 0 };
+}
+
+export function errorCode(error: unknown): string {
+  if (FlowGrpoError.isInstance(error)) return error.code;
+  if (error instanceof Error) return error.name;
+  return 'UNKNOWN_ERROR';
+}
+
+function isAbort(error: unknown, signal: AbortSignal | undefined): boolean {
+  return (
+    LLMAbortError.isInstance(error) ||
+    (signal?.aborted === true && (ToolAbortedError.isInstance(error) || error === signal.reason))
+  );
+}
+
+export function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}
+
+/** Text of a memory value, for logs and Turn.toolResult. */
+export function valueText(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
