@@ -251,6 +251,29 @@ describe('OpenAIEngine.generateText', () => {
   });
 });
 
+describe('the scripted test server', () => {
+  it('answers /v1/models and /v1/embeddings as the openai client expects', async () => {
+    const client = engine().client;
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toEqual(['test-model']);
+    const emb = await client.embeddings.create({ model: 'e', input: ['ab', 'c'] });
+    // embedText: char codes / 1000 summed into slot i % 8 → "ab" = [0.097, 0.098, 0, …]; the
+    // client receives base64 float32, so compare at float32 precision.
+    expect(emb.data).toHaveLength(2);
+    expect(emb.data[0]!.embedding.slice(0, 3)).toEqual(
+      Array.from(Float32Array.from([0.097, 0.098, 0])),
+    );
+    expect(emb.data[1]!.embedding[0]).toBeCloseTo(0.099, 6);
+    const floats = await client.embeddings.create({
+      model: 'e',
+      input: 'ab',
+      encoding_format: 'float',
+    });
+    expect(floats.data[0]!.embedding.slice(0, 2)).toEqual([0.097, 0.098]);
+    expect(server.requests.map((r) => r.route)).toEqual(['models', 'embeddings', 'embeddings']);
+  });
+});
+
 describe('retry helpers', () => {
   it('backoff doubles up to the cap, jitter scales it down by at most `jitter`', () => {
     const o = resolveRetryOptions({ initialDelayMs: 100, maxDelayMs: 1000, jitter: 0.5 });

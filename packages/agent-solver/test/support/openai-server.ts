@@ -62,6 +62,7 @@ export interface RequestBody {
   return_token_ids?: boolean;
   return_tokens_as_token_ids?: boolean;
   input?: string | string[];
+  encoding_format?: 'float' | 'base64';
   lora_name?: string;
   lora_path?: string;
   load_inplace?: boolean;
@@ -330,7 +331,13 @@ export class OpenAITestServer {
               data: inputs.map((input, index) => ({
                 object: 'embedding',
                 index,
-                embedding: embedText(String(input)),
+                // The openai client asks for base64 (float32 little-endian) unless told otherwise.
+                embedding:
+                  req.body.encoding_format === 'base64'
+                    ? Buffer.from(Float32Array.from(embedText(String(input))).buffer).toString(
+                        'base64',
+                      )
+                    : embedText(String(input)),
               })),
               usage: { prompt_tokens: inputs.length, total_tokens: inputs.length },
             };
