@@ -28,7 +28,7 @@ import {
   resolveDevice,
   SessionRunError,
 } from '../src/runtime/index.js';
-import { ortSessionOptions } from '../src/runtime/session.js';
+import { classifyLoadError, ortSessionOptions } from '../src/runtime/session.js';
 
 const F = OnnxDataType.FLOAT;
 
@@ -183,6 +183,25 @@ describe('load errors', () => {
       expect(ExecutionProviderUnavailableError.isInstance(e)).toBe(true);
       expect((e as ExecutionProviderUnavailableError).fix).toMatch(/libvulkan1/);
       expect((e as ExecutionProviderUnavailableError).fix).toMatch(/mesa-vulkan-drivers/);
+    },
+  );
+
+  it.skipIf(cuda.available)(
+    'ORT’s own failure to start the CUDA EP is classified as unavailable, not a bad model',
+    async () => {
+      // Bypass our pre-check and let ORT try the missing provider library for real.
+      const e = await ort.InferenceSession.create(affine, {
+        executionProviders: ['cuda'],
+        logSeverityLevel: 4,
+      }).catch((x: unknown) => x);
+      const reason = (e as Error).message;
+      expect(classifyLoadError('cuda', '<bytes>', reason)).toBeInstanceOf(
+        ExecutionProviderUnavailableError,
+      );
+      // A graph error on the same device stays a ModelLoadError.
+      expect(
+        classifyLoadError('cuda', 'm.onnx', 'Node (mm) Op (MatMul) [ShapeInferenceError] mismatch'),
+      ).toBeInstanceOf(ModelLoadError);
     },
   );
 

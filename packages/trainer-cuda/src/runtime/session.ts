@@ -113,11 +113,15 @@ export function classifyLoadError(
   reason: string,
   cause?: unknown,
 ): Error {
+  // Only failures to bring the provider up count: a kernel or graph error that merely mentions
+  // CUDA/WebGPU is a model problem.
   const epFailure =
     device === 'cuda'
-      ? /providers_(shared|cuda)|cuda|cudnn|cublas/i.test(reason)
+      ? /providers_(shared|cuda)|AppendExecutionProvider_Cuda|lib(cudart|cudnn|cublas)|CUDA driver|no CUDA-capable device|cudaErrorNoDevice/i.test(
+          reason,
+        )
       : device === 'webgpu'
-        ? /webgpu|adapter|vulkan|dawn/i.test(reason)
+        ? /WebGPU adapter|No supported adapters|vulkan|WebGpuContext::Initialize/i.test(reason)
         : false;
   if (epFailure) {
     return new ExecutionProviderUnavailableError(
