@@ -1,3 +1,5 @@
+import { ConfigError } from '@flowgrpo/core';
+
 // A counting semaphore for capping concurrent requests. Waiters are served first-in first-out,
 // and a waiter whose AbortSignal fires leaves the queue without taking a slot.
 
@@ -8,7 +10,9 @@ export class Semaphore {
 
   constructor(limit: number) {
     if (!Number.isInteger(limit) || limit < 1) {
-      throw new RangeError(`semaphore limit must be a positive integer, got ${limit}`);
+      throw new ConfigError(`concurrency limit must be a positive integer, got ${limit}`, {
+        key: 'maxConcurrency',
+      });
     }
     this.limit = limit;
   }

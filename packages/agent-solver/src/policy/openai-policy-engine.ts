@@ -1,4 +1,4 @@
-import type { LLMUsage } from '@flowgrpo/core';
+import { ConfigError, type LLMUsage } from '@flowgrpo/core';
 import OpenAI, { type ClientOptions } from 'openai';
 import { LLMRequestError } from '../engines/errors.js';
 import { mapFinishReason, toOpenAIMessage, usageOf } from '../engines/openai-engine.js';
@@ -140,7 +140,9 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     const kind = promptKind(request);
     const localTemplate = kind === 'messages' && this.#options.chatTemplate === 'local';
     if (localTemplate && !this.tokenizer?.applyChatTemplate) {
-      throw new RangeError("chatTemplate 'local' needs a tokenizer with applyChatTemplate");
+      throw new ConfigError("chatTemplate 'local' needs a tokenizer with applyChatTemplate", {
+        key: 'chatTemplate',
+      });
     }
     const promptText =
       kind === 'text'

@@ -1,5 +1,6 @@
 import {
   type ChatMessage,
+  ConfigError,
   type FinishReason,
   FlowGrpoError,
   type FlowGrpoErrorOptions,
@@ -83,8 +84,9 @@ export function promptKind(request: PolicyGenerateRequest): 'tokens' | 'messages
     request.prompt !== undefined ? 'text' : undefined,
   ].filter((k): k is 'tokens' | 'messages' | 'text' => k !== undefined);
   if (given.length !== 1) {
-    throw new RangeError(
+    throw new ConfigError(
       `a policy request needs exactly one of promptTokens, messages, prompt (got ${given.length === 0 ? 'none' : given.join(', ')})`,
+      { key: 'prompt' },
     );
   }
   return given[0]!;

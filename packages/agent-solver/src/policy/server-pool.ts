@@ -1,3 +1,5 @@
+import { ConfigError } from '@flowgrpo/core';
+
 // Several inference servers behind one engine. Each request goes to the healthy server with the
 // fewest requests in flight (ties broken round-robin), or strictly round-robin. A server whose
 // request failed in a way that points at the server (connection refused or reset, timeout, 5xx)
@@ -33,7 +35,8 @@ export class ServerPool<C> {
   #now: () => number;
 
   constructor(servers: Array<{ baseURL: string; client: C }>, options: ServerPoolOptions = {}) {
-    if (servers.length === 0) throw new RangeError('a server pool needs at least one server');
+    if (servers.length === 0)
+      throw new ConfigError('a server pool needs at least one server', { key: 'baseURLs' });
     this.servers = servers.map((s) => ({
       ...s,
       inFlight: 0,
