@@ -220,7 +220,7 @@ describe('OpenAIEngine.generateText', () => {
   });
 
   it('holds at most maxConcurrency requests in flight (counted by the server)', async () => {
-    server.setFallback('chat', reply.text('slow', { delayMs: 80 }));
+    server.setFallback('chat', reply.text('slow', { delayMs: 150 }));
     const e = engine({ maxConcurrency: 2 });
     const results = await Promise.all(Array.from({ length: 6 }, () => e.generateText(hello)));
     expect(results.map((r) => r.text)).toEqual(Array(6).fill('slow'));

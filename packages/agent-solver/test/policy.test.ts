@@ -241,7 +241,7 @@ describe('balancing across servers', () => {
   });
 
   it('least-in-flight spreads concurrent requests', async () => {
-    const slow = reply.tokens('s', { ids: [1], logprobs: [-1] }, { delayMs: 60 });
+    const slow = reply.tokens('s', { ids: [1], logprobs: [-1] }, { delayMs: 250 });
     a.setFallback('completions', slow);
     b.setFallback('completions', slow);
     const p = policy({ baseURLs: [a.baseURL, b.baseURL] });
@@ -268,11 +268,11 @@ describe('balancing across servers', () => {
     a.enqueue('completions', reply.error(503, 'overloaded'));
     a.setFallback('completions', sample);
     b.setFallback('completions', sample);
-    const p = policy({ baseURLs: [a.baseURL, b.baseURL], serverCooldownMs: 150 });
+    const p = policy({ baseURLs: [a.baseURL, b.baseURL], serverCooldownMs: 600 });
     await p.generate({ promptTokens: [1], maxTokens: 1 }); // a: 503 → b
     await p.generate({ promptTokens: [1], maxTokens: 1 }); // a cooling down → b
     expect([a.requests.length, b.requests.length]).toEqual([1, 2]);
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 650));
     // a is healthy again and next in turn (both idle), then b.
     await p.generate({ promptTokens: [1], maxTokens: 1 });
     await p.generate({ promptTokens: [1], maxTokens: 1 });
