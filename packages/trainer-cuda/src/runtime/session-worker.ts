@@ -190,7 +190,11 @@ export class SessionWorker {
     const r = await this.call({
       op: 'load',
       model,
-      options: ortSessionOptions(device, options),
+      // Carried outputs are the worker's device outputs: on WebGPU they stay in GPU buffers.
+      options: ortSessionOptions(device, {
+        ...options,
+        deviceOutputs: Object.keys(options.carry ?? {}),
+      }),
       carry: options.carry ?? {},
     });
     if (!r.ok) {
