@@ -1,5 +1,7 @@
-import { spawn } from 'node:child_process';
-import { ToolAbortedError } from './errors.js';
+import { spawn, spawnSync } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { ToolAbortedError, ToolError } from './errors.js';
 import { elapsedMs } from './tool.js';
 
 export interface PythonLimits {
@@ -33,6 +35,13 @@ export interface RunPythonOptions {
   /** Extra environment variables (the rest of the parent's environment never reaches the child). */
   env?: Record<string, string>;
   signal?: AbortSignal;
+  /**
+   * `deny` runs the interpreter in a fresh network namespace (`unshare --net`: no interfaces but
+   * a downed loopback) and fails if that is impossible; `allow` shares the host's network; `auto`
+   * (default) denies when `unshare --net` works on this machine and allows otherwise — check
+   * `networkIsolated` in the result.
+   */
+  network?: 'auto' | 'deny' | 'allow';
 }
 
 export interface PythonRunResult {
@@ -47,7 +56,73 @@ export interface PythonRunResult {
   outputLimitExceeded: boolean;
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
+  /** True when the code ran without network access (its own empty network namespace). */
+  networkIsolated: boolean;
   durationMs: number;
+}
+
+/** `name` looked up on the parent's PATH (the sandbox's own PATH is minimal). */
+function resolveExecutable(name: string): string {
+  if (name.includes('/')) return name;
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const full = join(dir, name);
+    try {
+      accessSync(full, constants.X_OK);
+      return full;
+    } catch {
+      // not here
+    }
+  }
+  return name;
+}
+
+const interpreters = new Map<string, string>();
+
+/**
+ * The real interpreter binary behind `name`. Version managers (pyenv, asdf) put shell shims on
+ * PATH that add their own environment and processes; `sys.executable` names the binary itself.
+ */
+export function resolvePython(name = 'python3'): string {
+  let path = interpreters.get(name);
+  if (path === undefined) {
+    const found = resolveExecutable(name);
+    const probe = spawnSync(found, ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+      timeout: 10_000,
+    });
+    const exe = probe.status === 0 ? probe.stdout.trim() : '';
+    path = exe.startsWith('/') ? exe : found;
+    interpreters.set(name, path);
+  }
+  return path;
+}
+
+let unshareArgs: string[] | null | undefined;
+
+/**
+ * The `unshare` arguments that give a process an empty network namespace here, or null when this
+ * machine does not allow it (no util-linux, or namespaces forbidden). Probed once.
+ */
+export function networkIsolationArgs(): string[] | null {
+  if (unshareArgs !== undefined) return unshareArgs;
+  unshareArgs = null;
+  // Root can create a network namespace directly; other users need a user namespace for it.
+  const candidates =
+    process.getuid?.() === 0
+      ? [['--net'], ['--net', '--map-root-user']]
+      : [['--net', '--map-root-user']];
+  for (const args of candidates) {
+    const probe = spawnSync(resolveExecutable('unshare'), [...args, '--', 'true'], {
+      stdio: 'ignore',
+      timeout: 5000,
+    });
+    if (probe.status === 0) {
+      unshareArgs = args;
+      break;
+    }
+  }
+  return unshareArgs;
 }
 
 const SAFE_PATH = '/usr/local/bin:/usr/bin:/bin';
@@ -179,9 +254,22 @@ export function runPython(code: string, options: RunPythonOptions): Promise<Pyth
       rejectPromise(new ToolAbortedError(undefined, { cause: options.signal.reason }));
       return;
     }
+    const mode = options.network ?? 'auto';
+    const isolation = mode === 'allow' ? null : networkIsolationArgs();
+    if (mode === 'deny' && !isolation) {
+      rejectPromise(
+        new ToolError(
+          'Network isolation was required but `unshare --net` is not available on this machine',
+        ),
+      );
+      return;
+    }
+    const pythonArgs = ['-I', '-c', PREAMBLE, JSON.stringify(rlimits)];
+    const python = resolvePython(options.python ?? 'python3');
+    // unshare execs python in place (no fork), so the pid and process group stay the child's.
     const child = spawn(
-      options.python ?? 'python3',
-      ['-I', '-c', PREAMBLE, JSON.stringify(rlimits)],
+      isolation ? resolveExecutable('unshare') : python,
+      isolation ? [...isolation, '--', python, ...pythonArgs] : pythonArgs,
       {
         cwd: options.cwd,
         env: sandboxEnv(options.cwd, options.env),
@@ -241,6 +329,7 @@ export function runPython(code: string, options: RunPythonOptions): Promise<Pyth
         outputLimitExceeded,
         stdoutTruncated: stdout.truncated,
         stderrTruncated: stderr.truncated,
+        networkIsolated: isolation !== null,
         durationMs: elapsedMs(start),
       });
     };

@@ -12,6 +12,8 @@ export interface PythonToolOptions {
   maxOutputBytes?: number;
   limits?: PythonLimits;
   python?: string;
+  /** Network access of the code; default `auto` (denied where `unshare --net` works). */
+  network?: 'auto' | 'deny' | 'allow';
 }
 
 export interface PythonToolInput {
@@ -64,7 +66,7 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
       outputType: 'dict - {stdout: str, stderr: str, exit_code: int | None, timed_out: bool}',
       limitations: [
         'Only the standard library is guaranteed; third-party packages may be missing.',
-        'No network access is intended and no state carries over between calls.',
+        'No network access (an empty network namespace where the host allows it); no state carries over between calls.',
         `Execution is killed after ${defaultTimeout} seconds by default; memory and output are capped.`,
       ],
       bestPractices: [
@@ -94,6 +96,7 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
           ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
           ...(options.limits && { limits: options.limits }),
           ...(options.python && { python: options.python }),
+          ...(options.network && { network: options.network }),
           ...(context.signal && { signal: context.signal }),
         });
         const output = {

@@ -1,8 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { runPython } from '../src/python-sandbox.js';
+import { networkIsolationArgs, runPython } from '../src/python-sandbox.js';
 import { createPythonTool, extractPythonCode } from '../src/python-tool.js';
 import { Workspace } from '../src/workspace.js';
 
@@ -197,4 +199,43 @@ describe('python tool', () => {
     expect(tool.inputSchema.safeParse({ code: 'print(1)', timeout: 60 }).success).toBe(false);
     expect(tool.inputSchema.safeParse({ code: '' }).success).toBe(false);
   });
+});
+
+describe('network isolation', () => {
+  // A real TCP listener on 127.0.0.1: reachable from the host's network namespace only.
+  const probe = (port: number) =>
+    [
+      'import socket',
+      'try:',
+      `    socket.create_connection(('127.0.0.1', ${port}), timeout=2).close()`,
+      "    print('connected')",
+      'except OSError as e:',
+      "    print('blocked', type(e).__name__)",
+    ].join('\n');
+
+  it.skipIf(networkIsolationArgs() === null)(
+    'denies network access in its own namespace, allows it when asked',
+    async () => {
+      const server = createServer((socket) => socket.end());
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const { port } = server.address() as AddressInfo;
+      try {
+        const denied = await runPython(probe(port), { cwd: workspace.dir, network: 'deny' });
+        expect(denied.networkIsolated).toBe(true);
+        expect(denied.stdout).toMatch(/^blocked /);
+        const allowed = await runPython(probe(port), { cwd: workspace.dir, network: 'allow' });
+        expect(allowed.networkIsolated).toBe(false);
+        expect(allowed.stdout).toBe('connected\n');
+        // Timeouts still kill the whole group through unshare (it execs python in place).
+        const loop = await runPython('while True: pass', {
+          cwd: workspace.dir,
+          network: 'deny',
+          timeoutMs: 500,
+        });
+        expect(loop.timedOut).toBe(true);
+      } finally {
+        server.close();
+      }
+    },
+  );
 });
