@@ -1,0 +1,226 @@
+import { TrajectorySchema } from '@flowgrpo/core';
+import { createCalculatorTool, ToolRegistry } from '@flowgrpo/tools';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  FlowRollout,
+  OpenAIEngine,
+  OpenAIPolicyEngine,
+  rolloutGroup,
+  type SolverEvent,
+} from '../src/index.js';
+import { schemaResponder } from './solver-responder.js';
+import { OpenAITestServer, type RecordedRequest, reply } from './support/openai-server.js';
+
+// Flow rollouts with a policy server (vLLM-like: token ids + logprobs, test/support) as the
+// planner and a second server answering the fixed roles from their json_schemas. Expected ids
+// and logprobs are the scripted ones (logprobs rounded to float32); tool results are real
+// calculator runs (12^2 = 144 by hand).
+
+let policyServer: OpenAITestServer;
+let fixedServer: OpenAITestServer;
+beforeEach(async () => {
+  policyServer = await OpenAITestServer.start({ model: 'planner' });
+  fixedServer = await OpenAITestServer.start({ model: 'fixed' });
+});
+afterEach(async () => {
+  await Promise.all([policyServer.close(), fixedServer.close()]);
+});
+
+const policy = () =>
+  new OpenAIPolicyEngine({
+    model: 'planner',
+    baseURLs: policyServer.baseURL,
+    retry: { maxRetries: 1, initialDelayMs: 1, maxDelayMs: 5 },
+    timeoutMs: 10_000,
+  });
+const fixed = () =>
+  new OpenAIEngine({
+    model: 'fixed',
+    baseURL: fixedServer.baseURL,
+    apiKey: 'k',
+    retry: { maxRetries: 0 },
+    timeoutMs: 10_000,
+  });
+const tools = () => new ToolRegistry([createCalculatorTool()]);
+
+const plan = (tool: string, context = 'use 12', subGoal = 'compute 12 squared') =>
+  JSON.stringify({ justification: 'j', context, sub_goal: subGoal, tool_name: tool });
+
+function schemaName(r: RecordedRequest): string {
+  return r.body.response_format?.json_schema?.name ?? 'text';
+}
+
+describe('FlowRollout.run', () => {
+  it('records each planner call as a Turn; an unparseable reply is a parsed:false turn that ends with an answer attempt', async () => {
+    policyServer.enqueue(
+      'chat',
+      reply.tokens(plan('calculator'), {
+        ids: [101, 102, 103],
+        logprobs: [-0.5, -0.25, -0.125],
+        promptIds: [1, 2, 3, 4],
+      }),
+      reply.tokens('I think it is 144, no JSON today', {
+        ids: [201, 202],
+        logprobs: [-1.1, -2.2],
+        promptIds: [1, 2, 3, 4, 5, 6],
+      }),
+    );
+    fixedServer.setFallback(
+      'chat',
+      reply.text(schemaResponder({ values: { expression: '12^2' }, answer: 'Answer: 144' })),
+    );
+    const events: SolverEvent[] = [];
+    const rollout = new FlowRollout({
+      policy: policy(),
+      engine: fixed(),
+      tools: tools(),
+      onEvent: (e) => events.push(e),
+    });
+    const t = await rollout.run('What is 12 squared?', {
+      queryId: 'q1',
+      groupId: 'g1',
+      groundTruth: '144',
+    });
+
+    expect(TrajectorySchema.parse(t)).toBeTruthy();
+    expect(t).toMatchObject({
+      queryId: 'q1',
+      groupId: 'g1',
+      question: 'What is 12 squared?',
+      groundTruth: '144',
+      finalAnswer: 'Answer: 144',
+      stopReason: 'parse_error',
+    });
+    expect(t.turns).toHaveLength(2);
+    const [t0, t1] = t.turns!;
+    expect(t0!.promptTokens).toEqual(Int32Array.from([1, 2, 3, 4]));
+    expect(t0!.actionTokens).toEqual(Int32Array.from([101, 102, 103]));
+    expect(t0!.actionLogprobs).toEqual(Float32Array.from([-0.5, -0.25, -0.125]));
+    expect(t0).toMatchObject({
+      index: 0,
+      parsed: true,
+      text: plan('calculator'),
+      toolName: 'calculator',
+      toolInput: { expression: '12^2' },
+      toolResult: '144',
+    });
+    expect(t1).toMatchObject({ index: 1, parsed: false, text: 'I think it is 144, no JSON today' });
+    expect(t1!.toolName).toBeUndefined();
+    expect(t1!.actionLogprobs).toEqual(Float32Array.from([-1.1, -2.2]));
+    // The second planner prompt shows the first step's real result.
+    const secondPrompt = policyServer.requests[1]!.body.messages!.map((m) => m.content).join('\n');
+    expect(secondPrompt).toContain('"Action Step 1":{"tool_name":"calculator"');
+    expect(secondPrompt).toContain('"result":"144"');
+    expect(t1!.promptText).toContain('"result":"144"');
+    // Sampling as the seed's rollouts, logprobs requested.
+    expect(policyServer.requests[0]!.body).toMatchObject({
+      max_tokens: 512,
+      temperature: 0.7,
+      top_p: 0.9,
+      logprobs: true,
+    });
+    // Fixed roles: command + verify for turn 1, then the final-answer attempt.
+    expect(fixedServer.requests.map(schemaName)).toEqual([
+      'ToolCommand',
+      'MemoryVerification',
+      'text',
+    ]);
+    const errors = (t.metadata as { errors: Array<{ role: string; code: string }> }).errors;
+    expect(errors).toEqual([
+      expect.objectContaining({ role: 'planner', step: 2, code: 'PLANNER_PARSE_ERROR' }),
+    ]);
+    expect(events.filter((e) => e.type === 'turn')).toHaveLength(2);
+    expect(t.timings.planner).toBeGreaterThan(0);
+  });
+
+  it("ends with the policy's own answer when it plans 'Final Answer' with the answer in context", async () => {
+    policyServer.enqueue(
+      'chat',
+      reply.tokens(plan('None', '144', 'Final Answer'), {
+        ids: [7],
+        logprobs: [-0.5],
+        promptIds: [9],
+      }),
+    );
+    const t = await new FlowRollout({ policy: policy(), engine: fixed(), tools: tools() }).run('q');
+    expect(t.stopReason).toBe('answer');
+    expect(t.finalAnswer).toBe('144');
+    expect(t.turns).toHaveLength(1);
+    expect(t.turns![0]!.parsed).toBe(true);
+    expect(fixedServer.requests).toHaveLength(0);
+  });
+
+  it('stops on the verifier and generates the answer; a tool name outside the toolbox is a failed step', async () => {
+    policyServer.enqueue(
+      'chat',
+      reply.tokens(plan('Wikipedia_Search'), { ids: [1], logprobs: [-1], promptIds: [5] }),
+      reply.tokens(plan('calculator'), { ids: [2], logprobs: [-1], promptIds: [5] }),
+    );
+    fixedServer.setFallback(
+      'chat',
+      reply.text(
+        schemaResponder({
+          values: { expression: '12^2' },
+          stopAtVerification: 2,
+          answer: 'A: 144',
+        }),
+      ),
+    );
+    const t = await new FlowRollout({ policy: policy(), engine: fixed(), tools: tools() }).run('q');
+    expect(t.stopReason).toBe('verifier_stop');
+    expect(t.finalAnswer).toBe('A: 144');
+    expect(t.turns!.map((x) => [x.toolName, x.toolResult])).toEqual([
+      ['Wikipedia_Search', "Error: Tool 'Wikipedia_Search' not found. Available tools: calculator"],
+      ['calculator', '144'],
+    ]);
+    expect(fixedServer.requests.map(schemaName)).toEqual([
+      'MemoryVerification',
+      'ToolCommand',
+      'MemoryVerification',
+      'text',
+    ]);
+  });
+
+  it('records a policy server failure as stopReason error instead of throwing', async () => {
+    policyServer.setFallback('chat', reply.error(500, 'down'));
+    const t = await new FlowRollout({ policy: policy(), engine: fixed(), tools: tools() }).run('q');
+    expect(t.stopReason).toBe('error');
+    expect(t.turns).toEqual([]);
+    expect(t.finalAnswer).toBe('');
+    expect(policyServer.requests).toHaveLength(2); // first attempt + one retry
+  });
+});
+
+describe('rolloutGroup', () => {
+  it('runs G rollouts with at most `concurrency` at once and returns them in index order', async () => {
+    // Slow the policy down so rollouts overlap.
+    policyServer.setFallback('chat', {
+      ...reply.tokens(plan('None', 'done', 'Final Answer'), {
+        ids: [1, 2],
+        logprobs: [-0.5, -0.5],
+        promptIds: [3],
+      }),
+      delayMs: 40,
+    });
+    const group = await rolloutGroup('q', 5, {
+      agent: new FlowRollout({ policy: policy(), engine: fixed(), tools: tools() }),
+      concurrency: 2,
+      queryId: 'query-7',
+      seed: 10,
+    });
+    expect(group.queryId).toBe('query-7');
+    expect(group.trajectories).toHaveLength(5);
+    expect(policyServer.maxInFlight).toBe(2);
+    for (const [i, t] of group.trajectories.entries()) {
+      expect(t.groupId).toBe(group.groupId);
+      expect(t.queryId).toBe('query-7');
+      expect((t.metadata as { index: number }).index).toBe(i);
+      expect(t.finalAnswer).toBe('done');
+    }
+    // Rollout i samples with seed (10 + i) * 1000 + turn.
+    const seeds = policyServer.requests
+      .map((r) => r.body.seed)
+      .sort((a, b) => Number(a) - Number(b));
+    expect(seeds).toEqual([10001, 11001, 12001, 13001, 14001]);
+  });
+});
