@@ -1,0 +1,65 @@
+import { resolve } from 'node:path';
+import { prepareCombinedTrainSet, readSampleRows } from '@flowgrpo/core';
+import { type Command, stringOption, UsageError } from '../command.js';
+import { resolveDataDir } from '../shared-data.js';
+
+const usage = `Usage:
+  flowgrpo data prepare [--data-dir DIR] [--out DIR] [--seed N]
+      Normalise the math + search training sets to SampleRows, combine, shuffle with the seed,
+      re-index, and write DIR/combined_train.parquet and DIR/val.parquet (default out/data).
+  flowgrpo data show FILE [--rows N]
+      Print the row count per source and the first N rows (default 2) of a .parquet/.jsonl file.`;
+
+function table(counts: Record<string, number>): string {
+  return Object.entries(counts)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([source, n]) => `    ${source.padEnd(12)} ${String(n).padStart(7)}`)
+    .join('\n');
+}
+
+export const dataCommand: Command = {
+  name: 'data',
+  summary: 'prepare and inspect training data (combined train set, validation set)',
+  usage,
+  options: {
+    'data-dir': { type: 'string' },
+    out: { type: 'string' },
+    seed: { type: 'string' },
+    rows: { type: 'string' },
+  },
+  async run(args, io) {
+    const [action, file] = args.positionals;
+    if (action === 'prepare') {
+      const dataDir = resolveDataDir(io.cwd, io.env, stringOption(args, 'data-dir'));
+      const outDir = resolve(io.cwd, stringOption(args, 'out') ?? 'out/data');
+      const seedText = stringOption(args, 'seed');
+      const seed = seedText === undefined ? undefined : Number(seedText);
+      if (seed !== undefined && !Number.isSafeInteger(seed))
+        throw new UsageError(`--seed must be an integer, got '${seedText}'`);
+      io.stderr(`reading data sets from ${dataDir}\n`);
+      const started = performance.now();
+      const result = await prepareCombinedTrainSet({ dataDir, outDir, seed });
+      const secs = ((performance.now() - started) / 1000).toFixed(1);
+      io.stdout(
+        `train: ${result.trainRows} rows → ${result.trainPath}\n${table(result.counts)}\n` +
+          (result.valPath
+            ? `validation: ${result.valRows} rows → ${result.valPath}\n${table(result.valCounts)}\n`
+            : '') +
+          `done in ${secs} s\n`,
+      );
+      return 0;
+    }
+    if (action === 'show') {
+      if (!file) throw new UsageError('data show needs a FILE');
+      const n = Number(stringOption(args, 'rows') ?? '2');
+      if (!Number.isInteger(n) || n < 0) throw new UsageError('--rows must be a whole number');
+      const rows = await readSampleRows(resolve(io.cwd, file));
+      const counts: Record<string, number> = {};
+      for (const r of rows) counts[r.source] = (counts[r.source] ?? 0) + 1;
+      io.stdout(`${rows.length} rows\n${table(counts)}\n`);
+      for (const r of rows.slice(0, n)) io.stdout(`${JSON.stringify(r)}\n`);
+      return 0;
+    }
+    throw new UsageError(action ? `unknown data action '${action}'` : 'data needs an action');
+  },
+};

@@ -1,0 +1,2 @@
+export type { CliIO, Command } from './command.js';
+export { commands, runCli } from './main.js';

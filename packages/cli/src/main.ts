@@ -1,0 +1,47 @@
+import { parseArgs } from 'node:util';
+import { FlowGrpoError } from '@flowgrpo/core';
+import { type CliIO, type Command, UsageError } from './command.js';
+import { dataCommand } from './commands/data.js';
+import { solveCommand } from './commands/solve.js';
+
+export const commands: Command[] = [dataCommand, solveCommand];
+
+function help(): string {
+  const rows = commands.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n');
+  return `flowgrpo — tool-using agents and Flow-GRPO training in Node.js\n\nUsage: flowgrpo <command> [options]\n\nCommands:\n${rows}\n\nRun 'flowgrpo <command> --help' for a command's options.\n`;
+}
+
+/** Runs the CLI and returns its exit code (0 ok, 1 failure, 2 usage error). */
+export async function runCli(argv: string[], io: CliIO): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    io.stdout(help());
+    return name ? 0 : 2;
+  }
+  const command = commands.find((c) => c.name === name);
+  if (!command) {
+    io.stderr(`flowgrpo: unknown command '${name}'\n\n${help()}`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.stdout(`${command.usage}\n`);
+    return 0;
+  }
+  try {
+    const parsed = parseArgs({ args: rest, options: command.options, allowPositionals: true });
+    return await command.run(parsed, io);
+  } catch (error) {
+    if (
+      error instanceof UsageError ||
+      (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    ) {
+      io.stderr(`flowgrpo ${name}: ${(error as Error).message}\n\n${command.usage}\n`);
+      return 2;
+    }
+    if (FlowGrpoError.isInstance(error)) {
+      io.stderr(`flowgrpo ${name}: ${error.message} [${error.code}]\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
