@@ -2,6 +2,9 @@
 // ONNX export (standard ops only, unique names), the evaluator's feed checks and autodiff's
 // handling of fan-out, integer inputs and runtime-only broadcast dims. Expected values are hand
 // derivations unless a test says otherwise.
+import { mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import {
@@ -16,8 +19,16 @@ import {
   tensorBytes,
   toFloat16Bits,
   toOnnxModel,
+  WeightsFileWriter,
 } from '../src/index.js';
-import { expectOrtMatches, randomTensor, rng, toOrt } from './graph-helpers.js';
+import {
+  expectClose,
+  expectOrtMatches,
+  fromOrt,
+  randomTensor,
+  rng,
+  toOrt,
+} from './graph-helpers.js';
 
 describe('shape and dtype inference', () => {
   it('keeps symbolic dims through matmul, reshape of Shape arithmetic, reductions and gathers', () => {
@@ -211,6 +222,53 @@ describe('export and evaluation', () => {
     expect(
       Array.from(evaluate(b.graph, { embed: tensor('float32', [2, 2], [1, 2, 3, 4]) }).y!.data),
     ).toEqual([-1, -2, -3, -4]);
+  });
+
+  it('initializers marked external go to one shared weights file that ORT reads', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-graph-'));
+    try {
+      const w = randomTensor(rng(5), [8, 8]);
+      const weights = new WeightsFileWriter(join(dir, 'weights.data'));
+      const build = (
+        name: string,
+        f: (
+          b: GraphBuilder,
+          y: ReturnType<GraphBuilder['input']>,
+        ) => ReturnType<GraphBuilder['input']>,
+      ) => {
+        const b = new GraphBuilder(name);
+        const x = b.input('x', 'float32', [1, 8]);
+        b.output(f(b, b.matmul(x, b.initializer('w', w, { external: true }))), 'y');
+        return b.graph;
+      };
+      const g1 = build('a', (b, y) => b.tanh(y));
+      const g2 = build('b', (b, y) => b.exp(y));
+      const m1 = toOnnxModel(g1, { weights });
+      const m2 = toOnnxModel(g2, { weights });
+      weights.close();
+      // One copy of the 256 bytes, referenced by both graphs at the same offset.
+      expect(statSync(join(dir, 'weights.data')).size).toBe(256);
+      expect(m1.graph.initializers[0]!.external).toEqual({
+        location: 'weights.data',
+        offset: 0,
+        length: 256,
+      });
+      expect(m2.graph.initializers[0]!.external).toEqual(m1.graph.initializers[0]!.external);
+      const feeds = { x: randomTensor(rng(6), [1, 8]) };
+      for (const [g, m] of [
+        [g1, m1],
+        [g2, m2],
+      ] as const) {
+        writeFileSync(join(dir, `${g.name}.onnx`), encodeModel(m));
+        const s = await ort.InferenceSession.create(join(dir, `${g.name}.onnx`));
+        const out = await s.run({ x: toOrt(feeds.x) });
+        const want = evaluate(g, feeds).y!;
+        expectClose(fromOrt(out.y!), want);
+        await s.release();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('checks fed shapes and symbolic dims bind consistently', () => {

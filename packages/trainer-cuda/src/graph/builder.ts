@@ -49,14 +49,18 @@ export class GraphBuilder {
     return v;
   }
 
-  /** A named weight stored inline in the model. */
-  initializer(name: string, t: Tensor): Value {
+  /**
+   * A named weight. `external: true` asks export to append its bytes to the external-data file
+   * (`toOnnxModel(graph, { weights })`, e.g. the shared weights.data) instead of inlining them.
+   */
+  initializer(name: string, t: Tensor, options: { external?: boolean } = {}): Value {
     const v = this.value({
       name: this.graph.claimName(name, true),
       dtype: t.dtype,
       shape: t.shape,
       kind: 'initializer',
       data: t,
+      ...(options.external && { preferExternal: true }),
     });
     this.graph.initializers.push(v);
     return v;

@@ -5,6 +5,7 @@ import {
   DEFAULT_OPSET,
   type OnnxAttributeValue,
   OnnxDataType,
+  type OnnxExternalData,
   type OnnxModel,
   type OnnxNode,
   type OnnxTensor,
@@ -35,10 +36,27 @@ export interface ExportOptions {
   producerVersion?: string;
   docString?: string;
   metadata?: Record<string, string>;
+  /**
+   * Where initializers made with `{ external: true }` go (e.g. a WeightsFileWriter over
+   * weights.data); without it they are inlined (writeModel may still move large ones out).
+   */
+  weights?: { append(bytes: Uint8Array): OnnxExternalData };
 }
 
+// The same tensor exported twice yields the same byte array, so a weights writer that
+// deduplicates by memory stores it once for every graph.
+const byteCache = new WeakMap<Tensor, Uint8Array>();
+const bytesOf = (t: Tensor): Uint8Array => {
+  let bytes = byteCache.get(t);
+  if (!bytes) {
+    bytes = tensorBytes(t);
+    byteCache.set(t, bytes);
+  }
+  return bytes;
+};
+
 function onnxTensor(name: string, t: Tensor): OnnxTensor {
-  return { name, dataType: ONNX_DTYPE[t.dtype], dims: [...t.shape], rawData: tensorBytes(t) };
+  return { name, dataType: ONNX_DTYPE[t.dtype], dims: [...t.shape], rawData: bytesOf(t) };
 }
 
 function attribute(
@@ -95,6 +113,14 @@ export function toOnnxModel(graph: Graph, options: ExportOptions = {}): OnnxMode
         dataType: ONNX_DTYPE[v.dtype],
         dims: v.shape as number[],
         external: v.external,
+      });
+    } else if (v.preferExternal && options.weights) {
+      const external = options.weights.append(bytesOf(v.data!));
+      initializers.push({
+        name: v.name,
+        dataType: ONNX_DTYPE[v.dtype],
+        dims: [...v.data!.shape],
+        external,
       });
     } else initializers.push(onnxTensor(v.name, v.data!));
   }

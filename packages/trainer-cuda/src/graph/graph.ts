@@ -18,6 +18,8 @@ export interface Value {
   readonly data?: Tensor;
   /** Initializers whose bytes live in a side file such as weights.data. */
   readonly external?: ExternalRef;
+  /** An inline initializer to be written to the external-data file at export. */
+  readonly preferExternal?: boolean;
   /**
    * Statically known elements of a small integer tensor (rank 0 or 1), numbers or symbolic dims:
    * lets `Reshape(x, Concat(Shape(x)[0:2], [-1]))` keep `batch`/`seq` in the inferred shape.
