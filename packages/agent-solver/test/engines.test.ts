@@ -274,6 +274,21 @@ describe('the scripted test server', () => {
   });
 });
 
+describe('the scripted test server, dynamic replies', () => {
+  it('chooses a behaviour per request', async () => {
+    server.setFallback(
+      'chat',
+      reply.dynamic((req) =>
+        req.body.messages?.[0]?.content === 'fail' ? reply.error(400, 'no') : reply.text('yes'),
+      ),
+    );
+    const e = engine();
+    expect((await e.generateText([{ role: 'user', content: 'ok' }])).text).toBe('yes');
+    const err = await e.generateText([{ role: 'user', content: 'fail' }]).catch((x: unknown) => x);
+    expect((err as LLMRequestError).status).toBe(400);
+  });
+});
+
 describe('retry helpers', () => {
   it('backoff doubles up to the cap, jitter scales it down by at most `jitter`', () => {
     const o = resolveRetryOptions({ initialDelayMs: 100, maxDelayMs: 1000, jitter: 0.5 });

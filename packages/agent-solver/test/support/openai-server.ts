@@ -119,7 +119,9 @@ export type Behaviour =
   /** Sends headers and the first part of a JSON body, then destroys the socket. */
   | { kind: 'truncate' }
   /** Destroys the socket before any response. */
-  | { kind: 'reset' };
+  | { kind: 'reset' }
+  /** Picks the behaviour from the request (e.g. by system prompt or response_format name). */
+  | { kind: 'dynamic'; choose: (request: RecordedRequest) => Behaviour };
 
 /** Behaviour builders. */
 export const reply = {
@@ -177,6 +179,10 @@ export const reply = {
   hang: (): Behaviour => ({ kind: 'hang' }),
   truncate: (): Behaviour => ({ kind: 'truncate' }),
   reset: (): Behaviour => ({ kind: 'reset' }),
+  dynamic: (choose: (request: RecordedRequest) => Behaviour): Behaviour => ({
+    kind: 'dynamic',
+    choose,
+  }),
 };
 
 export interface OpenAITestServerOptions {
@@ -380,6 +386,9 @@ export class OpenAITestServer {
   async #respond(b: Behaviour, req: RecordedRequest, res: ServerResponse): Promise<void> {
     if ('delayMs' in b && b.delayMs) await delay(b.delayMs);
     switch (b.kind) {
+      case 'dynamic':
+        await this.#respond(b.choose(req), req, res);
+        return;
       case 'text': {
         const text = typeof b.text === 'function' ? b.text(req) : b.text;
         sendJson(
