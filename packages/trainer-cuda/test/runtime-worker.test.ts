@@ -10,10 +10,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   DEFAULT_IR_VERSION,
   DEFAULT_OPSET,
+  decodeModel,
   encodeModel,
   OnnxDataType,
   type OnnxGraph,
   onnxTensor,
+  writeModel,
 } from '../src/onnx/index.js';
 import {
   createSession,
@@ -114,6 +116,15 @@ describe('SessionWorker', () => {
     expect(Array.from(out.Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
     await s.release();
     await expect(s.run({ X: X() })).rejects.toThrow(SessionRunError);
+  });
+
+  it('loads a model whose weights live in a shared external file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-worker-'));
+    dirs.push(dir);
+    const r = writeModel(decodeModel(affine), { dir, fileName: 'affine.onnx', sizeThreshold: 16 });
+    expect(r.externalTensors).toBe(1); // W (24 bytes) went to weights.data
+    const s = await worker().load(r.path, { device: 'cpu' });
+    expect(Array.from((await s.run({ X: X() })).Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
   });
 
   it('keeps the main thread responsive while a run is busy (unlike a main-thread run)', async () => {
