@@ -5,6 +5,7 @@ import { Bm25Index } from '../src/bm25.js';
 import { LocalCorpus, loadFlashRagPassages, loadHotpotQaPassages } from '../src/local-corpus.js';
 import { porterStem } from '../src/porter-stemmer.js';
 import { tokenize } from '../src/text-tokenizer.js';
+import { createWebSearchTool } from '../src/web-search-tool.js';
 
 describe('porterStem', () => {
   it("reproduces the examples of Porter's 1980 paper", () => {
@@ -182,5 +183,44 @@ describe.skipIf(skipWithoutShared('FlashRAG wiki sample'))('FlashRAG wiki sample
       topK: 1,
     });
     expect(hit?.title).toBe('Evan Morris');
+  });
+});
+
+describe('LocalCorpus re-ranking and provider use', () => {
+  const passages = [
+    { id: 'a', title: 'Apple', text: 'Apple pie recipe with apple slices and cinnamon.' },
+    { id: 'b', title: 'Orchard', text: 'An apple orchard grows fruit trees.' },
+    { id: 'c', title: 'Banana', text: 'Banana bread uses ripe bananas.' },
+  ];
+
+  it('re-orders BM25 candidates by the embedding cosine', async () => {
+    const seen: string[][] = [];
+    // Embeds each text as [1, 0] if it mentions "orchard", else [0, 1]; the query mentions it,
+    // so the orchard passage must come first although BM25 prefers the apple-heavy passage.
+    const embed = async (texts: string[]) => {
+      seen.push(texts);
+      return texts.map((t) => (/orchard/i.test(t) ? [1, 0] : [0, 1]));
+    };
+    // BM25 alone ranks the pie passage first for this query (it matches apple, pie, recipe)...
+    const query = 'apple pie recipe near an orchard';
+    const bm25Only = new LocalCorpus(passages);
+    expect((await bm25Only.search(query, { topK: 2 })).map((h) => h.id)).toEqual(['a', 'b']);
+    // ...the re-ranker puts the orchard passage first.
+    const reranked = new LocalCorpus(passages, { embed, rerankDepth: 10 });
+    const hits = await reranked.search(query, { topK: 2 });
+    expect(hits.map((h) => h.id)).toEqual(['b', 'a']);
+    expect(hits[0]!.score).toBeCloseTo(1, 12);
+    // The query and the two BM25 candidates (banana shares no term), in BM25 order, were embedded.
+    expect(seen[0]).toEqual([
+      query,
+      'Apple\nApple pie recipe with apple slices and cinnamon.',
+      'Orchard\nAn apple orchard grows fruit trees.',
+    ]);
+  });
+
+  it('serves the web search tool offline', async () => {
+    const tool = createWebSearchTool({ provider: new LocalCorpus(passages), style: 'search-r1' });
+    const result = await tool.execute({ query: 'banana bread', num_results: 1 }, {});
+    expect(result.output).toBe('Doc 1(Title: Banana) Banana bread uses ripe bananas.');
   });
 });
