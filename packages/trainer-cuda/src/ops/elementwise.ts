@@ -109,7 +109,10 @@ export const elementwiseOps = defineOps(
       const [x, p] = c.x as Value[];
       const g = c.gy[0]!;
       return [
-        red(c, 0, () => b.mul(g, b.mul(p!, b.pow(x!, b.sub(p!, 1))))),
+        red(c, 0, () => {
+          const pf = b.cast(p!, x!.dtype);
+          return b.mul(g, b.mul(pf, b.pow(x!, b.sub(pf, 1))));
+        }),
         red(c, 1, () => b.mul(g, b.mul(c.y[0]!, b.log(x!)))),
       ];
     },
