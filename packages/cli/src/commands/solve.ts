@@ -1,0 +1,222 @@
+import {
+  FlowSolver,
+  OpenAIEngine,
+  type SolveResult,
+  type SolverEvent,
+  type StructuredOutputMode,
+} from '@flowgrpo/agent';
+import type { LLMEngine } from '@flowgrpo/core';
+import {
+  createCalculatorTool,
+  createGeneralistTool,
+  createPythonTool,
+  createWebRagTool,
+  createWebSearchTool,
+  createWikipediaTool,
+  GoogleCustomSearchProvider,
+  MediaWikiClient,
+  SerperSearchProvider,
+  type Tool,
+  ToolRegistry,
+} from '@flowgrpo/tools';
+import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
+
+// `flowgrpo solve`: one question through the Flow solver against an OpenAI-compatible server,
+// printing each step as it happens (or the whole SolveResult as JSON).
+
+const TOOL_NAMES = ['python', 'calculator', 'wikipedia', 'generalist', 'web_rag', 'web_search'];
+
+const usage = `Usage:
+  flowgrpo solve "<question>" --base-url URL --model NAME [options]
+
+Runs the Flow solver (analyze → plan → execute → verify … → answer) with every role on the
+model served at URL (vLLM, SGLang, Ollama /v1, llama.cpp, OpenAI).
+
+Options:
+  --base-url URL        OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
+  --model NAME          model name as served
+  --api-key KEY         API key (default $FLOWGRPO_API_KEY, else none)
+  --tools LIST          comma-separated: ${TOOL_NAMES.join(', ')}
+                        (default python,calculator; web_search needs $SERPER_API_KEY or
+                        $GOOGLE_API_KEY + $GOOGLE_CX)
+  --max-steps N         plan/execute/verify rounds at most (default 5)
+  --structured MODE     how schemas reach the server: json_schema (default), json_object, prompt
+  --temperature T       sampling temperature of every role (default 0)
+  --timeout SECONDS     per LLM request (default 120)
+  --retries N           retries of a failed LLM request (default 2)
+  --tool-timeout SECONDS  per tool call (default 60)
+  --json                print the full result as JSON instead of the trace`;
+
+function buildTools(list: string, engine: LLMEngine, env: NodeJS.ProcessEnv): Tool[] {
+  const names = list
+    .split(',')
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean);
+  if (names.length === 0) throw new UsageError('--tools needs at least one tool');
+  return names.map((name): Tool => {
+    switch (name) {
+      case 'python':
+        return createPythonTool() as Tool;
+      case 'calculator':
+        return createCalculatorTool() as Tool;
+      case 'wikipedia':
+        return createWikipediaTool({ backend: new MediaWikiClient(), engine }) as Tool;
+      case 'generalist':
+        return createGeneralistTool({ engine }) as Tool;
+      case 'web_rag':
+        return createWebRagTool({ engine }) as Tool;
+      case 'web_search': {
+        if (env.SERPER_API_KEY) {
+          return createWebSearchTool({
+            provider: new SerperSearchProvider({ apiKey: env.SERPER_API_KEY }),
+            engine,
+          }) as Tool;
+        }
+        if (env.GOOGLE_API_KEY && env.GOOGLE_CX) {
+          return createWebSearchTool({
+            provider: new GoogleCustomSearchProvider({
+              apiKey: env.GOOGLE_API_KEY,
+              cx: env.GOOGLE_CX,
+            }),
+            engine,
+          }) as Tool;
+        }
+        throw new UsageError('web_search needs $SERPER_API_KEY, or $GOOGLE_API_KEY and $GOOGLE_CX');
+      }
+      default:
+        throw new UsageError(`unknown tool '${name}' (known: ${TOOL_NAMES.join(', ')})`);
+    }
+  });
+}
+
+function excerpt(value: unknown, max = 400): string {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  const oneLine = text.replace(/\s+/g, ' ').trim();
+  return oneLine.length <= max ? oneLine : `${oneLine.slice(0, max - 1)}…`;
+}
+
+/** Human-readable trace lines for one event. */
+export function formatEvent(e: SolverEvent): string | undefined {
+  switch (e.type) {
+    case 'start':
+      return `Question: ${e.question}\nTools: ${e.tools.join(', ')}\n`;
+    case 'analysis':
+      return [
+        '\nAnalysis',
+        `  summary: ${excerpt(e.analysis.concise_summary)}`,
+        `  skills: ${excerpt(e.analysis.required_skills)}`,
+        `  relevant tools: ${excerpt(e.analysis.relevant_tools)}`,
+        `  considerations: ${excerpt(e.analysis.additional_considerations)}`,
+        '',
+      ].join('\n');
+    case 'plan':
+      return [
+        `\nStep ${e.step}`,
+        `  sub-goal: ${excerpt(e.nextStep.sub_goal)}`,
+        `  tool: ${e.nextStep.tool_name}`,
+        '',
+      ].join('\n');
+    case 'command':
+      return `  arguments: ${excerpt(e.command.arguments)}\n`;
+    case 'tool_result':
+      return `  result${e.result.ok ? '' : ' (failed)'}: ${excerpt(e.result.output)}\n`;
+    case 'verification':
+      return `  verifier: ${e.verification.stop_signal ? 'STOP' : 'CONTINUE'} — ${excerpt(e.verification.analysis, 300)}\n`;
+    case 'error':
+      return `  error (${e.error.role}${e.error.step ? `, step ${e.error.step}` : ''}): ${excerpt(e.error.message, 300)}\n`;
+    default:
+      return undefined;
+  }
+}
+
+function summary(r: SolveResult): string {
+  const secs = (r.timings.total / 1000).toFixed(1);
+  return `\nFinal answer (stop: ${r.stopReason}, ${r.steps.length} step(s), ${secs} s, ${r.usage.total.totalTokens} tokens)\n${r.answer}\n`;
+}
+
+function positiveInt(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < 0) {
+    throw new UsageError(`--${name} must be a whole number, got ${value}`);
+  }
+  return value;
+}
+
+export const solveCommand: Command = {
+  name: 'solve',
+  summary: 'answer one question with the Flow solver over an OpenAI-compatible server',
+  usage,
+  options: {
+    'base-url': { type: 'string' },
+    model: { type: 'string' },
+    'api-key': { type: 'string' },
+    tools: { type: 'string' },
+    'max-steps': { type: 'string' },
+    structured: { type: 'string' },
+    temperature: { type: 'string' },
+    timeout: { type: 'string' },
+    retries: { type: 'string' },
+    'tool-timeout': { type: 'string' },
+    json: { type: 'boolean' },
+  },
+  async run(args, io: CliIO) {
+    const question = args.positionals.join(' ').trim();
+    if (!question) throw new UsageError('solve needs a question');
+    const baseURL = stringOption(args, 'base-url');
+    if (!baseURL) throw new UsageError('--base-url is required');
+    const model = stringOption(args, 'model');
+    if (!model) throw new UsageError('--model is required');
+    const structured = (stringOption(args, 'structured') ?? 'json_schema') as StructuredOutputMode;
+    if (!['json_schema', 'json_object', 'prompt'].includes(structured)) {
+      throw new UsageError(
+        `--structured must be json_schema, json_object or prompt, got '${structured}'`,
+      );
+    }
+    const maxSteps = positiveInt(numberOption(args, 'max-steps'), 'max-steps', 5);
+    if (maxSteps < 1) throw new UsageError('--max-steps must be at least 1');
+    const timeoutS = numberOption(args, 'timeout') ?? 120;
+    const toolTimeoutS = numberOption(args, 'tool-timeout') ?? 60;
+    if (timeoutS <= 0 || toolTimeoutS <= 0) throw new UsageError('timeouts must be positive');
+    const temperature = numberOption(args, 'temperature') ?? 0;
+    const json = args.values.json === true;
+
+    const engine = new OpenAIEngine({
+      model,
+      baseURL,
+      apiKey: stringOption(args, 'api-key') ?? io.env.FLOWGRPO_API_KEY,
+      timeoutMs: timeoutS * 1000,
+      retry: { maxRetries: positiveInt(numberOption(args, 'retries'), 'retries', 2) },
+      structuredOutput: structured,
+      defaults: { temperature },
+    });
+    const tools = buildTools(stringOption(args, 'tools') ?? 'python,calculator', engine, io.env);
+    const solver = new FlowSolver({
+      engine,
+      tools: new ToolRegistry(tools),
+      maxSteps,
+      toolTimeoutMs: toolTimeoutS * 1000,
+      onEvent: json
+        ? undefined
+        : (e) => {
+            const line = formatEvent(e);
+            if (line) io.stdout(line);
+          },
+    });
+
+    const result = await solver.solve(question);
+    if (json) io.stdout(`${JSON.stringify(result, null, 2)}\n`);
+    const generatorError = result.errors.find((e) => e.role === 'generator');
+    if (generatorError) {
+      const llmErrors = result.errors.filter((e) => e.role !== 'tools');
+      const allFailed =
+        llmErrors.length > 0 && llmErrors.every((e) => e.code === generatorError.code);
+      io.stderr(
+        `flowgrpo solve: no answer: ${generatorError.message} [${generatorError.code}]\n` +
+          (allFailed ? `  (every model call failed; is ${baseURL} serving '${model}'?)\n` : ''),
+      );
+      return 1;
+    }
+    if (!json) io.stdout(summary(result));
+    return 0;
+  },
+};
