@@ -4,6 +4,7 @@ import {
   bracketSlices,
   dropNullOptionals,
   LLMRefusalError,
+  LLMRequestError,
   OpenAIEngine,
   parseModelJson,
   StructuredOutputError,
@@ -276,6 +277,34 @@ describe('OpenAIEngine.generateObject', () => {
     expect(body.response_format).toEqual({ type: 'json_object' });
     expect(body.messages![0]!.role).toBe('system');
     expect(body.messages![0]!.content).toContain('"required":["analysis","correct"]');
+  });
+
+  it("'auto' falls back to the prompt mode for good when json_schema is rejected", async () => {
+    server.enqueue(
+      'chat',
+      reply.error(400, "response_format type 'json_schema' is not supported"),
+      reply.text('{"analysis": "a", "correct": true}'),
+      reply.text('{"analysis": "b", "correct": false}'),
+    );
+    const e = engine({ structuredOutput: 'auto' });
+    expect(e.structuredOutputMode).toBe('json_schema');
+    expect((await e.generateObject(ask, Verdict)).object).toEqual({ analysis: 'a', correct: true });
+    expect(e.structuredOutputMode).toBe('prompt');
+    expect((await e.generateObject(ask, Verdict)).object).toEqual({
+      analysis: 'b',
+      correct: false,
+    });
+    const formats = server.requests.map((r) => r.body.response_format?.type ?? 'none');
+    expect(formats).toEqual(['json_schema', 'none', 'none']);
+    expect(server.requests[1]!.body.messages![0]!.role).toBe('system');
+  });
+
+  it('without auto, a rejected json_schema request is an error', async () => {
+    server.enqueue('chat', reply.error(400, 'unsupported'));
+    const err = await engine()
+      .generateObject(ask, Verdict)
+      .catch((x: unknown) => x);
+    expect(LLMRequestError.isInstance(err)).toBe(true);
   });
 
   it('accepts null for optional fields (strict mode) and drops them', async () => {

@@ -46,8 +46,12 @@ export interface OpenAIEngineOptions {
   retry?: RetryOptions;
   /** Requests on the wire at once from this engine (default 8). */
   maxConcurrency?: number;
-  /** How generateObject sends the schema (default 'json_schema'); see StructuredOutputMode. */
-  structuredOutput?: StructuredOutputMode;
+  /**
+   * How generateObject sends the schema (default 'json_schema'); see StructuredOutputMode.
+   * 'auto' starts with 'json_schema' and, when the server rejects the request with 400/422,
+   * switches this engine to 'prompt' for good and repeats the call.
+   */
+  structuredOutput?: StructuredOutputMode | 'auto';
   /** Corrective calls after an invalid structured reply (default 1). */
   maxCorrections?: number;
   /** Sampling defaults applied when a call does not set them. */
@@ -76,6 +80,7 @@ export class OpenAIEngine implements LLMEngine {
   readonly #options: OpenAIEngineOptions;
   readonly #semaphore: Semaphore;
   readonly #retry;
+  #structuredMode: StructuredOutputMode;
 
   constructor(options: OpenAIEngineOptions) {
     this.#options = options;
@@ -91,6 +96,10 @@ export class OpenAIEngine implements LLMEngine {
     this.baseURL = this.client.baseURL;
     this.#semaphore = new Semaphore(options.maxConcurrency ?? 8);
     this.#retry = resolveRetryOptions(options.retry);
+    this.#structuredMode =
+      options.structuredOutput === undefined || options.structuredOutput === 'auto'
+        ? 'json_schema'
+        : options.structuredOutput;
   }
 
   /** Requests currently on the wire. */
@@ -105,21 +114,36 @@ export class OpenAIEngine implements LLMEngine {
     return this.#complete(messages, options, undefined);
   }
 
-  generateObject<T>(
+  /** The structured-output mode generateObject uses now (see the 'auto' option). */
+  get structuredOutputMode(): StructuredOutputMode {
+    return this.#structuredMode;
+  }
+
+  async generateObject<T>(
     messages: ChatMessage[],
     schema: z.ZodType<T>,
     options: GenerateObjectOptions = {},
   ): Promise<GenerateObjectResult<T>> {
-    return generateStructured(
-      (msgs, responseFormat) => this.#complete(msgs, options, responseFormat),
-      messages,
-      schema,
-      {
-        mode: this.#options.structuredOutput ?? 'json_schema',
-        schemaName: options.schemaName,
-        maxCorrections: this.#options.maxCorrections,
-      },
-    );
+    const mode = this.#structuredMode;
+    const run = (m: StructuredOutputMode) =>
+      generateStructured(
+        (msgs, responseFormat) => this.#complete(msgs, options, responseFormat),
+        messages,
+        schema,
+        { mode: m, schemaName: options.schemaName, maxCorrections: this.#options.maxCorrections },
+      );
+    try {
+      return await run(mode);
+    } catch (error) {
+      const rejected =
+        this.#options.structuredOutput === 'auto' &&
+        mode === 'json_schema' &&
+        LLMRequestError.isInstance(error) &&
+        (error.status === 400 || error.status === 422);
+      if (!rejected) throw error;
+      this.#structuredMode = 'prompt';
+      return run('prompt');
+    }
   }
 
   async #complete(
