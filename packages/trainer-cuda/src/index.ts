@@ -3,6 +3,7 @@
 export * from './graph/index.js';
 export * from './models/config.js';
 export * from './models/errors.js';
+export * from './models/load-model.js';
 export * from './models/reference/index.js';
 export * from './models/tiny-factory.js';
 export * from './models/weights/index.js';

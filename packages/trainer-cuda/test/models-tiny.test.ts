@@ -15,6 +15,7 @@ import {
   HfTokenizer,
   initTinyWeights,
   loadHfModel,
+  loadTokenizer,
   type ModelWeights,
   ReferenceDecoder,
   saveHfModel,
@@ -178,7 +179,8 @@ describe('createTinyQwen2', () => {
       expect(bitsEqual(loaded.tensors.get(name)!, t), name).toBe(true);
 
     // The written tokenizer files load in @huggingface/tokenizers and agree with the in-memory one.
-    const tok = await HfTokenizer.fromDir(a.dir);
+    const tok = await loadTokenizer(a.dir);
+    expect(tok).toBeInstanceOf(HfTokenizer);
     const text = '<|im_start|>user\n2+2=?<|im_end|>\n';
     expect(Array.from(tok.encode(text))).toEqual(Array.from(a.tokenizer.encode(text)));
   });
@@ -279,6 +281,18 @@ describe.skipIf(!hasNumpy)('ReferenceDecoder vs numpy HF forward', () => {
       }),
       dtype: 'BF16',
       shard: 2000,
+      tol: 1e-5,
+    },
+    {
+      name: 'Qwen2, GQA 6/3, f16 storage',
+      config: tinyQwen2Config({
+        seed: 0,
+        hiddenSize: 24,
+        heads: 6,
+        kvHeads: 3,
+        intermediateSize: 20,
+      }),
+      dtype: 'F16',
       tol: 1e-5,
     },
     {
