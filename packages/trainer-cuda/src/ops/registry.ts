@@ -5,9 +5,12 @@ import { linearOps } from './linear.js';
 import type { OpDef } from './op.js';
 import { reduceOps } from './reduce.js';
 import { shapeOps } from './shape-ops.js';
+import { sliceConcatOps } from './slice-concat.js';
 
 export const OPS: Readonly<Record<string, OpDef>> = Object.fromEntries(
-  [...elementwiseOps, ...linearOps, ...reduceOps, ...shapeOps, ...indexOps].map((d) => [d.op, d]),
+  [...elementwiseOps, ...linearOps, ...reduceOps, ...shapeOps, ...sliceConcatOps, ...indexOps].map(
+    (d) => [d.op, d],
+  ),
 );
 
 /** Whether input `i` of `op` can carry a gradient (float dtype still required). */
