@@ -140,15 +140,11 @@ export function parseDecoderConfig(json: unknown): DecoderConfig {
       issues: [{ path: 'head_dim', message: 'odd' }],
     });
   }
-  // transformers' defaults per family: Qwen2 always has a q/k/v bias and no o bias; Llama and
-  // Qwen3 put `attention_bias` on all four projections.
+  // Qwen2 always has a q/k/v bias and no o bias; Llama and Qwen3 put `attention_bias` on all
+  // four projections. transformers' other defaults agree across the three families except for
+  // the context length.
   const attentionBias = c.attention_bias ?? false;
-  const defaults =
-    type === 'llama'
-      ? { ropeTheta: 10000, eps: 1e-6, tie: false, maxPos: 2048 }
-      : type === 'qwen2'
-        ? { ropeTheta: 10000, eps: 1e-6, tie: false, maxPos: 32768 }
-        : { ropeTheta: 10000, eps: 1e-6, tie: false, maxPos: 32768 };
+  const defaultMaxPositions = type === 'llama' ? 2048 : 32768;
   return {
     modelType: type,
     vocabSize: c.vocab_size,
@@ -158,14 +154,14 @@ export function parseDecoderConfig(json: unknown): DecoderConfig {
     numAttentionHeads: heads,
     numKeyValueHeads: kvHeads,
     headDim,
-    ropeTheta: c.rope_theta ?? defaults.ropeTheta,
-    rmsNormEps: c.rms_norm_eps ?? defaults.eps,
-    tieWordEmbeddings: c.tie_word_embeddings ?? defaults.tie,
+    ropeTheta: c.rope_theta ?? 10000,
+    rmsNormEps: c.rms_norm_eps ?? 1e-6,
+    tieWordEmbeddings: c.tie_word_embeddings ?? false,
     qkvBias: type === 'qwen2' ? true : attentionBias,
     oBias: type === 'qwen2' ? false : attentionBias,
     mlpBias: type === 'llama' ? (c.mlp_bias ?? false) : false,
     qkNorm: type === 'qwen3',
-    maxPositionEmbeddings: c.max_position_embeddings ?? defaults.maxPos,
+    maxPositionEmbeddings: c.max_position_embeddings ?? defaultMaxPositions,
     torchDtype: c.torch_dtype ?? c.dtype ?? undefined,
     initializerRange: c.initializer_range ?? 0.02,
     bosTokenId: c.bos_token_id ?? undefined,
