@@ -219,6 +219,12 @@ describe('LoRA adapters', () => {
     expect(a.adapters.get('planner')).toBe('/ckpt/2');
   });
 
+  it("loraRoutes 'sglang' posts to the server root", async () => {
+    await policy({ loraRoutes: 'sglang' }).loadAdapter({ name: 'p', path: '/c' }, { mode: 'add' });
+    expect(a.requests.map((r) => r.path)).toEqual(['/load_lora_adapter']);
+    expect(a.adapters.get('p')).toBe('/c');
+  });
+
   it('a failing load is an LLMRequestError', async () => {
     a.enqueue('load_lora_adapter', reply.error(400, 'bad adapter path'));
     const err = await policy()

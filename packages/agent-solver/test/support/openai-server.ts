@@ -23,6 +23,9 @@ const ROUTES: Record<string, Route> = {
   '/v1/models': 'models',
   '/v1/load_lora_adapter': 'load_lora_adapter',
   '/v1/unload_lora_adapter': 'unload_lora_adapter',
+  // SGLang serves its LoRA routes at the root.
+  '/load_lora_adapter': 'load_lora_adapter',
+  '/unload_lora_adapter': 'unload_lora_adapter',
 };
 
 export interface RecordedRequest {
