@@ -47,6 +47,7 @@ export class ByteLevelTokenizer implements Tokenizer {
   private readonly specialById = new Map<number, string>();
   // Longest first, so a special token that prefixes another cannot shadow it.
   private readonly specialsByLength: string[];
+  private readonly specialFirstChars: Set<string>;
   private hf: HfTokenizer | undefined;
 
   constructor(options: ByteLevelTokenizerOptions = {}) {
@@ -60,6 +61,7 @@ export class ByteLevelTokenizer implements Tokenizer {
     });
     this.specialTokens = map;
     this.specialsByLength = [...specials].sort((a, b) => b.length - a.length);
+    this.specialFirstChars = new Set(specials.map((s) => s[0]!));
     this.vocabSize = 256 + specials.length;
     this.eosTokenId = map.get(options.eosToken ?? '<|im_end|>');
     this.padTokenId = map.get(options.padToken ?? '<|endoftext|>');
@@ -75,7 +77,9 @@ export class ByteLevelTokenizer implements Tokenizer {
       for (const b of enc.encode(text.slice(start, end))) out.push(b);
     };
     for (let i = 0; i < text.length; ) {
-      const special = this.specialsByLength.find((s) => text.startsWith(s, i));
+      const special = this.specialFirstChars.has(text[i]!)
+        ? this.specialsByLength.find((s) => text.startsWith(s, i))
+        : undefined;
       if (special === undefined) {
         i++;
         continue;
