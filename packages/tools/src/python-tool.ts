@@ -1,6 +1,15 @@
+import type { LLMEngine } from '@flowgrpo/core';
 import { z } from 'zod';
+import { ToolError } from './errors.js';
 import { type PythonLimits, type PythonRunResult, runPython } from './python-sandbox.js';
-import { elapsedMs, failureResult, type Tool, type ToolContext, type ToolResult } from './tool.js';
+import {
+  elapsedMs,
+  failureResult,
+  type JsonValue,
+  type Tool,
+  type ToolContext,
+  type ToolResult,
+} from './tool.js';
 import { Workspace } from './workspace.js';
 
 export interface PythonToolOptions {
@@ -14,11 +23,40 @@ export interface PythonToolOptions {
   python?: string;
   /** Network access of the code; default `auto` (denied where `unshare --net` works). */
   network?: 'auto' | 'deny' | 'allow';
+  /**
+   * With an engine the tool also accepts `{query}` instead of `{code}`: the LLM writes the code
+   * first, as the seeds' Python_Code_Generator_Tool does, and the output includes that code.
+   */
+  engine?: LLMEngine;
 }
 
 export interface PythonToolInput {
-  code: string;
+  /** Python source (a ```python fence around it is removed). */
+  code?: string | undefined;
+  /** A task in words; only with an engine, which writes the code. */
+  query?: string | undefined;
   timeout?: number | undefined;
+}
+
+/** Asks the engine for a program solving `query` and takes the code out of its reply. */
+export async function generatePythonCode(
+  engine: LLMEngine,
+  query: string,
+  signal?: AbortSignal,
+): Promise<string> {
+  const reply = await engine.generateText(
+    [
+      {
+        role: 'system',
+        content:
+          'Write a short, self-contained Python 3 program (standard library only) that solves the ' +
+          'task and prints the final result. Reply with the code in one ```python block.',
+      },
+      { role: 'user', content: query },
+    ],
+    { temperature: 0, ...(signal && { signal }) },
+  );
+  return extractPythonCode(reply.text);
 }
 
 /** Takes the code out of a ```python fence when the model wrapped it in one. */
@@ -47,10 +85,17 @@ function summarize(run: PythonRunResult, timeoutSeconds: number): string | undef
 export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonToolInput> {
   const defaultTimeout = options.defaultTimeoutSeconds ?? 10;
   const maxTimeout = options.maxTimeoutSeconds ?? 30;
-  const inputSchema = z.object({
-    code: z.string().min(1, 'code must not be empty'),
-    timeout: z.number().positive().max(maxTimeout).optional(),
-  });
+  const engine = options.engine;
+  const inputSchema = z
+    .object({
+      code: z.string().min(1, 'code must not be empty').optional(),
+      query: z.string().min(1, 'query must not be empty').optional(),
+      timeout: z.number().positive().max(maxTimeout).optional(),
+    })
+    .refine((v) => v.code !== undefined || (engine !== undefined && v.query !== undefined), {
+      message: engine ? 'give either code or query' : 'code is required',
+      path: ['code'],
+    });
   return {
     name: options.name ?? 'Python_Code_Generator_Tool',
     description:
@@ -61,9 +106,12 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
       version: '1.0.0',
       inputTypes: {
         code: 'str - a complete Python 3 program; print() every value you need to see',
+        ...(engine && {
+          query: 'str, instead of code - the task in words; code is written for it first',
+        }),
         timeout: `float, optional - seconds before the run is killed (default ${defaultTimeout}, at most ${maxTimeout})`,
       },
-      outputType: 'dict - {stdout: str, stderr: str, exit_code: int | None, timed_out: bool}',
+      outputType: `dict - {stdout: str, stderr: str, exit_code: int | None, timed_out: bool${engine ? ', code: str (with query)' : ''}}`,
       limitations: [
         'Only the standard library is guaranteed; third-party packages may be missing.',
         'No network access (an empty network namespace where the host allows it); no state carries over between calls.',
@@ -80,7 +128,7 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
           description: 'Binomial coefficient with a 5 s limit',
         },
       ],
-      requiresLlm: false,
+      requiresLlm: engine !== undefined,
     },
     async execute(input: PythonToolInput, context: ToolContext): Promise<ToolResult> {
       const start = performance.now();
@@ -88,9 +136,20 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
       if (context.timeoutMs !== undefined) {
         timeoutSeconds = Math.min(timeoutSeconds, context.timeoutMs / 1000);
       }
-      const workspace = context.workspace ?? (await Workspace.create());
+      let workspace: Workspace | undefined;
       try {
-        const run = await runPython(extractPythonCode(input.code), {
+        let code: string;
+        let generated = false;
+        if (input.code !== undefined) {
+          code = extractPythonCode(input.code);
+        } else if (engine && input.query !== undefined) {
+          code = await generatePythonCode(engine, input.query, context.signal);
+          generated = true;
+        } else {
+          throw new ToolError('The python tool needs code');
+        }
+        workspace = context.workspace ?? (await Workspace.create());
+        const run = await runPython(code, {
           cwd: workspace.dir,
           timeoutMs: Math.round(timeoutSeconds * 1000),
           ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
@@ -99,12 +158,13 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
           ...(options.network && { network: options.network }),
           ...(context.signal && { signal: context.signal }),
         });
-        const output = {
+        const output: { [key: string]: JsonValue } = {
           stdout: run.stdout,
           stderr: run.stderr,
           exit_code: run.exitCode,
           timed_out: run.timedOut,
         };
+        if (generated) output.code = code;
         const problem = summarize(run, timeoutSeconds);
         const truncated = run.stdoutTruncated || run.stderrTruncated;
         const result: ToolResult = problem
@@ -121,7 +181,7 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
       } catch (error) {
         return failureResult(error, start);
       } finally {
-        if (!context.workspace) await workspace.cleanup();
+        if (workspace && !context.workspace) await workspace.cleanup();
       }
     },
   };

@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { networkIsolationArgs, runPython } from '../src/python-sandbox.js';
 import { createPythonTool, extractPythonCode } from '../src/python-tool.js';
 import { Workspace } from '../src/workspace.js';
+import { ScriptedEngine } from './helpers/local-server.js';
 
 // Every test runs a real `python3 -I` subprocess; expected values are what the Python code itself
 // must print or how the OS reports the process's end.
@@ -198,6 +199,26 @@ describe('python tool', () => {
     const tool = createPythonTool({ maxTimeoutSeconds: 5 });
     expect(tool.inputSchema.safeParse({ code: 'print(1)', timeout: 60 }).success).toBe(false);
     expect(tool.inputSchema.safeParse({ code: '' }).success).toBe(false);
+    // Without an engine a query alone is not enough.
+    expect(tool.inputSchema.safeParse({ query: 'add 2 and 2' }).success).toBe(false);
+  });
+
+  it("with an engine, writes the code for a query first (the seeds' generator mode)", async () => {
+    const engine = new ScriptedEngine(
+      () => 'Sure:\n```python\nprint(sum(i * i for i in range(1, 11)))\n```\nDone.',
+    );
+    const tool = createPythonTool({ engine });
+    expect(tool.metadata.requiresLlm).toBe(true);
+    const result = await tool.execute({ query: 'Sum of the squares of 1..10' }, { workspace });
+    // 1 + 4 + 9 + … + 100 = 10·11·21/6 = 385.
+    expect(result).toMatchObject({
+      ok: true,
+      output: { stdout: '385\n', code: 'print(sum(i * i for i in range(1, 11)))' },
+    });
+    expect(engine.calls[0]!.at(-1)).toEqual({
+      role: 'user',
+      content: 'Sum of the squares of 1..10',
+    });
   });
 });
 
