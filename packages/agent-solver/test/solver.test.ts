@@ -2,6 +2,7 @@ import { createCalculatorTool, createPythonTool, ToolRegistry } from '@flowgrpo/
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   FlowSolver,
+  LLMAbortError,
   OpenAIEngine,
   type SolverEvent,
   toSerializableTruncated,
@@ -281,6 +282,36 @@ describe('FlowSolver.solve', () => {
     } finally {
       await other.close();
     }
+  });
+});
+
+describe('FlowSolver.solve: what does reject', () => {
+  it("the caller's abort", async () => {
+    server.setFallback('chat', reply.text(schemaResponder({ values: { expression: '1+1' } })));
+    const ac = new AbortController();
+    const solver = new FlowSolver({ engine: engine(), tools: tools() });
+    const run = solver.solve('q', {
+      signal: ac.signal,
+      onEvent: (e) => {
+        if (e.type === 'plan') ac.abort(new Error('user pressed ctrl-c'));
+      },
+    });
+    await expect(run).rejects.toSatisfy((e: unknown) => LLMAbortError.isInstance(e));
+    // Analysis and plan went out; the executor call was never sent.
+    expect(server.requests.map(schemaName)).toEqual(['QueryAnalysis', 'NextStep']);
+  });
+
+  it('a listener that throws (not mistaken for a role failure)', async () => {
+    server.setFallback('chat', reply.text(schemaResponder({ tools: ['None'] })));
+    const solver = new FlowSolver({
+      engine: engine(),
+      tools: tools(),
+      onEvent: (e) => {
+        if (e.type === 'analysis') throw new Error('listener bug');
+      },
+    });
+    await expect(solver.solve('q')).rejects.toThrow('listener bug');
+    expect(server.requests).toHaveLength(1);
   });
 });
 

@@ -7,7 +7,13 @@ import {
   type LLMEngine,
   type LLMUsage,
 } from '@flowgrpo/core';
-import { type Tool, ToolAbortedError, type ToolRegistry, type ToolResult } from '@flowgrpo/tools';
+import {
+  type Tool,
+  ToolAbortedError,
+  ToolNotFoundError,
+  type ToolRegistry,
+  type ToolResult,
+} from '@flowgrpo/tools';
 import { LLMAbortError } from '../engines/errors.js';
 import { Memory, type MemoryAction } from '../memory/memory.js';
 import type { RoleError, SolverEvent, SolverEventListener, SolverRole } from './events.js';
@@ -200,44 +206,58 @@ export class FlowRun {
     return { ...this.#o.generation?.[role], signal: this.#o.signal };
   }
 
-  async analyze(): Promise<QueryAnalysis | undefined> {
+  /**
+   * One role call: timed, usage counted, a failure recorded (undefined returned). Events are
+   * emitted by the callers after this returns, so a throwing listener is never mistaken for a
+   * role failure.
+   */
+  async #call<T>(
+    role: SolverRole,
+    step: number | undefined,
+    fn: () => Promise<{ value: T; usage: LLMUsage }>,
+  ): Promise<{ value: T; usage: LLMUsage; ms: number } | undefined> {
     const start = performance.now();
+    let r: { value: T; usage: LLMUsage };
     try {
-      const r = await this.#o.engines.analyzer.generateObject(
+      r = await fn();
+    } catch (error) {
+      this.account(role, round(performance.now() - start));
+      this.fail(role, error, step);
+      return undefined;
+    }
+    const ms = round(performance.now() - start);
+    this.account(role, ms, r.usage);
+    return { ...r, ms };
+  }
+
+  async analyze(): Promise<QueryAnalysis | undefined> {
+    const r = await this.#call('analyzer', undefined, async () => {
+      const o = await this.#o.engines.analyzer.generateObject(
         analyzerMessages(this.context()),
         QueryAnalysisSchema,
         { ...this.#options('analyzer'), schemaName: SCHEMA_NAMES.analyzer },
       );
-      const ms = round(performance.now() - start);
-      this.account('analyzer', ms, r.usage);
-      this.analysis = r.object;
-      this.emit({ type: 'analysis', analysis: r.object, durationMs: ms, usage: r.usage });
-      return r.object;
-    } catch (error) {
-      this.account('analyzer', round(performance.now() - start));
-      this.fail('analyzer', error);
-      return undefined;
-    }
+      return { value: o.object, usage: o.usage };
+    });
+    if (!r) return undefined;
+    this.analysis = r.value;
+    this.emit({ type: 'analysis', analysis: r.value, durationMs: r.ms, usage: r.usage });
+    return r.value;
   }
 
   /** The planner role over an LLMEngine with structured output. */
   async plan(step: number): Promise<NextStep | undefined> {
-    const start = performance.now();
-    try {
-      const r = await this.#o.engines.planner.generateObject(
+    const r = await this.#call('planner', step, async () => {
+      const o = await this.#o.engines.planner.generateObject(
         plannerMessages(this.context(), step, this.#o.maxSteps),
         nextStepSchema(this.toolNames),
         { ...this.#options('planner'), schemaName: SCHEMA_NAMES.planner },
       );
-      const ms = round(performance.now() - start);
-      this.account('planner', ms, r.usage);
-      this.emit({ type: 'plan', step, nextStep: r.object, durationMs: ms, usage: r.usage });
-      return r.object;
-    } catch (error) {
-      this.account('planner', round(performance.now() - start));
-      this.fail('planner', error, step);
-      return undefined;
-    }
+      return { value: o.object, usage: o.usage };
+    });
+    if (!r) return undefined;
+    this.emit({ type: 'plan', step, nextStep: r.value, durationMs: r.ms, usage: r.usage });
+    return r.value;
   }
 
   /**
@@ -246,11 +266,8 @@ export class FlowRun {
    */
   async execute(step: number, next: NextStep): Promise<ExecutionOutcome> {
     const registry = this.#o.registry;
-    let tool: Tool;
-    try {
-      tool = registry.get(next.tool_name);
-    } catch (error) {
-      const e = this.fail('tools', error, step);
+    if (!registry.has(next.tool_name)) {
+      const e = this.fail('tools', new ToolNotFoundError(next.tool_name, registry.names()), step);
       const result = failed(`Error: ${e.message}`, e);
       const memoryEntry = this.memory.addAction(
         step,
@@ -269,29 +286,18 @@ export class FlowRun {
       });
       return { result, memoryEntry };
     }
+    const tool: Tool = registry.get(next.tool_name);
 
-    const start = performance.now();
-    let command: ToolCommand;
-    try {
-      const r = await this.#o.engines.executor.generateObject(
+    const r = await this.#call('executor', step, async () => {
+      const o = await this.#o.engines.executor.generateObject(
         executorMessages(this.context(), next, this.toolMetadata[tool.name]),
         toolCommandSchema(tool),
         { ...this.#options('executor'), schemaName: SCHEMA_NAMES.executor },
       );
-      const ms = round(performance.now() - start);
-      this.account('executor', ms, r.usage);
-      command = r.object;
-      this.emit({
-        type: 'command',
-        step,
-        toolName: tool.name,
-        command,
-        durationMs: ms,
-        usage: r.usage,
-      });
-    } catch (error) {
-      this.account('executor', round(performance.now() - start));
-      const e = this.fail('executor', error, step);
+      return { value: o.object, usage: o.usage };
+    });
+    if (!r) {
+      const e = this.errors.at(-1)!;
       const result = failed(`Error: no valid arguments for ${tool.name}: ${e.message}`, e);
       const memoryEntry = this.memory.addAction(
         step,
@@ -302,6 +308,15 @@ export class FlowRun {
       );
       return { result, memoryEntry };
     }
+    const command = r.value;
+    this.emit({
+      type: 'command',
+      step,
+      toolName: tool.name,
+      command,
+      durationMs: r.ms,
+      usage: r.usage,
+    });
 
     const toolStart = performance.now();
     const result = await registry.run(tool.name, command.arguments, {
@@ -313,14 +328,6 @@ export class FlowRun {
     }
     const toolMs = round(performance.now() - toolStart);
     this.account('tools', toolMs);
-    this.emit({
-      type: 'tool_result',
-      step,
-      toolName: tool.name,
-      arguments: command.arguments,
-      result,
-      durationMs: toolMs,
-    });
     if (!result.ok) {
       this.errors.push({
         role: 'tools',
@@ -336,51 +343,49 @@ export class FlowRun {
       command.arguments,
       result.output,
     );
+    this.emit({
+      type: 'tool_result',
+      step,
+      toolName: tool.name,
+      arguments: command.arguments,
+      result,
+      durationMs: toolMs,
+    });
     return { command, result, memoryEntry };
   }
 
   async verify(step: number): Promise<MemoryVerification | undefined> {
-    const start = performance.now();
-    try {
-      const r = await this.#o.engines.verifier.generateObject(
+    const r = await this.#call('verifier', step, async () => {
+      const o = await this.#o.engines.verifier.generateObject(
         verifierMessages(this.context()),
         MemoryVerificationSchema,
         { ...this.#options('verifier'), schemaName: SCHEMA_NAMES.verifier },
       );
-      const ms = round(performance.now() - start);
-      this.account('verifier', ms, r.usage);
-      this.emit({
-        type: 'verification',
-        step,
-        verification: r.object,
-        durationMs: ms,
-        usage: r.usage,
-      });
-      return r.object;
-    } catch (error) {
-      this.account('verifier', round(performance.now() - start));
-      this.fail('verifier', error, step);
-      return undefined;
-    }
+      return { value: o.object, usage: o.usage };
+    });
+    if (!r) return undefined;
+    this.emit({
+      type: 'verification',
+      step,
+      verification: r.value,
+      durationMs: r.ms,
+      usage: r.usage,
+    });
+    return r.value;
   }
 
   /** The final answer from everything in memory; undefined when the generator failed. */
   async generate(): Promise<string | undefined> {
-    const start = performance.now();
-    try {
-      const r = await this.#o.engines.generator.generateText(
+    const r = await this.#call('generator', undefined, async () => {
+      const o = await this.#o.engines.generator.generateText(
         generatorMessages(this.context()),
         this.#options('generator'),
       );
-      const ms = round(performance.now() - start);
-      this.account('generator', ms, r.usage);
-      this.emit({ type: 'answer', answer: r.text, durationMs: ms, usage: r.usage });
-      return r.text;
-    } catch (error) {
-      this.account('generator', round(performance.now() - start));
-      this.fail('generator', error);
-      return undefined;
-    }
+      return { value: o.text, usage: o.usage };
+    });
+    if (!r) return undefined;
+    this.emit({ type: 'answer', answer: r.value, durationMs: r.ms, usage: r.usage });
+    return r.value;
   }
 }
 
