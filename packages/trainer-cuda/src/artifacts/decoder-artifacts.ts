@@ -1,0 +1,204 @@
+import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { DataFormatError } from '@flowgrpo/core';
+import * as ort from 'onnxruntime-node';
+import { toOnnxModel } from '../graph/export-onnx.js';
+import type { LoraConfig } from '../lora/lora-config.js';
+import { loraScaling } from '../lora/lora-config.js';
+import type { DecoderConfig } from '../models/config.js';
+import { writeBaseWeights } from '../models/graph/base-weights.js';
+import {
+  buildDecoderGraph,
+  type DecoderGraphKind,
+  type GraphIOSpec,
+} from '../models/graph/decoder-graph.js';
+import type { ModelWeights } from '../models/weights/model-weights.js';
+import { DEFAULT_OPSET } from '../onnx/model.js';
+import { WeightsFileWriter } from '../onnx/weights-file.js';
+import { writeModel } from '../onnx/write-model.js';
+import type { DeviceRequest } from '../runtime/devices.js';
+import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
+
+// The artifacts directory: one .onnx per graph variant, every base weight once in weights.data
+// (referenced by all graphs), and artifacts.json describing them. Built once, opened by training
+// runs and policy engines.
+
+export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
+export const ARTIFACTS_FORMAT_VERSION = 1;
+export const ARTIFACTS_MANIFEST = 'artifacts.json';
+export const WEIGHTS_FILE = 'weights.data';
+export const ALL_GRAPHS: readonly DecoderGraphKind[] = [
+  'prefill',
+  'decode',
+  'logprobs',
+  'train_step',
+];
+
+export interface GraphManifest {
+  file: string;
+  inputs: GraphIOSpec[];
+  outputs: GraphIOSpec[];
+  nodes: number;
+}
+
+export interface ArtifactsManifest {
+  format: typeof ARTIFACTS_FORMAT;
+  formatVersion: number;
+  producer: { name: string; version: string };
+  onnxruntime: string;
+  opset: number;
+  config: DecoderConfig;
+  /** Present when the graphs take LoRA inputs; `scaling` is alpha/r (or alpha/√r). */
+  lora?: LoraConfig & { scaling: number };
+  /** Position ids must stay below this (rows of the RoPE tables). */
+  maxPositions: number;
+  weights: { file: string; bytes: number; tensors: number };
+  /** log-probabilities are of softmax(logits / temperature); see docs/generation.md. */
+  graphs: Partial<Record<DecoderGraphKind, GraphManifest>>;
+  createdAt: string;
+}
+
+export interface BuildArtifactsOptions {
+  lora?: LoraConfig;
+  /** Graphs to build (default: all four; train_step only with `lora`). */
+  graphs?: readonly DecoderGraphKind[];
+  maxPositions?: number;
+}
+
+const PRODUCER_VERSION = '0.1.0';
+
+/** Writes the graphs, weights.data and artifacts.json into `dir` (created if missing). */
+export function buildDecoderArtifacts(
+  weights: ModelWeights,
+  dir: string,
+  options: BuildArtifactsOptions = {},
+): ArtifactsManifest {
+  const out = resolve(dir);
+  mkdirSync(out, { recursive: true });
+  const kinds = options.graphs ?? ALL_GRAPHS.filter((k) => k !== 'train_step' || options.lora);
+  const writer = new WeightsFileWriter(join(out, WEIGHTS_FILE));
+  const graphs: Partial<Record<DecoderGraphKind, GraphManifest>> = {};
+  let base: ReturnType<typeof writeBaseWeights>;
+  try {
+    base = writeBaseWeights(weights, writer, { maxPositions: options.maxPositions });
+    for (const kind of kinds) {
+      const g = buildDecoderGraph(base, { kind, ...(options.lora && { lora: options.lora }) });
+      const file = `${kind}.onnx`;
+      const model = toOnnxModel(g.graph, {
+        opset: DEFAULT_OPSET,
+        docString: `flowgrpo ${kind} graph of a ${weights.config.modelType} decoder`,
+      });
+      writeModel(model, { dir: out, fileName: file, weights: writer });
+      graphs[kind] = {
+        file,
+        inputs: g.inputs,
+        outputs: g.outputs,
+        nodes: model.graph.nodes.length,
+      };
+    }
+  } finally {
+    writer.close();
+  }
+  const manifest: ArtifactsManifest = {
+    format: ARTIFACTS_FORMAT,
+    formatVersion: ARTIFACTS_FORMAT_VERSION,
+    producer: { name: '@flowgrpo/trainer', version: PRODUCER_VERSION },
+    onnxruntime: ort.env.versions.node ?? ort.env.versions.common,
+    opset: DEFAULT_OPSET,
+    config: weights.config,
+    ...(options.lora && { lora: { ...options.lora, scaling: loraScaling(options.lora) } }),
+    maxPositions: base.maxPositions,
+    weights: { file: WEIGHTS_FILE, bytes: writer.size, tensors: writer.count },
+    graphs,
+    createdAt: new Date().toISOString(),
+  };
+  const tmp = join(out, `${ARTIFACTS_MANIFEST}.tmp-${process.pid}`);
+  writeFileSync(tmp, `${JSON.stringify(manifest, null, 2)}\n`);
+  renameSync(tmp, join(out, ARTIFACTS_MANIFEST));
+  return manifest;
+}
+
+export function readArtifactsManifest(dir: string): ArtifactsManifest {
+  const path = join(dir, ARTIFACTS_MANIFEST);
+  let m: ArtifactsManifest;
+  try {
+    m = JSON.parse(readFileSync(path, 'utf8')) as ArtifactsManifest;
+  } catch (cause) {
+    throw new DataFormatError(
+      `${path}: cannot read the artifacts manifest: ${(cause as Error).message}`,
+      { file: path },
+      { cause },
+    );
+  }
+  if (m.format !== ARTIFACTS_FORMAT || m.formatVersion !== ARTIFACTS_FORMAT_VERSION) {
+    throw new DataFormatError(
+      `${path}: not a ${ARTIFACTS_FORMAT} v${ARTIFACTS_FORMAT_VERSION} manifest`,
+      { file: path },
+    );
+  }
+  const size = statSync(join(dir, m.weights.file), { throwIfNoEntry: false })?.size;
+  if (size !== m.weights.bytes) {
+    throw new DataFormatError(
+      `${join(dir, m.weights.file)} has ${size ?? 'no'} bytes, the manifest says ${m.weights.bytes}`,
+      { file: join(dir, m.weights.file) },
+    );
+  }
+  return m;
+}
+
+export interface OpenArtifactsOptions extends Omit<CreateSessionOptions, 'device'> {
+  /** Default 'cpu'; 'auto' | 'cuda' | 'webgpu' are passed through to createSession. */
+  device?: DeviceRequest;
+  /** Graphs to open (default: every graph in the manifest). */
+  graphs?: readonly DecoderGraphKind[];
+}
+
+/** Open sessions over an artifacts directory. */
+export class DecoderArtifacts {
+  private constructor(
+    readonly dir: string,
+    readonly manifest: ArtifactsManifest,
+    readonly sessions: Partial<Record<DecoderGraphKind, Session>>,
+  ) {}
+
+  static async open(dir: string, options: OpenArtifactsOptions = {}): Promise<DecoderArtifacts> {
+    const manifest = readArtifactsManifest(dir);
+    const kinds = options.graphs ?? (Object.keys(manifest.graphs) as DecoderGraphKind[]);
+    const sessions: Partial<Record<DecoderGraphKind, Session>> = {};
+    try {
+      for (const kind of kinds) {
+        const g = manifest.graphs[kind];
+        if (!g)
+          throw new DataFormatError(`${dir} has no ${kind} graph`, {
+            file: join(dir, ARTIFACTS_MANIFEST),
+          });
+        sessions[kind] = await createSession(join(dir, g.file), {
+          ...options,
+          device: options.device ?? 'cpu',
+        });
+      }
+    } catch (e) {
+      for (const s of Object.values(sessions)) await s.release();
+      throw e;
+    }
+    return new DecoderArtifacts(resolve(dir), manifest, sessions);
+  }
+
+  get config(): DecoderConfig {
+    return this.manifest.config;
+  }
+
+  /** The session of one graph; throws when it was not opened. */
+  session(kind: DecoderGraphKind): Session {
+    const s = this.sessions[kind];
+    if (!s)
+      throw new RangeError(
+        `the ${kind} graph was not opened (graphs: ${Object.keys(this.sessions).join(', ')})`,
+      );
+    return s;
+  }
+
+  async release(): Promise<void> {
+    for (const s of Object.values(this.sessions)) await s.release();
+  }
+}

@@ -1,0 +1,255 @@
+import { randomBytes } from 'node:crypto';
+import { createRng, type Rng } from '@flowgrpo/core';
+import * as ort from 'onnxruntime-node';
+import type { DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
+import type { LoraParams } from '../lora/lora-weights.js';
+import {
+  ATTENTION_MASK,
+  INPUT_IDS,
+  LORA_SCALE,
+  POSITION_IDS,
+  pastKeyName,
+  pastValueName,
+  presentKeyName,
+  presentValueName,
+} from '../models/graph/decoder-graph.js';
+import type { Session } from '../runtime/session.js';
+import { type SamplingParams, sampleToken } from './sampling.js';
+
+// Batched generation over the prefill and decode graphs: prompts are left-padded to one length
+// (attention_mask 0 on padding, position ids counting real tokens only), prefill runs once, then
+// one decode run per new token with the KV cache carried from `present.*` to `past_key_values.*`.
+// Sampling happens on the host from each step's last-position logits (see sampling.ts for the
+// temperature / logprob convention).
+
+export interface GenerateOptions extends SamplingParams {
+  maxNewTokens: number;
+  /** Generation of a row ends when it samples one of these; the token is kept in `tokens`. */
+  stopTokenIds?: readonly number[];
+  /** Generation of a row ends when its decoded text contains one (needs `decode`). */
+  stopStrings?: readonly string[];
+  /** Same seed, prompts and options → same tokens. Default: a random seed. */
+  seed?: number | bigint | string;
+  /** Detokenizer for `text` and stop strings. */
+  decode?: (ids: ArrayLike<number>) => string;
+  /** Id written at padded positions (never attended). Default 0. */
+  padTokenId?: number;
+}
+
+export interface GenerationOutput {
+  promptTokens: Int32Array<ArrayBuffer>;
+  /** Generated ids, including the stop token that ended the row (if any). */
+  tokens: Int32Array<ArrayBuffer>;
+  /** log softmax(logits / T)[token] of each generated token (T = 1 when greedy). */
+  logprobs: Float32Array<ArrayBuffer>;
+  finishReason: 'stop' | 'length';
+  stopTokenId?: number;
+  stopString?: string;
+  /** Decoded text of the generated tokens, cut before a stop string / stop token (with decode). */
+  text?: string;
+}
+
+const int64 = (values: readonly number[], dims: number[]) =>
+  new ort.Tensor(
+    'int64',
+    BigInt64Array.from(values, (v) => BigInt(v)),
+    dims,
+  );
+
+interface Row {
+  prompt: number[];
+  tokens: number[];
+  logprobs: number[];
+  rng: Rng;
+  done: boolean;
+  finish: GenerationOutput['finishReason'];
+  stopTokenId?: number;
+  stopString?: string;
+  text?: string;
+  /** Position id of the next token. */
+  nextPos: number;
+}
+
+export class DecoderGenerator {
+  readonly artifacts: DecoderArtifacts;
+  private lora: LoraParams | undefined;
+  /** Multiplies the adapter's update (1: the policy; 0: the base / reference model). */
+  loraScale = 1;
+
+  constructor(artifacts: DecoderArtifacts) {
+    this.artifacts = artifacts;
+  }
+
+  /** Use these LoRA matrices (PEFT names) in later generations; undefined = the base model. */
+  setLora(params: LoraParams | undefined): void {
+    this.lora = params;
+  }
+
+  /** Feeds for the LoRA inputs of a graph that has them (zeros + scale 0 without an adapter). */
+  loraFeeds(session: Session): Record<string, ort.Tensor> {
+    const feeds: Record<string, ort.Tensor> = {};
+    const lora = this.artifacts.manifest.lora;
+    if (!lora) return feeds;
+    for (const spec of session.inputs) {
+      if (spec.name === LORA_SCALE)
+        feeds[spec.name] = new ort.Tensor(
+          'float32',
+          new Float32Array([this.lora ? this.loraScale : 0]),
+          [],
+        );
+      else if (spec.name.includes('.lora_')) {
+        const dims = (spec.shape ?? []) as number[];
+        const data = this.lora?.get(spec.name) ?? new Float32Array(dims.reduce((a, b) => a * b, 1));
+        feeds[spec.name] = new ort.Tensor('float32', data, dims);
+      }
+    }
+    return feeds;
+  }
+
+  async generate(
+    prompts: readonly ArrayLike<number>[],
+    options: GenerateOptions,
+  ): Promise<GenerationOutput[]> {
+    const B = prompts.length;
+    if (B === 0) return [];
+    const { maxNewTokens } = options;
+    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)
+      throw new RangeError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
+    const prefill = this.artifacts.session('prefill');
+    const decodeSession = this.artifacts.session('decode');
+    const { config, maxPositions } = this.artifacts.manifest;
+    const V = config.vocabSize;
+    const L = config.numHiddenLayers;
+    const stopIds = new Set(options.stopTokenIds ?? []);
+    const stopStrings = (options.stopStrings ?? []).filter((s) => s.length > 0);
+    if (stopStrings.length > 0 && !options.decode)
+      throw new RangeError('stop strings need a decode function (a tokenizer)');
+    const root = createRng(options.seed ?? randomBytes(8).readBigUInt64LE());
+    const rows: Row[] = prompts.map((p, i) => {
+      const prompt = Array.from(p);
+      if (prompt.length === 0) throw new RangeError(`prompt ${i} is empty (add BOS)`);
+      for (const t of prompt)
+        if (!Number.isInteger(t) || t < 0 || t >= V)
+          throw new RangeError(`prompt ${i} has token id ${t} outside [0, ${V})`);
+      if (prompt.length + maxNewTokens > maxPositions)
+        throw new RangeError(
+          `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
+        );
+      return {
+        prompt,
+        tokens: [],
+        logprobs: [],
+        rng: root.fork(`row:${i}`),
+        done: maxNewTokens === 0,
+        finish: 'length',
+        nextPos: prompt.length,
+      };
+    });
+
+    // Prefill: left padding to the longest prompt.
+    const T = Math.max(...rows.map((r) => r.prompt.length));
+    const pad = options.padTokenId ?? 0;
+    const ids: number[] = [];
+    const mask: number[] = [];
+    const pos: number[] = [];
+    for (const r of rows) {
+      const n = T - r.prompt.length;
+      for (let j = 0; j < T; j++) {
+        ids.push(j < n ? pad : r.prompt[j - n]!);
+        mask.push(j < n ? 0 : 1);
+        pos.push(j < n ? 0 : j - n);
+      }
+    }
+    let attention = mask;
+    let S = T;
+    let result = await prefill.run({
+      [INPUT_IDS]: int64(ids, [B, T]),
+      [ATTENTION_MASK]: int64(mask, [B, T]),
+      [POSITION_IDS]: int64(pos, [B, T]),
+      ...this.loraFeeds(prefill),
+    });
+
+    for (let step = 0; step < maxNewTokens; step++) {
+      const logits = result.outputs.logits!.data as Float32Array;
+      const next: number[] = [];
+      for (let i = 0; i < B; i++) {
+        const r = rows[i]!;
+        if (r.done) {
+          next.push(pad);
+          continue;
+        }
+        const s = sampleToken(logits, options, r.rng, i * V, V);
+        r.tokens.push(s.token);
+        r.logprobs.push(s.logprob);
+        next.push(s.token);
+        if (stopIds.has(s.token)) {
+          r.done = true;
+          r.finish = 'stop';
+          r.stopTokenId = s.token;
+        } else if (stopStrings.length > 0) {
+          const text = options.decode!(r.tokens);
+          const hit = firstStop(text, stopStrings);
+          if (hit) {
+            r.done = true;
+            r.finish = 'stop';
+            r.stopString = hit.stop;
+            r.text = text.slice(0, hit.index);
+          }
+        }
+        if (r.tokens.length >= maxNewTokens) r.done = true;
+      }
+      if (rows.every((r) => r.done)) break;
+
+      // One decode step: the new token of every row (finished rows feed padding, masked out).
+      const stepMask: number[] = [];
+      for (let i = 0; i < B; i++) {
+        for (let j = 0; j < S; j++) stepMask.push(attention[i * S + j]!);
+        stepMask.push(rows[i]!.done ? 0 : 1);
+      }
+      attention = stepMask;
+      S += 1;
+      const feeds: Record<string, ort.Tensor> = {
+        [INPUT_IDS]: int64(next, [B, 1]),
+        [ATTENTION_MASK]: int64(attention, [B, S]),
+        [POSITION_IDS]: int64(
+          rows.map((r) => (r.done ? 0 : r.nextPos++)),
+          [B, 1],
+        ),
+        ...this.loraFeeds(decodeSession),
+      };
+      for (let l = 0; l < L; l++) {
+        feeds[pastKeyName(l)] = result.outputs[presentKeyName(l)]!;
+        feeds[pastValueName(l)] = result.outputs[presentValueName(l)]!;
+      }
+      result = await decodeSession.run(feeds);
+    }
+
+    return rows.map((r) => {
+      const out: GenerationOutput = {
+        promptTokens: Int32Array.from(r.prompt),
+        tokens: Int32Array.from(r.tokens),
+        logprobs: Float32Array.from(r.logprobs),
+        finishReason: r.finish,
+      };
+      if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
+      if (r.stopString !== undefined) out.stopString = r.stopString;
+      if (options.decode) {
+        out.text =
+          r.text ?? options.decode(r.stopTokenId === undefined ? r.tokens : r.tokens.slice(0, -1));
+      }
+      return out;
+    });
+  }
+}
+
+function firstStop(
+  text: string,
+  stops: readonly string[],
+): { stop: string; index: number } | undefined {
+  let best: { stop: string; index: number } | undefined;
+  for (const stop of stops) {
+    const index = text.indexOf(stop);
+    if (index >= 0 && (!best || index < best.index)) best = { stop, index };
+  }
+  return best;
+}

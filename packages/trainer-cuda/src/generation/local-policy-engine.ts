@@ -1,0 +1,121 @@
+import {
+  type AdapterRef,
+  type PolicyEngine,
+  type PolicyGenerateRequest,
+  type PolicyGenerateResult,
+  type PolicyTokenizer,
+  promptKind,
+} from '@flowgrpo/agent';
+import type { ChatMessage } from '@flowgrpo/core';
+import type { DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
+import { loadLoraAdapter } from '../lora/lora-weights.js';
+import { eosTokenIds } from '../models/config.js';
+import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import { DecoderGenerator, type GenerateOptions } from './decoder-generator.js';
+
+// The agent's PolicyEngine over the local ONNX graphs: text, chat messages (rendered with the
+// tokenizer's chat template) or token ids in; the prompt ids, sampled ids and their logprobs out,
+// the logprobs computed as the `logprobs` graph computes them (softmax(logits / T), T = 1 when
+// greedy).
+
+export interface LocalPolicyEngineOptions {
+  artifacts: DecoderArtifacts;
+  tokenizer: Tokenizer;
+  /** Name reported as `model` (default 'local'). */
+  model?: string;
+  /** Prepend BOS to text prompts (when the tokenizer has one). Default true. */
+  addBos?: boolean;
+  /** End-of-generation ids (default: the tokenizer's EOS and the config's eos_token_id). */
+  stopTokenIds?: readonly number[];
+  /** Sampling defaults for requests that leave them out. */
+  defaults?: Partial<Pick<GenerateOptions, 'temperature' | 'topP' | 'topK'>>;
+}
+
+export class LocalPolicyEngine implements PolicyEngine {
+  readonly model: string;
+  readonly tokenizer: PolicyTokenizer;
+  readonly generator: DecoderGenerator;
+  readonly #tok: Tokenizer;
+  readonly #options: LocalPolicyEngineOptions;
+  /** The adapter generations use, once one was loaded. */
+  adapter: AdapterRef | undefined;
+
+  constructor(options: LocalPolicyEngineOptions) {
+    this.#options = options;
+    this.#tok = options.tokenizer;
+    this.model = options.model ?? 'local';
+    this.generator = new DecoderGenerator(options.artifacts);
+    const tok = options.tokenizer;
+    this.tokenizer = {
+      encode: (text: string) => tok.encode(text),
+      decode: (ids: ArrayLike<number>) => tok.decode(ids, { skipSpecialTokens: true }),
+      ...(tok.applyChatTemplate && {
+        applyChatTemplate: (messages: ChatMessage[], o: { addGenerationPrompt: boolean }) =>
+          tok.applyChatTemplate!(messages, o),
+      }),
+      ...(tok.eosTokenId !== undefined && { eosTokenId: tok.eosTokenId }),
+    };
+  }
+
+  /** Token ids of a request's prompt. */
+  promptIds(request: PolicyGenerateRequest): number[] {
+    const kind = promptKind(request);
+    if (kind === 'tokens') return Array.from(request.promptTokens!);
+    if (kind === 'text')
+      return Array.from(
+        this.#tok.encode(request.prompt!, { addBos: this.#options.addBos ?? true }),
+      );
+    if (!this.#tok.applyChatTemplate)
+      throw new RangeError('chat messages need a tokenizer with a chat template');
+    const text = this.#tok.applyChatTemplate(request.messages!, { addGenerationPrompt: true });
+    return Array.from(this.#tok.encode(text));
+  }
+
+  stopTokenIds(): number[] {
+    if (this.#options.stopTokenIds) return [...this.#options.stopTokenIds];
+    const ids = new Set(eosTokenIds(this.generator.artifacts.config));
+    if (this.#tok.eosTokenId !== undefined) ids.add(this.#tok.eosTokenId);
+    return [...ids];
+  }
+
+  async generate(request: PolicyGenerateRequest): Promise<PolicyGenerateResult> {
+    request.signal?.throwIfAborted();
+    const prompt = this.promptIds(request);
+    const d = this.#options.defaults ?? {};
+    const [out] = await this.generator.generate([prompt], {
+      maxNewTokens: request.maxTokens,
+      temperature: request.temperature ?? d.temperature ?? 1,
+      ...((request.topP ?? d.topP) !== undefined && { topP: request.topP ?? d.topP }),
+      ...(d.topK !== undefined && { topK: d.topK }),
+      stopTokenIds: this.stopTokenIds(),
+      ...(request.stop && { stopStrings: request.stop }),
+      ...(request.seed !== undefined && { seed: request.seed }),
+      decode: (ids) => this.#tok.decode(ids, { skipSpecialTokens: true }),
+    });
+    const r = out!;
+    return {
+      text: r.text ?? '',
+      promptTokens: r.promptTokens,
+      actionTokens: r.tokens,
+      actionLogprobs: r.logprobs,
+      finishReason: r.finishReason,
+      usage: {
+        promptTokens: r.promptTokens.length,
+        completionTokens: r.tokens.length,
+        totalTokens: r.promptTokens.length + r.tokens.length,
+      },
+      model: this.adapter?.name ?? this.model,
+    };
+  }
+
+  /** Loads a PEFT adapter folder (local path) into the generator. */
+  async updateAdapter(adapter: AdapterRef): Promise<void> {
+    const { params } = await loadLoraAdapter(adapter.path, this.generator.artifacts.config);
+    if (!this.generator.artifacts.manifest.lora)
+      throw new RangeError(
+        'these artifacts were built without LoRA inputs; rebuild them with a LoRA config',
+      );
+    this.generator.setLora(params);
+    this.adapter = adapter;
+  }
+}
