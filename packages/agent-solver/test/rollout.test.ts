@@ -181,6 +181,28 @@ describe('FlowRollout.run', () => {
     ]);
   });
 
+  it('with analyzeQuery, the fixed analyzer runs first and the policy prompt shows its analysis', async () => {
+    policyServer.enqueue(
+      'chat',
+      reply.tokens(plan('None', '5', 'Final Answer'), { ids: [1], logprobs: [-1], promptIds: [2] }),
+    );
+    fixedServer.setFallback(
+      'chat',
+      reply.text(schemaResponder({ values: { concise_summary: 'add two and three' } })),
+    );
+    const t = await new FlowRollout({
+      policy: policy(),
+      engine: fixed(),
+      tools: tools(),
+      analyzeQuery: true,
+    }).run('2+3?');
+    expect(fixedServer.requests.map(schemaName)).toEqual(['QueryAnalysis']);
+    const prompt = policyServer.requests[0]!.body.messages!.map((m) => m.content).join('\n');
+    expect(prompt).toContain('Summary: add two and three');
+    expect(t.finalAnswer).toBe('5');
+    expect(t.timings.analyzer).toBeGreaterThan(0);
+  });
+
   it('records a policy server failure as stopReason error instead of throwing', async () => {
     policyServer.setFallback('chat', reply.error(500, 'down'));
     const t = await new FlowRollout({ policy: policy(), engine: fixed(), tools: tools() }).run('q');

@@ -9,10 +9,9 @@ import {
   type ResolvedEngines,
   type RoleGenerateOptions,
   resolveEngines,
-  round,
   type SolverEngines,
-  valueText,
 } from '../solver/flow-run.js';
+import { round, valueText } from '../solver/internal.js';
 import { policyPlannerMessages } from '../solver/prompts.js';
 import { isFinalAnswerStep, LooseNextStepSchema, type NextStep } from '../solver/schemas.js';
 import { parseStructured } from '../structured/structured-output.js';

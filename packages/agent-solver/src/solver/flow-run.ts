@@ -2,7 +2,6 @@ import {
   addUsage,
   ConfigError,
   emptyUsage,
-  FlowGrpoError,
   type GenerateOptions,
   type LLMEngine,
   type LLMUsage,
@@ -17,6 +16,7 @@ import {
 import { LLMAbortError } from '../engines/errors.js';
 import { Memory, type MemoryAction } from '../memory/memory.js';
 import type { RoleError, SolverEvent, SolverEventListener, SolverRole } from './events.js';
+import { errorCode, round } from './internal.js';
 import {
   analyzerMessages,
   executorMessages,
@@ -393,24 +393,9 @@ function failed(output: string, e: RoleError): ToolResult {
   return { ok: false, output, error: e.message, errorCode: e.code, durationMs: 0 };
 }
 
-export function errorCode(error: unknown): string {
-  if (FlowGrpoError.isInstance(error)) return error.code;
-  if (error instanceof Error) return error.name;
-  return 'UNKNOWN_ERROR';
-}
-
 function isAbort(error: unknown, signal: AbortSignal | undefined): boolean {
   return (
     LLMAbortError.isInstance(error) ||
     (signal?.aborted === true && (ToolAbortedError.isInstance(error) || error === signal.reason))
   );
-}
-
-export function round(ms: number): number {
-  return Math.round(ms * 1000) / 1000;
-}
-
-/** Text of a memory value, for logs and Turn.toolResult. */
-export function valueText(value: unknown): string {
-  return typeof value === 'string' ? value : JSON.stringify(value);
 }

@@ -16,7 +16,7 @@ import type {
 } from '../policy/policy-engine.js';
 import type { RolloutAgent, RolloutContext } from '../rollout/rollout-agent.js';
 import { float32, int32 } from '../rollout/typed-arrays.js';
-import { errorCode, round } from '../solver/flow-run.js';
+import { errorCode, round } from '../solver/internal.js';
 import { ACTION_CLOSERS, missingCloser, parseTagAction, parseToolCall } from './tag-protocol.js';
 
 // The single-policy tag agent (Search-R1 / ARTIST): one model writes `<think>`, tool calls and
@@ -195,7 +195,12 @@ export class TagAgent implements RolloutAgent {
       }
       if (action?.kind === 'search' || action?.kind === 'tool_call') {
         const toolStart = performance.now();
-        const { tool, input, result, body } = await this.#observe(action, turns, fail);
+        const { tool, input, result, body } = await this.#observe(
+          action,
+          turns,
+          fail,
+          context.signal,
+        );
         timings.tools += performance.now() - toolStart;
         if (result) toolCalls.push({ turn: turns, tool, input, ok: result.ok });
         const observation =
@@ -253,6 +258,7 @@ export class TagAgent implements RolloutAgent {
     action: { kind: 'search'; query: string } | { kind: 'tool_call'; raw: string },
     turn: number,
     fail: (turn: number, error: unknown) => void,
+    signal: AbortSignal | undefined,
   ): Promise<{ tool: string; input: unknown; result: ToolResult | undefined; body: string }> {
     let tool: string;
     let input: unknown;
@@ -281,7 +287,10 @@ export class TagAgent implements RolloutAgent {
       tool = call.name;
       input = call.arguments;
     }
-    const result = await this.registry.run(tool, input, { timeoutMs: this.#o.toolTimeoutMs });
+    const result = await this.registry.run(tool, input, {
+      timeoutMs: this.#o.toolTimeoutMs,
+      signal,
+    });
     if (!result.ok) {
       fail(
         turn,
