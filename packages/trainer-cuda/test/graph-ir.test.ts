@@ -288,6 +288,13 @@ describe('export and evaluation', () => {
     const b = new GraphBuilder();
     const x = b.input('x', 'float32', [1]);
     expect(b.output(x, 'x_out').producer?.op).toBe('Identity');
+    // The same value under two names: two outputs, both kept.
+    const y = b.exp(x);
+    b.output(y, 'y1');
+    b.output(y, 'y2');
+    expect(b.graph.outputs.map((o) => o.name)).toEqual(['x_out', 'y1', 'y2']);
+    // Repeated identical ops are built once.
+    expect(b.exp(x)).toBe(y);
     expect(toFloat16Bits(1)).toBe(0x3c00);
     expect(toFloat16Bits(65504)).toBe(0x7bff);
     expect(toFloat16Bits(1e6)).toBe(0x7c00);

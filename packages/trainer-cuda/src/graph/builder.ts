@@ -31,6 +31,7 @@ export class GraphBuilder {
   private scopes: string[] = [];
   private readonly constCache = new Map<string, Value>();
   private readonly named = new Set<Value>();
+  private readonly memo = new Map<string, Value[]>();
 
   constructor(graphOrName: Graph | string = 'flowgrpo') {
     this.graph = typeof graphOrName === 'string' ? new Graph(graphOrName) : graphOrName;
@@ -125,12 +126,12 @@ export class GraphBuilder {
         v.name = this.graph.claimName(name, true);
         this.named.add(v);
       } else {
-        out = this.emit('Identity', [v])[0]!;
+        out = this.emitNew('Identity', [v], {})[0]!;
         this.graph.releaseName(out.name);
         out.name = this.graph.claimName(name, true);
       }
     } else if (v.kind !== 'node' || this.graph.outputs.includes(v)) {
-      out = this.emit('Identity', [v])[0]!;
+      out = this.emitNew('Identity', [v], {})[0]!;
     }
     this.graph.outputs.push(out);
     return out;
@@ -155,6 +156,17 @@ export class GraphBuilder {
 
   /** Adds one node (or folds it to constants); every typed op below goes through here. */
   emit(op: string, inputs: readonly (Value | undefined)[], attrs: Attrs = {}): Value[] {
+    // Every op is pure, so the same op on the same values is computed once (gradient rules ask
+    // for Shape(x) or Wᵀ again and again).
+    const key = `${op}(${inputs.map((v) => v?.id ?? '').join(',')})${JSON.stringify(attrs)}`;
+    const seen = this.memo.get(key);
+    if (seen) return seen;
+    const outs = this.emitNew(op, inputs, attrs);
+    this.memo.set(key, outs);
+    return outs;
+  }
+
+  private emitNew(op: string, inputs: readonly (Value | undefined)[], attrs: Attrs): Value[] {
     const def: OpDef | undefined = OPS[op];
     const id = this.graph.newId();
     const nodeName = `${this.scopes.join('')}${op}_${id}`;
