@@ -1,0 +1,286 @@
+// LoRA: PEFT names/shapes/init, the PEFT folder format (read back here and by an independent
+// python3 + numpy reader), and the train_step graph: gradients w.r.t. every LoRA matrix from the
+// autodiff checked against central finite differences in float64 (the TS reference evaluator,
+// on a tiny GQA model with biases), and the same graph in a real ORT session (float32) giving the
+// evaluator's loss, logprobs and gradients.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createTensor } from '@flowgrpo/core';
+import * as ort from 'onnxruntime-node';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  buildDecoderArtifacts,
+  buildDecoderGraph,
+  checkGradients,
+  DecoderArtifacts,
+  type DecoderConfig,
+  evaluate,
+  expectedTensorShapes,
+  initLoraParams,
+  initTinyWeights,
+  LORA_SCALE,
+  type LoraConfig,
+  loadLoraAdapter,
+  loraParamSpecs,
+  loraScaling,
+  ROPE_COS,
+  ROPE_SIN,
+  ropeTables,
+  saveLoraAdapter,
+  type Tensor,
+  tensor,
+  WeightsFileWriter,
+  weightAsFloat32,
+  writeBaseWeights,
+} from '../src/index.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-lora-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** A tiny Qwen2-shaped decoder: GQA (4 query heads over 2 kv heads), q/k/v biases, untied head. */
+const tiny: DecoderConfig = {
+  modelType: 'qwen2',
+  vocabSize: 11,
+  hiddenSize: 8,
+  intermediateSize: 6,
+  numHiddenLayers: 2,
+  numAttentionHeads: 4,
+  numKeyValueHeads: 2,
+  headDim: 2,
+  ropeTheta: 10000,
+  rmsNormEps: 1e-6,
+  tieWordEmbeddings: false,
+  qkvBias: true,
+  oBias: false,
+  mlpBias: false,
+  qkNorm: false,
+  maxPositionEmbeddings: 16,
+  torchDtype: 'float32',
+  initializerRange: 0.5,
+  bosTokenId: 1,
+  eosTokenId: 2,
+};
+const allModules: LoraConfig = {
+  r: 1,
+  alpha: 3,
+  targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+};
+
+describe('LoRA parameters', () => {
+  it('uses PEFT names and shapes (A [r, in], B [out, r]) for any subset of modules and layers', () => {
+    const specs = loraParamSpecs(tiny, {
+      r: 2,
+      alpha: 4,
+      targetModules: ['v_proj', 'q_proj', 'down_proj'],
+      layers: [1],
+    });
+    expect(specs.map((s) => [s.name, s.shape])).toEqual([
+      ['base_model.model.model.layers.1.self_attn.q_proj.lora_A.weight', [2, 8]],
+      ['base_model.model.model.layers.1.self_attn.q_proj.lora_B.weight', [8, 2]],
+      ['base_model.model.model.layers.1.self_attn.v_proj.lora_A.weight', [2, 8]],
+      ['base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight', [4, 2]],
+      ['base_model.model.model.layers.1.mlp.down_proj.lora_A.weight', [2, 6]],
+      ['base_model.model.model.layers.1.mlp.down_proj.lora_B.weight', [8, 2]],
+    ]);
+    expect(loraScaling({ r: 4, alpha: 8, targetModules: ['q_proj'] })).toBe(2);
+    expect(loraScaling({ r: 4, alpha: 8, targetModules: ['q_proj'], useRslora: true })).toBe(4);
+  });
+
+  it("init: A ~ U(±1/√in) (nn.Linear's Kaiming-uniform, a = √5), B = 0, reproducible from the seed", () => {
+    const cfg = { ...tiny, hiddenSize: 64, intermediateSize: 256, headDim: 16 };
+    const a = initLoraParams(cfg, allModules, 5);
+    const b = initLoraParams(cfg, allModules, 5);
+    const c = initLoraParams(cfg, allModules, 6);
+    for (const s of loraParamSpecs(cfg, allModules)) {
+      const v = a.get(s.name)!;
+      expect(Array.from(v)).toEqual(Array.from(b.get(s.name)!));
+      if (s.which === 'B') expect(v.every((x) => x === 0)).toBe(true);
+      else {
+        const bound = 1 / Math.sqrt(s.shape[1]);
+        expect(v.every((x) => Math.abs(x) <= bound)).toBe(true);
+        // Uniform on [−bound, bound]: variance bound²/3 (within sampling error at n ≥ 128).
+        const varc = v.reduce((acc, x) => acc + x * x, 0) / v.length;
+        expect(Math.abs(varc / ((bound * bound) / 3) - 1)).toBeLessThan(0.35);
+        expect(Array.from(v)).not.toEqual(Array.from(c.get(s.name)!));
+      }
+    }
+  });
+
+  it('saves and loads a PEFT adapter folder; python3 + numpy reads the same tensors', async () => {
+    const lora: LoraConfig = {
+      r: 2,
+      alpha: 4,
+      targetModules: ['q_proj', 'up_proj'],
+      useRslora: true,
+    };
+    const params = initLoraParams(tiny, lora, 1);
+    for (const v of params.values())
+      for (let i = 0; i < v.length; i++) v[i] = Math.fround(v[i]! + i / 7);
+    const dir = join(tmp, 'adapter');
+    await saveLoraAdapter(dir, tiny, lora, params, { baseModel: 'tiny' });
+    const cfg = JSON.parse(readFileSync(join(dir, 'adapter_config.json'), 'utf8'));
+    expect(cfg).toMatchObject({
+      peft_type: 'LORA',
+      r: 2,
+      lora_alpha: 4,
+      use_rslora: true,
+      target_modules: ['q_proj', 'up_proj'],
+      base_model_name_or_path: 'tiny',
+    });
+    const back = await loadLoraAdapter(dir, tiny);
+    expect(back.lora).toEqual({
+      r: 2,
+      alpha: 4,
+      targetModules: ['q_proj', 'up_proj'],
+      useRslora: true,
+    });
+    for (const [k, v] of params) expect(Array.from(back.params.get(k)!)).toEqual(Array.from(v));
+    const py = `
+import json, struct, sys, numpy as np
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+out = {}
+for k, v in h.items():
+    if k == '__metadata__': continue
+    s, e = v['data_offsets']
+    a = np.frombuffer(b[8 + n + s:8 + n + e], dtype='<f4').reshape(v['shape'])
+    out[k] = [v['dtype'], list(a.shape), float(a.sum())]
+print(json.dumps(out))`;
+    const got = JSON.parse(
+      execFileSync('python3', ['-c', py, join(dir, 'adapter_model.safetensors')], {
+        encoding: 'utf8',
+      }),
+    );
+    for (const s of loraParamSpecs(tiny, lora)) {
+      const sum = Array.from(params.get(s.name)!).reduce((p, q) => p + q, 0);
+      expect(got[s.name][0]).toBe('F32');
+      expect(got[s.name][1]).toEqual(s.shape);
+      expect(got[s.name][2]).toBeCloseTo(sum, 4);
+    }
+  });
+});
+
+describe('train_step: LoRA gradients', () => {
+  const weights = initTinyWeights(tiny, 'train-step');
+  // Non-zero biases so their path is exercised too.
+  for (const [name, t] of weights.tensors)
+    if (name.endsWith('.bias'))
+      weights.tensors.set(
+        name,
+        createTensor(
+          'F32',
+          [...t.shape],
+          Float32Array.from(t.data as Float32Array, (_, i) => 0.1 * Math.cos(i)),
+        ),
+      );
+  const params = initLoraParams(tiny, allModules, 3);
+  for (const [name, v] of params)
+    if (name.includes('lora_B'))
+      for (let i = 0; i < v.length; i++) v[i] = Math.fround(0.3 * Math.sin(3 * i + name.length));
+
+  // Two left-padded rows; loss over the last three next-token predictions of each.
+  const B = 2;
+  const T = 6;
+  const ids = [0, 0, 1, 5, 7, 3, 1, 4, 9, 2, 8, 6];
+  const mask = [0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1];
+  const pos = [0, 0, 0, 1, 2, 3, 0, 1, 2, 3, 4, 5];
+  const tpos = [2, 3, 4, 3, 4, 4];
+  const tids = [5, 7, 3, 2, 8, 10];
+  const lmask = [1, 1, 1, 0, 1, 1];
+
+  const dataFeeds = (temperature: number): Record<string, Tensor> => ({
+    input_ids: tensor('int64', [B, T], ids),
+    attention_mask: tensor('int64', [B, T], mask),
+    position_ids: tensor('int64', [B, T], pos),
+    target_positions: tensor('int64', [B, 3], tpos),
+    target_ids: tensor('int64', [B, 3], tids),
+    loss_mask: tensor('float32', [B, 3], lmask),
+    temperature: tensor('float32', [], [temperature]),
+    [LORA_SCALE]: tensor('float32', [], [1]),
+  });
+
+  it('autodiff gradients match central finite differences (float64 evaluator, ε = 1e-6)', () => {
+    const writer = new WeightsFileWriter(join(tmp, 'fd.data'));
+    const base = writeBaseWeights(weights, writer);
+    writer.close();
+    const g = buildDecoderGraph(base, { kind: 'train_step', lora: allModules });
+    const feeds: Record<string, Tensor> = { ...dataFeeds(0.8) };
+    for (const [name, shape] of expectedTensorShapes(tiny))
+      feeds[name] = tensor('float32', shape, weightAsFloat32(weights, name));
+    const rope = ropeTables(tiny, base.maxPositions);
+    feeds[ROPE_COS] = tensor('float32', [base.maxPositions, 1], rope.cos);
+    feeds[ROPE_SIN] = tensor('float32', [base.maxPositions, 1], rope.sin);
+    const specs = loraParamSpecs(tiny, allModules);
+    for (const s of specs) feeds[s.name] = tensor('float32', s.shape, params.get(s.name)!);
+    const input = (n: string) => g.graph.inputs.find((v) => v.name === n)!;
+    const output = (n: string) => g.graph.outputs.find((v) => v.name === n)!;
+    const loss = output('loss');
+    const results = checkGradients(
+      g.graph,
+      feeds,
+      loss,
+      specs.map((s) => input(s.name)),
+      specs.map((s) => output(`grad.${s.name}`)),
+    );
+    expect(results).toHaveLength(specs.length);
+    for (const r of results) {
+      expect(r.maxError, r.name).toBeLessThan(1e-6);
+      expect(
+        r.analytic.some((x) => Math.abs(x) > 1e-4),
+        `${r.name} non-trivial`,
+      ).toBe(true);
+    }
+    // The loss is the test loss −Σ mask·logp / Σ mask over the logprobs the graph outputs.
+    const out = evaluate(g.graph, feeds, [loss, output('logprobs')]);
+    const lp = out.logprobs!.data;
+    const want = -lmask.reduce((s, m, i) => s + m * lp[i]!, 0) / 5;
+    expect(out.loss!.data[0]).toBeCloseTo(want, 12);
+  });
+
+  it('train_step.onnx in ORT (float32) gives the evaluator loss, logprobs and gradients', async () => {
+    const dir = join(tmp, 'art');
+    buildDecoderArtifacts(weights, dir, { lora: allModules, graphs: ['train_step'] });
+    const art = await DecoderArtifacts.open(dir, { intraOpThreads: 1 });
+    const session = art.session('train_step');
+    const ortFeeds: Record<string, ort.Tensor> = {};
+    for (const [name, t] of Object.entries(dataFeeds(0.8)))
+      ortFeeds[name] =
+        t.dtype === 'int64'
+          ? new ort.Tensor(
+              'int64',
+              BigInt64Array.from(t.data, (x) => BigInt(x)),
+              [...t.shape],
+            )
+          : new ort.Tensor('float32', Float32Array.from(t.data), [...t.shape]);
+    for (const s of loraParamSpecs(tiny, allModules))
+      ortFeeds[s.name] = new ort.Tensor('float32', params.get(s.name)!, s.shape);
+    const got = (await session.run(ortFeeds)).outputs;
+    await art.release();
+
+    const writer = new WeightsFileWriter(join(tmp, 'ev.data'));
+    const base = writeBaseWeights(weights, writer);
+    writer.close();
+    const g = buildDecoderGraph(base, { kind: 'train_step', lora: allModules });
+    const feeds: Record<string, Tensor> = { ...dataFeeds(0.8) };
+    for (const [name, shape] of expectedTensorShapes(tiny))
+      feeds[name] = tensor('float32', shape, weightAsFloat32(weights, name));
+    const rope = ropeTables(tiny, base.maxPositions);
+    feeds[ROPE_COS] = tensor('float32', [base.maxPositions, 1], rope.cos);
+    feeds[ROPE_SIN] = tensor('float32', [base.maxPositions, 1], rope.sin);
+    for (const s of loraParamSpecs(tiny, allModules))
+      feeds[s.name] = tensor('float32', s.shape, params.get(s.name)!);
+    const want = evaluate(g.graph, feeds);
+    expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
+    for (const [name, t] of Object.entries(want)) {
+      const o = got[name]!.data as Float32Array;
+      let scale = 1;
+      for (const x of t.data) scale = Math.max(scale, Math.abs(x));
+      let worst = 0;
+      for (let i = 0; i < t.data.length; i++) worst = Math.max(worst, Math.abs(o[i]! - t.data[i]!));
+      expect(worst / scale, name).toBeLessThan(2e-5);
+    }
+  });
+});
