@@ -10,6 +10,7 @@ import {
 import { createPythonTool } from '../src/python-tool.js';
 import { successResult, type Tool } from '../src/tool.js';
 import { ToolRegistry } from '../src/tool-registry.js';
+import { Workspace } from '../src/workspace.js';
 
 // A tool that waits `ms` milliseconds and reports whether its abort signal fired.
 function sleeper(observed: { aborted?: boolean }, ignoreSignal = false): Tool<{ ms: number }> {
@@ -134,12 +135,19 @@ describe('ToolRegistry', () => {
 
   it('runs the python tool through the registry with a registry timeout', async () => {
     const registry = new ToolRegistry([createPythonTool()]);
-    const result = await registry.run(
-      'Python_Code_Generator_Tool',
-      { code: 'while True: pass' },
-      { timeoutMs: 500 },
-    );
-    expect(result.ok).toBe(false);
-    expect(result.errorCode).toBe('TOOL_TIMEOUT');
+    // The registry returns at the limit; the tool's own clean-up finishes later, so the test
+    // owns the workspace and removes it itself.
+    const workspace = await Workspace.create();
+    try {
+      const result = await registry.run(
+        'Python_Code_Generator_Tool',
+        { code: 'while True: pass' },
+        { timeoutMs: 500, workspace },
+      );
+      expect(result.ok).toBe(false);
+      expect(result.errorCode).toBe('TOOL_TIMEOUT');
+    } finally {
+      await workspace.cleanup();
+    }
   });
 });
