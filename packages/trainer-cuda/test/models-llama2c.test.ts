@@ -14,6 +14,8 @@ import {
   parseLlama2cCheckpoint,
   permuteRopeRows,
   ReferenceDecoder,
+  referenceSequenceLogprobs,
+  referenceTokenLogprob,
   WeightsMismatchError,
   weightAsFloat32,
 } from '../src/index.js';
@@ -102,6 +104,19 @@ describe('permuteRopeRows', () => {
   });
 });
 
+describe('referenceTokenLogprob', () => {
+  it('is log softmax(logits / T) (hand-derived: logits [0, ln 3])', () => {
+    // T = 1: p = [1/4, 3/4]. T = 2: logits [0, ln √3], p(1) = √3 / (1 + √3).
+    expect(referenceTokenLogprob([0, Math.log(3)], 1)).toBeCloseTo(Math.log(0.75), 12);
+    expect(referenceTokenLogprob([0, Math.log(3)], 0)).toBeCloseTo(Math.log(0.25), 12);
+    expect(referenceTokenLogprob([0, Math.log(3)], 1, 2)).toBeCloseTo(
+      Math.log(Math.sqrt(3) / (1 + Math.sqrt(3))),
+      12,
+    );
+    expect(() => referenceTokenLogprob([0, 1], 0, 0)).toThrow(RangeError);
+  });
+});
+
 describe('parseLlama2cCheckpoint', () => {
   // dim 4, hidden 6, 1 layer, 2 heads, 1 kv head, vocab -5 (untied), seq_len 3; weights 0, 1, 2, …
   function synthetic(vocab: number, extraFloats = 0): { bytes: Uint8Array; floats: number } {
@@ -182,6 +197,23 @@ describe.skipIf(skipWithoutShared('stories260K fidelity'))('stories260K vs llama
       for (let i = 0; i < 512; i++)
         maxErr = Math.max(maxErr, Math.abs(logits[p]![i]! - ref.logits[p]![i]!));
       expect(maxErr, `position ${p}`).toBeLessThanOrEqual(1e-4);
+    }
+  });
+
+  it('sequence logprobs equal log-softmax of run.c logits (temperature 1 and 0.7)', async () => {
+    const model = new ReferenceDecoder(await loadLlama2cCheckpoint(`${dir()}/stories260K.bin`));
+    const ref = JSON.parse(readFileSync(`${dir()}/logits-once-upon-a-time.json`, 'utf8')) as {
+      tokens: number[];
+      logits: number[][];
+    };
+    for (const temperature of [1, 0.7]) {
+      const ours = referenceSequenceLogprobs(model, ref.tokens, { temperature });
+      expect(ours.length).toBe(ref.tokens.length - 1);
+      for (let t = 1; t < ref.tokens.length; t++) {
+        const row = ref.logits[t - 1]!.map((v) => v / temperature);
+        const lse = Math.log(row.reduce((a, v) => a + Math.exp(v), 0));
+        expect(ours[t - 1]).toBeCloseTo(row[ref.tokens[t]!]! - lse, 4);
+      }
     }
   });
 

@@ -5,4 +5,6 @@ export {
   generateGreedy,
   type KvCache,
   ReferenceDecoder,
+  referenceSequenceLogprobs,
+  referenceTokenLogprob,
 } from './reference-decoder.js';

@@ -297,3 +297,39 @@ export function generateGreedy(
   }
   return { ids, stopTokenId: undefined };
 }
+
+/** log softmax(logits / temperature)[token], in double precision. */
+export function referenceTokenLogprob(
+  logits: ArrayLike<number>,
+  token: number,
+  temperature = 1,
+): number {
+  if (!(temperature > 0)) throw new RangeError(`temperature must be > 0, got ${temperature}`);
+  let max = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < logits.length; i++) max = Math.max(max, logits[i]! / temperature);
+  let sum = 0;
+  for (let i = 0; i < logits.length; i++) sum += Math.exp(logits[i]! / temperature - max);
+  return logits[token]! / temperature - max - Math.log(sum);
+}
+
+/**
+ * Per-token log-probabilities of a sequence under the model (teacher forcing): entry t − 1 is
+ * log p(ids[t] | ids[0..t−1]) at `temperature`, for t = 1..T−1 — what the `logprobs` graph
+ * computes for the tokens of a rollout.
+ */
+export function referenceSequenceLogprobs(
+  model: ReferenceDecoder,
+  ids: ArrayLike<number>,
+  options: { temperature?: number } = {},
+): Float64Array {
+  const out = new Float64Array(Math.max(0, ids.length - 1));
+  const cache = model.newCache(ids.length);
+  for (let t = 0; t + 1 < ids.length; t++) {
+    out[t] = referenceTokenLogprob(
+      model.forward(ids[t]!, t, cache),
+      ids[t + 1]!,
+      options.temperature,
+    );
+  }
+  return out;
+}
