@@ -14,7 +14,8 @@ export interface PythonLimits {
   /** Open file descriptors (RLIMIT_NOFILE); default 64. */
   openFiles?: number;
   /**
-   * Processes of the sandbox's user (RLIMIT_NPROC); default 64. Linux does not apply it to root
+   * Processes of the sandbox's user (RLIMIT_NPROC), counted over all of that user's processes on
+   * the machine, not just the sandbox's; default 512. Linux does not apply it to root
    * (CAP_SYS_RESOURCE), so it stops fork bombs only when the host process is not root.
    */
   processes?: number;
@@ -244,7 +245,7 @@ export function runPython(code: string, options: RunPythonOptions): Promise<Pyth
     RLIMIT_CPU: [cpu, cpu + 1],
     RLIMIT_FSIZE: l.fileSizeBytes ?? 16 * 1024 * 1024,
     RLIMIT_NOFILE: l.openFiles ?? 64,
-    RLIMIT_NPROC: l.processes ?? 64,
+    RLIMIT_NPROC: l.processes ?? 512,
     RLIMIT_CORE: 0,
   };
   const start = performance.now();
