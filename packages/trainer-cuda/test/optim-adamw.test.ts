@@ -3,8 +3,16 @@
 // p ← p − lr/(1−β1^t) · m / (√v/√(1−β2^t) + ε)) and torch.nn.utils.clip_grad_norm_
 // (g ← g · min(1, max_norm/(‖g‖+1e-6)) over all parameters together).
 import { describe, expect, it } from 'vitest';
-import { buildAdamWGraph, evaluate, GraphError, type Tensor, tensor } from '../src/index.js';
-import { expectClose, rng, runOrt } from './graph-helpers.js';
+import {
+  appendAdamW,
+  buildAdamWGraph,
+  evaluate,
+  GraphBuilder,
+  GraphError,
+  type Tensor,
+  tensor,
+} from '../src/index.js';
+import { expectClose, randomTensor, rng, runOrt } from './graph-helpers.js';
 
 const f64 = (shape: number[], xs: number[]) => tensor('float64', shape, xs);
 
@@ -161,6 +169,52 @@ describe('AdamW graph', () => {
         cur[`v.${n}`] = out[`new.v.${n}`]!;
       }
     }
+  });
+
+  it('appendAdamW after grad makes one train+update graph equal to the two-graph route', () => {
+    // Reference: the standalone optimizer graph fed with the train-step gradients (tested above).
+    const r = rng(3);
+    const feeds: Record<string, Tensor> = {
+      x: randomTensor(r, [4, 3]),
+      w: randomTensor(r, [3, 2]),
+      'm.w': randomTensor(r, [3, 2], 0, 0.1),
+      'v.w': randomTensor(r, [3, 2], 0, 0.1),
+      lr: tensor('float32', [], 0.01),
+      step: tensor('int64', [], 3),
+    };
+    const b = new GraphBuilder('train_and_update');
+    const x = b.input('x', 'float32', [4, 3]);
+    const w = b.input('w', 'float32', [3, 2]);
+    const y = b.tanh(b.matmul(x, w));
+    const loss = b.reduceMean(b.mul(y, y));
+    const [g] = b.grad(loss, [w], { asOutputs: false });
+    const state = {
+      param: w,
+      grad: g!,
+      m: b.input('m.w', 'float32', [3, 2]),
+      v: b.input('v.w', 'float32', [3, 2]),
+    };
+    const upd = appendAdamW(
+      b,
+      [state],
+      b.input('lr', 'float32', []),
+      b.input('step', 'int64', []),
+      { maxGradNorm: 0.1 },
+    );
+    b.output(upd.params[0]!, 'new.w');
+    b.output(upd.gradNorm, 'grad_norm');
+    const fused = evaluate(b.graph, feeds);
+
+    const gOnly = new GraphBuilder('grads');
+    const x2 = gOnly.input('x', 'float32', [4, 3]);
+    const w2 = gOnly.input('w', 'float32', [3, 2]);
+    const y2 = gOnly.tanh(gOnly.matmul(x2, w2));
+    gOnly.grad(gOnly.reduceMean(gOnly.mul(y2, y2)), [w2]);
+    const grads = evaluate(gOnly.graph, feeds);
+    const { graph } = buildAdamWGraph({ params: [{ name: 'w', shape: [3, 2] }], maxGradNorm: 0.1 });
+    const twoStep = evaluate(graph, { ...feeds, 'grad.w': grads['grad.w']! });
+    expectClose(fused['new.w']!, twoStep['new.w']!, 1e-12);
+    expectClose(fused.grad_norm!, twoStep.grad_norm!, 1e-12);
   });
 
   it('rejects an empty parameter list', () => {
