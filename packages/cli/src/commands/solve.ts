@@ -35,7 +35,7 @@ model served at URL (vLLM, SGLang, Ollama /v1, llama.cpp, OpenAI).
 Options:
   --base-url URL        OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
   --model NAME          model name as served
-  --api-key KEY         API key (default $FLOWGRPO_API_KEY, else none)
+  --api-key KEY         API key (default $FLOWGRPO_API_KEY; $OPENAI_API_KEY for api.openai.com)
   --tools LIST          comma-separated: ${TOOL_NAMES.join(', ')}
                         (default python,calculator; web_search needs $SERPER_API_KEY or
                         $GOOGLE_API_KEY + $GOOGLE_CX)
@@ -164,6 +164,11 @@ export const solveCommand: Command = {
     if (!question) throw new UsageError('solve needs a question');
     const baseURL = stringOption(args, 'base-url');
     if (!baseURL) throw new UsageError('--base-url is required');
+    try {
+      new URL(baseURL);
+    } catch {
+      throw new UsageError(`--base-url is not a URL: '${baseURL}'`);
+    }
     const model = stringOption(args, 'model');
     if (!model) throw new UsageError('--model is required');
     const structured = (stringOption(args, 'structured') ?? 'json_schema') as StructuredOutputMode;
@@ -183,7 +188,11 @@ export const solveCommand: Command = {
     const engine = new OpenAIEngine({
       model,
       baseURL,
-      apiKey: stringOption(args, 'api-key') ?? io.env.FLOWGRPO_API_KEY,
+      apiKey:
+        stringOption(args, 'api-key') ??
+        io.env.FLOWGRPO_API_KEY ??
+        // OpenAI's own key goes to OpenAI only.
+        (new URL(baseURL).hostname === 'api.openai.com' ? io.env.OPENAI_API_KEY : undefined),
       timeoutMs: timeoutS * 1000,
       retry: { maxRetries: positiveInt(numberOption(args, 'retries'), 'retries', 2) },
       structuredOutput: structured,
