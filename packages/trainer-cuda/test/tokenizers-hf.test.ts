@@ -165,6 +165,13 @@ describe('ByteLevelTokenizer', () => {
       expect(tok.applyChatTemplate(messages, { addGenerationPrompt: false })).toBe(
         text.slice(0, -'<|im_start|>assistant\n'.length),
       );
+
+      // The same template saved as chat_template.jinja (newer transformers) is found too.
+      const { chat_template: template, ...rest } = tok.toTokenizerConfig();
+      await writeFile(join(dir, 'tokenizer_config.json'), JSON.stringify(rest));
+      await writeFile(join(dir, 'chat_template.jinja'), String(template));
+      const fromFile = await HfTokenizer.fromDir(dir);
+      expect(fromFile.applyChatTemplate(messages, { addGenerationPrompt: true })).toBe(text);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

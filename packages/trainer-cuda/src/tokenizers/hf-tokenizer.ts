@@ -93,6 +93,13 @@ export class HfTokenizer implements Tokenizer {
     };
     const tokenizerJson = (await read('tokenizer.json', true))!;
     const config = ((await read('tokenizer_config.json', false)) ?? {}) as HfTokenizerConfig;
+    if (config.chat_template == null) {
+      // transformers ≥ 4.43 may save the template as its own file instead.
+      const template = await readFile(join(dir, 'chat_template.jinja'), 'utf8').catch(
+        () => undefined,
+      );
+      if (template !== undefined) config.chat_template = template;
+    }
     return new HfTokenizer(tokenizerJson, config);
   }
 
