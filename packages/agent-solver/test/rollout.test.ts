@@ -1,4 +1,4 @@
-import { TrajectorySchema } from '@flowgrpo/core';
+import { TrajectorySchema, trajectoriesFromIPC, trajectoriesToIPC } from '@flowgrpo/core';
 import { createCalculatorTool, ToolRegistry } from '@flowgrpo/tools';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -244,5 +244,10 @@ describe('rolloutGroup', () => {
       .map((r) => r.body.seed)
       .sort((a, b) => Number(a) - Number(b));
     expect(seeds).toEqual([10001, 11001, 12001, 13001, 14001]);
+    // The group stores as core's one-row-per-turn Arrow layout and reads back the same turns.
+    const back = trajectoriesFromIPC(trajectoriesToIPC(group.trajectories));
+    expect(
+      back.map((t) => [t.finalAnswer, t.stopReason, Array.from(t.turns![0]!.actionTokens)]),
+    ).toEqual(group.trajectories.map(() => ['done', 'answer', [1, 2]]));
   });
 });

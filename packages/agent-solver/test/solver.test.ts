@@ -242,6 +242,30 @@ describe('FlowSolver.solve', () => {
     ]);
   });
 
+  it('a tool that runs past its time limit is killed, recorded, and the run goes on', async () => {
+    server.setFallback(
+      'chat',
+      reply.text(
+        schemaResponder({
+          tools: [PY, 'calculator'],
+          values: { code: 'while True:\n    pass', expression: '3*3' },
+          stopAtVerification: 2,
+        }),
+      ),
+    );
+    const result = await new FlowSolver({
+      engine: engine(),
+      tools: tools(),
+      toolTimeoutMs: 400,
+    }).solve('q');
+    const [s1, s2] = result.steps;
+    expect(s1!.result).toMatchObject({ ok: false, errorCode: 'TOOL_TIMEOUT' });
+    expect(s1!.errors).toEqual([expect.objectContaining({ role: 'tools', code: 'TOOL_TIMEOUT' })]);
+    expect(result.memory['Action Step 1']?.result).toMatch(/timed out after 400 ms/);
+    expect(s2!.result).toMatchObject({ ok: true, output: '9' });
+    expect(result.stopReason).toBe('verifier_stop');
+  });
+
   it('returns (does not throw) when the server is unreachable', async () => {
     const port = server.port;
     await server.close();
