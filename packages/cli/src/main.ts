@@ -2,9 +2,10 @@ import { parseArgs } from 'node:util';
 import { FlowGrpoError } from '@flowgrpo/core';
 import { type CliIO, type Command, UsageError } from './command.js';
 import { dataCommand } from './commands/data.js';
+import { generateCommand } from './commands/generate.js';
 import { solveCommand } from './commands/solve.js';
 
-export const commands: Command[] = [dataCommand, solveCommand];
+export const commands: Command[] = [dataCommand, solveCommand, generateCommand];
 
 function help(): string {
   const rows = commands.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n');

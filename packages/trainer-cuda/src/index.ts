@@ -1,8 +1,16 @@
 // Public API of @flowgrpo/trainer.
 
+export * from './artifacts/decoder-artifacts.js';
+export * from './generation/decoder-generator.js';
+export * from './generation/local-policy-engine.js';
+export * from './generation/sampling.js';
 export * from './graph/index.js';
+export * from './lora/lora-config.js';
+export * from './lora/lora-weights.js';
 export * from './models/config.js';
 export * from './models/errors.js';
+export * from './models/graph/base-weights.js';
+export * from './models/graph/decoder-graph.js';
 export * from './models/load-model.js';
 export * from './models/reference/index.js';
 export * from './models/tiny-factory.js';
@@ -12,11 +20,4 @@ export * from './ops/index.js';
 export * from './optim/index.js';
 export * from './runtime/index.js';
 export * from './tokenizers/index.js';
-export * from './artifacts/decoder-artifacts.js';
-export * from './generation/decoder-generator.js';
-export * from './generation/local-policy-engine.js';
-export * from './generation/sampling.js';
-export * from './lora/lora-config.js';
-export * from './lora/lora-weights.js';
-export * from './models/graph/base-weights.js';
-export * from './models/graph/decoder-graph.js';
+export * from './train-loop/index.js';

@@ -6,8 +6,9 @@ import {
   type PolicyTokenizer,
   promptKind,
 } from '@flowgrpo/agent';
-import type { ChatMessage } from '@flowgrpo/core';
+import { type ChatMessage, ConfigError } from '@flowgrpo/core';
 import type { DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
+import { loraScaling } from '../lora/lora-config.js';
 import { loadLoraAdapter } from '../lora/lora-weights.js';
 import { eosTokenIds } from '../models/config.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
@@ -110,10 +111,24 @@ export class LocalPolicyEngine implements PolicyEngine {
 
   /** Loads a PEFT adapter folder (local path) into the generator. */
   async updateAdapter(adapter: AdapterRef): Promise<void> {
-    const { params } = await loadLoraAdapter(adapter.path, this.generator.artifacts.config);
-    if (!this.generator.artifacts.manifest.lora)
-      throw new RangeError(
+    const built = this.generator.artifacts.manifest.lora;
+    if (!built)
+      throw new ConfigError(
         'these artifacts were built without LoRA inputs; rebuild them with a LoRA config',
+        { key: 'lora' },
+      );
+    const { lora, params } = await loadLoraAdapter(adapter.path, this.generator.artifacts.config);
+    // The graphs bake alpha/r in and take inputs for their own target modules only.
+    const same =
+      lora.r === built.r &&
+      loraScaling(lora) === built.scaling &&
+      lora.targetModules.length === built.targetModules.length &&
+      lora.targetModules.every((m) => built.targetModules.includes(m)) &&
+      JSON.stringify(lora.layers ?? null) === JSON.stringify(built.layers ?? null);
+    if (!same)
+      throw new ConfigError(
+        `adapter ${adapter.path} (r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}) does not match the artifacts' LoRA (r=${built.r}, alpha=${built.alpha}, ${built.targetModules.join('/')})`,
+        { key: 'lora' },
       );
     this.generator.setLora(params);
     this.adapter = adapter;

@@ -1,0 +1,136 @@
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import {
+  buildDecoderArtifacts,
+  DecoderArtifacts,
+  DecoderGenerator,
+  eosTokenIds,
+  loadDecoderModel,
+  loadTokenizer,
+} from '@flowgrpo/trainer';
+import { type Command, numberOption, stringOption, UsageError } from '../command.js';
+
+const usage = `Usage:
+  flowgrpo generate --model PATH [--tokenizer PATH] --prompt TEXT [options]
+      Generate text with a local decoder through its ONNX prefill/decode graphs.
+      PATH is a HF model folder (config.json + safetensors + tokenizer.json) or a llama2.c .bin
+      checkpoint (then --tokenizer names its tokenizer .bin).
+  Options:
+    --max-new-tokens N   tokens to generate (default 256)
+    --temperature T      0 = greedy (default 1)
+    --top-p P            nucleus sampling (default 1)
+    --top-k K            keep the K most likely tokens (default: all)
+    --seed N             same seed, same output
+    --device D           cpu | auto | cuda | webgpu (default cpu)
+    --no-bos             do not prepend BOS to the prompt
+    --json               print {text, completion, prompt_ids, ids, logprobs, finish_reason}
+  Prints the prompt followed by the completion (as llama2.c's run.c does).`;
+
+function intOption(args: Parameters<Command['run']>[0], name: string): number | undefined {
+  const n = numberOption(args, name);
+  if (n !== undefined && (!Number.isInteger(n) || n < 0))
+    throw new UsageError(`--${name} must be a whole number, got ${n}`);
+  return n;
+}
+
+export const generateCommand: Command = {
+  name: 'generate',
+  summary: 'generate text with a local model (HF folder or llama2.c .bin) on ONNX Runtime',
+  usage,
+  options: {
+    model: { type: 'string' },
+    tokenizer: { type: 'string' },
+    prompt: { type: 'string' },
+    'max-new-tokens': { type: 'string' },
+    temperature: { type: 'string' },
+    'top-p': { type: 'string' },
+    'top-k': { type: 'string' },
+    seed: { type: 'string' },
+    device: { type: 'string' },
+    'no-bos': { type: 'boolean' },
+    json: { type: 'boolean' },
+  },
+  async run(args, io) {
+    const modelArg = stringOption(args, 'model');
+    if (!modelArg) throw new UsageError('--model is required');
+    const prompt = stringOption(args, 'prompt') ?? args.positionals[0];
+    if (prompt === undefined) throw new UsageError('--prompt is required');
+    const device = stringOption(args, 'device') ?? 'cpu';
+    if (!['cpu', 'auto', 'cuda', 'webgpu'].includes(device))
+      throw new UsageError(`--device must be cpu, auto, cuda or webgpu, got '${device}'`);
+    const temperature = numberOption(args, 'temperature') ?? 1;
+    if (temperature < 0) throw new UsageError('--temperature must be >= 0');
+    const topP = numberOption(args, 'top-p');
+    if (topP !== undefined && !(topP > 0 && topP <= 1))
+      throw new UsageError('--top-p must be in (0, 1]');
+    const topK = intOption(args, 'top-k');
+    const maxNewTokens = intOption(args, 'max-new-tokens') ?? 256;
+    const seed = intOption(args, 'seed');
+
+    const modelPath = resolve(io.cwd, modelArg);
+    const isDir = (await stat(modelPath).catch(() => undefined))?.isDirectory();
+    if (isDir === undefined) throw new UsageError(`--model ${modelPath} does not exist`);
+    const tokArg = stringOption(args, 'tokenizer');
+    if (!isDir && !tokArg)
+      throw new UsageError('a llama2.c .bin model needs --tokenizer <tok.bin>');
+    const weights = await loadDecoderModel(modelPath);
+    const tokenizer = await loadTokenizer(tokArg ? resolve(io.cwd, tokArg) : modelPath, {
+      vocabSize: weights.config.vocabSize,
+    });
+
+    const dir = await mkdtemp(join(tmpdir(), 'flowgrpo-generate-'));
+    try {
+      buildDecoderArtifacts(weights, dir, {
+        graphs: ['prefill', 'decode'],
+        maxPositions: Math.min(weights.config.maxPositionEmbeddings, 32768),
+      });
+      const artifacts = await DecoderArtifacts.open(dir, {
+        device: device as 'cpu' | 'auto' | 'cuda' | 'webgpu',
+      });
+      try {
+        const promptIds = Array.from(
+          tokenizer.encode(prompt, { addBos: args.values['no-bos'] !== true }),
+        );
+        if (promptIds.length === 0)
+          throw new UsageError('the prompt encodes to no tokens; drop --no-bos');
+        // llama2.c's run.c ends a sample at BOS; HF models at their EOS ids.
+        const stop = new Set(eosTokenIds(weights.config));
+        if (tokenizer.eosTokenId !== undefined) stop.add(tokenizer.eosTokenId);
+        if (!isDir && tokenizer.bosTokenId !== undefined) stop.add(tokenizer.bosTokenId);
+        const room = artifacts.manifest.maxPositions - promptIds.length;
+        const [out] = await new DecoderGenerator(artifacts).generate([promptIds], {
+          maxNewTokens: Math.max(0, Math.min(maxNewTokens, room)),
+          temperature,
+          ...(topP !== undefined && { topP }),
+          ...(topK !== undefined && { topK }),
+          ...(seed !== undefined && { seed }),
+          stopTokenIds: [...stop],
+        });
+        const r = out!;
+        const ids = Array.from(r.tokens);
+        const kept = r.stopTokenId === undefined ? ids : ids.slice(0, -1);
+        const text = tokenizer.decode([...promptIds, ...kept], { skipSpecialTokens: true });
+        const completion = tokenizer.decode(kept, { skipSpecialTokens: true });
+        if (args.values.json === true) {
+          io.stdout(
+            `${JSON.stringify({
+              text,
+              completion,
+              prompt_ids: promptIds,
+              ids,
+              logprobs: Array.from(r.logprobs),
+              finish_reason: r.finishReason,
+              device: artifacts.session('decode').device,
+            })}\n`,
+          );
+        } else io.stdout(`${text}\n`);
+        return 0;
+      } finally {
+        await artifacts.release();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+};
