@@ -122,6 +122,9 @@ describe('elementwise ops (float64 finite differences)', () => {
     ['sigmoid', (b, x) => b.sigmoid(x), { lo: -3, hi: 3 }],
     ['tanh', (b, x) => b.tanh(x), { lo: -2, hi: 2 }],
     ['relu', (b, x) => b.relu(x), {}],
+    ['sin', (b, x) => b.sin(x), { lo: -3, hi: 3 }],
+    ['cos', (b, x) => b.cos(x), { lo: -3, hi: 3 }],
+    ['erf', (b, x) => b.erf(x), { lo: -3, hi: 3 }],
     ['identity', (b, x) => b.identity(x), {}],
   ];
   for (const [name, f, spec] of unary) {
@@ -135,6 +138,14 @@ describe('elementwise ops (float64 finite differences)', () => {
     );
     await gradCheck({ x: { shape: [2, 1] }, y: { shape: [1, 3] }, m: { shape: [3] } }, (b, x) =>
       b.where(b.less(x.m!, 0), x.x!, x.y!),
+    );
+  });
+  it('comparisons, or, argMax carry no gradient; their results select values', async () => {
+    await gradCheck({ x: { shape: [2, 3] }, y: { shape: [3] } }, (b, x) =>
+      b.where(b.or(b.greaterOrEqual(x.x!, x.y!), b.lessOrEqual(x.x!, -0.5)), x.x!, b.mul(x.y!, 2)),
+    );
+    await gradCheck({ x: { shape: [3, 4] } }, (b, x) =>
+      b.gatherElements(x.x!, b.argMax(x.x!, 1, true), 1),
     );
   });
   it('clip with min and max, and with min only', async () => {

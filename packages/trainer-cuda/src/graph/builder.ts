@@ -277,6 +277,28 @@ export class GraphBuilder {
   greater(a: Operand, b: Operand): Value {
     return this.one('Greater', this.operands(a, b));
   }
+  greaterOrEqual(a: Operand, b: Operand): Value {
+    return this.one('GreaterOrEqual', this.operands(a, b));
+  }
+  lessOrEqual(a: Operand, b: Operand): Value {
+    return this.one('LessOrEqual', this.operands(a, b));
+  }
+  or(a: Value, b: Value): Value {
+    return this.one('Or', [a, b]);
+  }
+  sin(x: Value): Value {
+    return this.one('Sin', [x]);
+  }
+  cos(x: Value): Value {
+    return this.one('Cos', [x]);
+  }
+  erf(x: Value): Value {
+    return this.one('Erf', [x]);
+  }
+  /** Index of the maximum along `axis` (int64; not differentiable). */
+  argMax(x: Value, axis = -1, keepdims = false): Value {
+    return this.one('ArgMax', [x], { axis, keepdims: keepdims ? 1 : 0 });
+  }
   and(a: Value, b: Value): Value {
     return this.one('And', [a, b]);
   }

@@ -49,6 +49,24 @@ const binary = (
   ...(vjp && { diff: [0, 1], vjp }),
 });
 
+/** erf to ~1e-15: Taylor series near 0, a continued fraction for erfc in the tails. */
+function erf(x: number): number {
+  const a = Math.abs(x);
+  if (a < 2.5) {
+    let term = x;
+    let sum = x;
+    for (let n = 1; n < 80 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {
+      term *= (-x * x) / n;
+      sum += term / (2 * n + 1);
+    }
+    return (2 / Math.sqrt(Math.PI)) * sum;
+  }
+  let f = a;
+  for (let k = 60; k >= 1; k--) f = a + k / 2 / f;
+  const erfc = Math.exp(-a * a) / Math.sqrt(Math.PI) / f;
+  return Math.sign(x) * (1 - erfc);
+}
+
 const isInt = (d: DType) => d.startsWith('int') || d === 'uint8';
 
 /** Min/Max route the gradient to the inputs equal to the result, split evenly at ties. */
@@ -123,6 +141,9 @@ export const elementwiseOps = defineOps(
   binary('Less', (a, b) => +(a < b), undefined, 'bool'),
   binary('Greater', (a, b) => +(a > b), undefined, 'bool'),
   binary('And', (a, b) => +(a !== 0 && b !== 0), undefined, 'bool'),
+  binary('Or', (a, b) => +(a !== 0 || b !== 0), undefined, 'bool'),
+  binary('GreaterOrEqual', (a, b) => +(a >= b), undefined, 'bool'),
+  binary('LessOrEqual', (a, b) => +(a <= b), undefined, 'bool'),
   unary('Not', (x) => +(x === 0)),
   unary(
     'Neg',
@@ -149,6 +170,12 @@ export const elementwiseOps = defineOps(
     (c, _x, y, g) => c.b.mul(g, c.b.mul(y, c.b.sub(1, y))),
   ),
   unary('Tanh', Math.tanh, (c, _x, y, g) => c.b.mul(g, c.b.sub(1, c.b.mul(y, y)))),
+  unary('Sin', Math.sin, (c, x, _y, g) => c.b.mul(g, c.b.cos(x))),
+  unary('Cos', Math.cos, (c, x, _y, g) => c.b.neg(c.b.mul(g, c.b.sin(x)))),
+  // d erf(x)/dx = 2/√π · exp(−x²)
+  unary('Erf', erf, (c, x, _y, g) =>
+    c.b.mul(g, c.b.mul(c.b.exp(c.b.neg(c.b.mul(x, x))), 2 / Math.sqrt(Math.PI))),
+  ),
   unary(
     'Relu',
     (x) => Math.max(0, x),

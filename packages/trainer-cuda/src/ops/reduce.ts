@@ -112,6 +112,39 @@ export const reduceOps = defineOps(
     },
   ),
   {
+    // Ties pick the first index (select_last_index = 0).
+    op: 'ArgMax',
+    attrTypes: { axis: 'int', keepdims: 'int', select_last_index: 'int' },
+    infer: (c) => {
+      const x = req(c, 0);
+      if (!x.shape) return [{ dtype: 'int64', shape: undefined }];
+      const a = normAxis(c, (c.attrs.axis as number | undefined) ?? 0, x.shape.length);
+      const shape = keep(c.attrs)
+        ? x.shape.map((d, i) => (i === a ? 1 : d))
+        : x.shape.filter((_, i) => i !== a);
+      return [{ dtype: 'int64', shape }];
+    },
+    forward: ([x], at) => {
+      const r = x!.shape.length;
+      const ax = (at.axis as number | undefined) ?? 0;
+      const a = ax < 0 ? ax + r : ax;
+      const [outer, len, inner] = axisSplit(x!.shape, a);
+      const o = make(
+        'int64',
+        keep(at) ? x!.shape.map((d, i) => (i === a ? 1 : d)) : x!.shape.filter((_, i) => i !== a),
+      );
+      for (let p = 0; p < outer; p++)
+        for (let i = 0; i < inner; i++) {
+          let best = 0;
+          for (let j = 1; j < len; j++)
+            if (x!.data[(p * len + j) * inner + i]! > x!.data[(p * len + best) * inner + i]!)
+              best = j;
+          o.data[p * inner + i] = best;
+        }
+      return [o];
+    },
+  },
+  {
     op: 'CumSum',
     attrTypes: { exclusive: 'int', reverse: 'int' },
     infer: (c) => [{ dtype: req(c, 0).dtype, shape: req(c, 0).shape }],
