@@ -266,6 +266,36 @@ describe('FlowSolver.solve', () => {
     expect(result.stopReason).toBe('verifier_stop');
   });
 
+  it('with workspace: true, a file the python tool writes in step 1 is there in step 2', async () => {
+    // Step 1 writes note.txt; step 2 prints it (python: open(...).read() of "144" → "144").
+    const codes = ["open('note.txt', 'w').write(str(12 * 12))", "print(open('note.txt').read())"];
+    const responderFor = () => {
+      const r = schemaResponder({ tools: [PY, PY], stopAtVerification: 2 });
+      let executorCalls = 0;
+      return (req: RecordedRequest) => {
+        const text = r(req);
+        if (schemaName(req) !== 'ToolCommand') return text;
+        const value = JSON.parse(text);
+        value.arguments.code = codes[executorCalls++];
+        return JSON.stringify(value);
+      };
+    };
+    server.setFallback('chat', reply.text(responderFor()));
+    const shared = await new FlowSolver({
+      engine: engine(),
+      tools: tools(),
+      workspace: true,
+    }).solve('q');
+    expect(shared.steps[1]!.result!.output).toMatchObject({ stdout: '144\n', exit_code: 0 });
+
+    // Without it each call has its own directory: the read fails with FileNotFoundError.
+    server.setFallback('chat', reply.text(responderFor()));
+    const isolated = await new FlowSolver({ engine: engine(), tools: tools() }).solve('q');
+    expect(isolated.steps[1]!.result!.output).toMatchObject({
+      stderr: expect.stringContaining('FileNotFoundError'),
+    });
+  });
+
   it('returns (does not throw) when the server is unreachable', async () => {
     const port = server.port;
     await server.close();

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { ChatMessage, LLMEngine, StopReason, Trajectory, Turn } from '@flowgrpo/core';
-import { type Tool, ToolRegistry } from '@flowgrpo/tools';
+import {
+  type Tool,
+  ToolRegistry,
+  type Workspace,
+  type WorkspaceOptions,
+  withWorkspace,
+} from '@flowgrpo/tools';
 import type { PolicyEngine, PolicyGenerateResult } from '../policy/policy-engine.js';
 import { PlannerParseError } from '../solver/errors.js';
 import type { SolverEventListener, SolverRole } from '../solver/events.js';
@@ -65,6 +71,8 @@ export interface FlowRolloutOptions {
   maxValueLength?: number;
   generation?: RoleGenerateOptions;
   onEvent?: SolverEventListener;
+  /** One scratch directory per rollout for its tool calls, removed at the end (seed 002's environment isolation). */
+  workspace?: boolean | WorkspaceOptions;
 }
 
 const FIXED_ROLES: readonly SolverRole[] = ['executor', 'verifier', 'generator'];
@@ -98,6 +106,19 @@ export class FlowRollout implements RolloutAgent {
   }
 
   async run(question: string, context: RolloutContext = {}): Promise<Trajectory> {
+    const ws = this.#o.workspace;
+    if (!ws) return this.#run(question, context, undefined);
+    return withWorkspace(
+      (workspace) => this.#run(question, context, workspace),
+      ws === true ? undefined : ws,
+    );
+  }
+
+  async #run(
+    question: string,
+    context: RolloutContext,
+    workspace: Workspace | undefined,
+  ): Promise<Trajectory> {
     const o = this.#o;
     const run = new FlowRun({
       question,
@@ -109,6 +130,7 @@ export class FlowRollout implements RolloutAgent {
       maxValueLength: o.maxValueLength,
       signal: context.signal,
       onEvent: o.onEvent,
+      ...(workspace ? { workspace } : {}),
     });
     run.emit({ type: 'start', question, tools: run.toolNames, maxSteps: this.maxTurns });
     if (o.analyzeQuery) await run.analyze();

@@ -12,6 +12,7 @@ import {
   ToolNotFoundError,
   type ToolRegistry,
   type ToolResult,
+  type Workspace,
 } from '@flowgrpo/tools';
 import { LLMAbortError } from '../engines/errors.js';
 import { Memory, type MemoryAction } from '../memory/memory.js';
@@ -110,6 +111,8 @@ export interface FlowRunOptions {
   maxValueLength?: number;
   signal?: AbortSignal;
   onEvent?: SolverEventListener;
+  /** Scratch directory shared by this run's tool calls. */
+  workspace?: Workspace;
 }
 
 export class FlowRun {
@@ -322,6 +325,7 @@ export class FlowRun {
     const result = await registry.run(tool.name, command.arguments, {
       signal: this.#o.signal,
       timeoutMs: this.#o.toolTimeoutMs,
+      ...(this.#o.workspace ? { workspace: this.#o.workspace } : {}),
     });
     if (result.errorCode === ToolAbortedError.code && this.#o.signal?.aborted) {
       throw this.#o.signal.reason ?? new ToolAbortedError(tool.name);

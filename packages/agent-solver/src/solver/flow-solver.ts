@@ -1,5 +1,12 @@
 import type { LLMEngine, StopReason } from '@flowgrpo/core';
-import { type Tool, ToolRegistry, type ToolResult } from '@flowgrpo/tools';
+import {
+  type Tool,
+  ToolRegistry,
+  type ToolResult,
+  type Workspace,
+  type WorkspaceOptions,
+  withWorkspace,
+} from '@flowgrpo/tools';
 import type { MemoryAction } from '../memory/memory.js';
 import { type RoleError, SOLVER_ROLES, type SolverEventListener } from './events.js';
 import {
@@ -40,6 +47,12 @@ export interface FlowSolverOptions {
   /** Sampling options per role. */
   generation?: RoleGenerateOptions;
   onEvent?: SolverEventListener;
+  /**
+   * One scratch directory per solve, shared by its tool calls (files the python tool writes in
+   * one step are there in the next) and removed at the end. Default false: each python call gets
+   * its own temporary directory.
+   */
+  workspace?: boolean | WorkspaceOptions;
 }
 
 export interface SolveOptions {
@@ -106,6 +119,19 @@ export class FlowSolver {
   }
 
   async solve(question: string, options: SolveOptions = {}): Promise<SolveResult> {
+    const ws = this.#options.workspace;
+    if (!ws) return this.#solve(question, options, undefined);
+    return withWorkspace(
+      (workspace) => this.#solve(question, options, workspace),
+      ws === true ? undefined : ws,
+    );
+  }
+
+  async #solve(
+    question: string,
+    options: SolveOptions,
+    workspace: Workspace | undefined,
+  ): Promise<SolveResult> {
     const listeners = [this.#options.onEvent, options.onEvent].filter(
       (l): l is SolverEventListener => l !== undefined,
     );
@@ -118,6 +144,7 @@ export class FlowSolver {
       toolTimeoutMs: this.#options.toolTimeoutMs,
       maxValueLength: this.#options.maxValueLength,
       signal: options.signal,
+      ...(workspace ? { workspace } : {}),
       onEvent: (event) => {
         for (const l of listeners) l(event);
       },

@@ -7,7 +7,15 @@ import {
   type TokenSegment,
   type Trajectory,
 } from '@flowgrpo/core';
-import { type JsonValue, type Tool, ToolRegistry, type ToolResult } from '@flowgrpo/tools';
+import {
+  type JsonValue,
+  type Tool,
+  ToolRegistry,
+  type ToolResult,
+  type Workspace,
+  type WorkspaceOptions,
+  withWorkspace,
+} from '@flowgrpo/tools';
 import { LLMAbortError } from '../engines/errors.js';
 import type {
   PolicyEngine,
@@ -59,6 +67,8 @@ export interface TagAgentOptions {
   /** Builds the first prompt; default: our protocol description + the question. */
   prompt?: (question: string, tools: { search: boolean; tools: readonly Tool[] }) => ChatMessage[];
   onEvent?: (event: TagAgentEvent) => void;
+  /** One scratch directory per rollout for its tool calls, removed at the end. */
+  workspace?: boolean | WorkspaceOptions;
 }
 
 export class TagAgent implements RolloutAgent {
@@ -105,6 +115,19 @@ export class TagAgent implements RolloutAgent {
   }
 
   async run(question: string, context: RolloutContext = {}): Promise<Trajectory> {
+    const ws = this.#o.workspace;
+    if (!ws) return this.#run(question, context, undefined);
+    return withWorkspace(
+      (workspace) => this.#run(question, context, workspace),
+      ws === true ? undefined : ws,
+    );
+  }
+
+  async #run(
+    question: string,
+    context: RolloutContext,
+    workspace: Workspace | undefined,
+  ): Promise<Trajectory> {
     const o = this.#o;
     const started = performance.now();
     const timings = { policy: 0, tools: 0, total: 0 };
@@ -200,6 +223,7 @@ export class TagAgent implements RolloutAgent {
           turns,
           fail,
           context.signal,
+          workspace,
         );
         timings.tools += performance.now() - toolStart;
         if (result) toolCalls.push({ turn: turns, tool, input, ok: result.ok });
@@ -259,6 +283,7 @@ export class TagAgent implements RolloutAgent {
     turn: number,
     fail: (turn: number, error: unknown) => void,
     signal: AbortSignal | undefined,
+    workspace: Workspace | undefined,
   ): Promise<{ tool: string; input: unknown; result: ToolResult | undefined; body: string }> {
     let tool: string;
     let input: unknown;
@@ -290,6 +315,7 @@ export class TagAgent implements RolloutAgent {
     const result = await this.registry.run(tool, input, {
       timeoutMs: this.#o.toolTimeoutMs,
       signal,
+      ...(workspace ? { workspace } : {}),
     });
     if (!result.ok) {
       fail(
