@@ -104,6 +104,11 @@ describe('constant folding and dead code', () => {
     expect(b.graph.nodes).toHaveLength(2);
     b.graph.prune();
     expect(b.graph.nodes.map((n) => n.op)).toEqual(['Sigmoid']);
+    // After pruning, building the dropped op again makes a new node.
+    b.output(b.exp(x), 'e');
+    expect(Array.from(evaluate(b.graph, { x: tensor('float32', [3], [0, 1, 2]) }).e!.data)).toEqual(
+      [1, Math.E, Math.exp(2)],
+    );
   });
 });
 

@@ -32,6 +32,7 @@ export class GraphBuilder {
   private readonly constCache = new Map<string, Value>();
   private readonly named = new Set<Value>();
   private readonly memo = new Map<string, Value[]>();
+  private memoVersion = 0;
 
   constructor(graphOrName: Graph | string = 'flowgrpo') {
     this.graph = typeof graphOrName === 'string' ? new Graph(graphOrName) : graphOrName;
@@ -158,6 +159,10 @@ export class GraphBuilder {
   emit(op: string, inputs: readonly (Value | undefined)[], attrs: Attrs = {}): Value[] {
     // Every op is pure, so the same op on the same values is computed once (gradient rules ask
     // for Shape(x) or Wᵀ again and again).
+    if (this.memoVersion !== this.graph.version) {
+      this.memo.clear();
+      this.memoVersion = this.graph.version;
+    }
     const key = `${op}(${inputs.map((v) => v?.id ?? '').join(',')})${JSON.stringify(attrs)}`;
     const seen = this.memo.get(key);
     if (seen) return seen;

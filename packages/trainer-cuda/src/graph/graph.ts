@@ -44,8 +44,14 @@ export class Graph {
   readonly outputs: Value[] = [];
   private readonly names = new Set<string>();
   private nextId = 0;
+  /** Bumped by prune(): values of removed nodes must not be reused. */
+  private revision = 0;
 
   constructor(readonly name = 'flowgrpo') {}
+
+  get version(): number {
+    return this.revision;
+  }
 
   newId(): number {
     return this.nextId++;
@@ -84,7 +90,10 @@ export class Graph {
     return this.nodes.filter((n) => needed.has(n));
   }
 
-  /** Dead-code elimination: drops every node not needed for the graph's outputs. */
+  /**
+   * Dead-code elimination: drops every node not needed for the graph's outputs (values they
+   * computed must not be used afterwards).
+   */
   prune(): this {
     const keep = new Set(this.nodesFor(this.outputs));
     const kept = this.nodes.filter((n) => keep.has(n));
@@ -92,6 +101,7 @@ export class Graph {
       if (!keep.has(n)) for (const o of n.outputs) this.releaseName(o.name);
     this.nodes.length = 0;
     this.nodes.push(...kept);
+    this.revision++;
     return this;
   }
 }
