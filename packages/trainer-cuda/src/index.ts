@@ -21,3 +21,4 @@ export * from './optim/index.js';
 export * from './runtime/index.js';
 export * from './tokenizers/index.js';
 export * from './train-loop/index.js';
+export * from './train-loop/index.js';
