@@ -123,6 +123,19 @@ describe('autodiff rules', () => {
     expect(b.graph.nodes.some((n) => n.op === 'Sum')).toBe(false);
   });
 
+  it('reuses forward values: the backward never recomputes a forward op', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [2, 5]);
+    const y = b.softmax(b.tanh(b.sigmoid(b.exp(x))), -1);
+    const loss = b.reduceLogSumExp(b.sqrt(b.add(b.mul(y, y), 1)), [0, 1]);
+    b.grad(loss, [x]);
+    const count = (op: string) => b.graph.prune().nodes.filter((n) => n.op === op).length;
+    for (const op of ['Softmax', 'Tanh', 'Sigmoid', 'Exp', 'Sqrt', 'ReduceLogSumExp']) {
+      // Exp also appears once in the LogSumExp rule, as exp(x − y) of a different input.
+      expect(count(op), op).toBe(op === 'Exp' ? 2 : 1);
+    }
+  });
+
   it('rejects integer wrt and loss; unconnected parameters get zeros', () => {
     const b = new GraphBuilder();
     const x = b.input('x', 'float32', [2]);
