@@ -21,4 +21,3 @@ export * from './optim/index.js';
 export * from './runtime/index.js';
 export * from './tokenizers/index.js';
 export * from './train-loop/index.js';
-export * from './train-loop/index.js';
