@@ -1,4 +1,5 @@
 // Reductions with axes as an INPUT (opset 18) and CumSum.
+import { GraphError } from '../graph/errors.js';
 import type { Value } from '../graph/graph.js';
 import { dimProduct, knownInts, normAxis, req } from '../graph/shape.js';
 import type { Attrs, Dim, Tensor } from '../graph/types.js';
@@ -44,7 +45,8 @@ function kept(c: VjpCtx, v: Value): Value {
   if (keep(c.attrs)) return v;
   const r = c.x[0]!.shape!.length;
   const axes = reducedAxes(r, c.x[1]?.known as number[] | undefined, !!c.x[1], c.attrs);
-  if (!axes) throw new Error('reduction axes must be static to differentiate');
+  if (!axes)
+    throw new GraphError('reduction axes must be static to differentiate', { op: 'Reduce' });
   return axes.length === 0 ? v : c.b.unsqueeze(v, axes);
 }
 
