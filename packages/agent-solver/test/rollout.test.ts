@@ -2,6 +2,7 @@ import { TrajectorySchema, trajectoriesFromIPC, trajectoriesToIPC } from '@flowg
 import { createCalculatorTool, ToolRegistry } from '@flowgrpo/tools';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
+  compactPlannerPrompt,
   FlowRollout,
   OpenAIEngine,
   OpenAIPolicyEngine,
@@ -201,6 +202,45 @@ describe('FlowRollout.run', () => {
     expect(prompt).toContain('Summary: add two and three');
     expect(t.finalAnswer).toBe('5');
     expect(t.timings.analyzer).toBeGreaterThan(0);
+  });
+
+  it('a text planner prompt (compactPlannerPrompt) goes to /v1/completions as a raw prompt', async () => {
+    policyServer.enqueue(
+      'completions',
+      reply.tokens(plan('calculator'), { ids: [5, 6], logprobs: [-0.5, -0.5], promptIds: [1, 2] }),
+      reply.tokens(plan('None', '144', 'Final Answer'), {
+        ids: [7],
+        logprobs: [-0.5],
+        promptIds: [1],
+      }),
+    );
+    fixedServer.setFallback(
+      'chat',
+      reply.text(schemaResponder({ values: { expression: '12^2' } })),
+    );
+    const t = await new FlowRollout({
+      policy: policy(),
+      engine: fixed(),
+      tools: tools(),
+      plannerPrompt: compactPlannerPrompt,
+    }).run('What is 12 squared?');
+    expect(policyServer.requestsTo('chat')).toHaveLength(0);
+    const prompts = policyServer.requestsTo('completions').map((r) => r.body.prompt as string);
+    expect(prompts[0]).toBe(
+      [
+        'Task: choose the next step to answer the query, as one JSON object with the keys',
+        'justification, context, sub_goal, tool_name (one of ["calculator","None"]; "None" with sub_goal "Final Answer" and the answer in context to finish).',
+        'Query: What is 12 squared?',
+        'Previous steps: {}',
+        'Step 1 of 5.',
+        'Response:',
+      ].join('\n'),
+    );
+    expect(prompts[1]).toContain(
+      'Previous steps: {"Action Step 1":{"tool_name":"calculator","sub_goal":"compute 12 squared","command":{"expression":"12^2"},"result":"144"}}',
+    );
+    expect(t.turns![1]!.promptText).toBe(prompts[1]);
+    expect(t.finalAnswer).toBe('144');
   });
 
   it('records a policy server failure as stopReason error instead of throwing', async () => {

@@ -18,7 +18,7 @@ import {
   type SolverEngines,
 } from '../solver/flow-run.js';
 import { round, valueText } from '../solver/internal.js';
-import { policyPlannerMessages } from '../solver/prompts.js';
+import { type PromptContext, policyPlannerMessages } from '../solver/prompts.js';
 import { isFinalAnswerStep, LooseNextStepSchema, type NextStep } from '../solver/schemas.js';
 import { parseStructured } from '../structured/structured-output.js';
 import type { RolloutAgent, RolloutContext } from './rollout-agent.js';
@@ -71,6 +71,16 @@ export interface FlowRolloutOptions {
   maxValueLength?: number;
   generation?: RoleGenerateOptions;
   onEvent?: SolverEventListener;
+  /**
+   * Builds the planner's prompt (default `policyPlannerMessages`). Chat messages go to the policy
+   * as `messages`; a string goes as a raw text prompt (models without a chat template, e.g. the
+   * embedded tiny planner, which also wants a short prompt such as `compactPlannerPrompt`).
+   */
+  plannerPrompt?: (
+    context: PromptContext,
+    turn: number,
+    maxTurns: number,
+  ) => ChatMessage[] | string;
   /** One scratch directory per rollout for its tool calls, removed at the end (seed 002's environment isolation). */
   workspace?: boolean | WorkspaceOptions;
 }
@@ -139,12 +149,12 @@ export class FlowRollout implements RolloutAgent {
     let stopReason: StopReason = 'max_turns';
     let finalAnswer: string | undefined;
     for (let t = 1; t <= this.maxTurns; t++) {
-      const messages = policyPlannerMessages(run.context(), t, this.maxTurns);
+      const prompt = (o.plannerPrompt ?? policyPlannerMessages)(run.context(), t, this.maxTurns);
       const start = performance.now();
       let sample: PolicyGenerateResult;
       try {
         sample = await this.policy.generate({
-          messages,
+          ...(typeof prompt === 'string' ? { prompt } : { messages: prompt }),
           maxTokens: o.sampling?.maxTokens ?? 512,
           temperature: o.sampling?.temperature ?? 0.7,
           topP: o.sampling?.topP ?? 0.9,
@@ -182,7 +192,7 @@ export class FlowRollout implements RolloutAgent {
         promptTokens: int32(sample.promptTokens),
         actionTokens: int32(sample.actionTokens),
         actionLogprobs: float32(sample.actionLogprobs),
-        promptText: this.#render(messages),
+        promptText: typeof prompt === 'string' ? prompt : this.#render(prompt),
         text: sample.text,
         parsed: parsed.ok,
       };

@@ -187,3 +187,19 @@ export function generatorMessages(c: PromptContext): ChatMessage[] {
     },
   ];
 }
+
+/**
+ * A short text prompt for a small trainable planner (the shape of the seed's training prompt:
+ * query, tool names, previous steps, the four fields), to be continued with the JSON object.
+ */
+export function compactPlannerPrompt(c: PromptContext, step: number, maxSteps: number): string {
+  return [
+    'Task: choose the next step to answer the query, as one JSON object with the keys',
+    `justification, context, sub_goal, tool_name (one of ${json([...c.toolNames, NO_TOOL])}; ` +
+      `"${NO_TOOL}" with sub_goal "Final Answer" and the answer in context to finish).`,
+    `Query: ${c.question}`,
+    `Previous steps: ${json(c.actions)}`,
+    `Step ${step} of ${maxSteps}.`,
+    'Response:',
+  ].join('\n');
+}
