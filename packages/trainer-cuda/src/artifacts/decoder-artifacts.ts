@@ -53,7 +53,7 @@ export interface ArtifactsManifest {
   /** Position ids must stay below this (rows of the RoPE tables). */
   maxPositions: number;
   weights: { file: string; bytes: number; tensors: number };
-  /** log-probabilities are of softmax(logits / temperature); see docs/generation.md. */
+  /** Log-probabilities are of softmax(logits / temperature) over the full vocabulary (sampling.ts). */
   graphs: Partial<Record<DecoderGraphKind, GraphManifest>>;
   createdAt: string;
 }

@@ -87,10 +87,18 @@ export function sampleToken(
       }
     }
   } else {
-    const order = Array.from({ length: n }, (_, i) => i).sort(
-      (a, b) => logits[offset + b]! - logits[offset + a]! || a - b,
-    );
-    let kept = order.slice(0, topK);
+    // Only candidates are sorted (a full sort of a 150k vocabulary per row and step is slow):
+    // the k largest with top-k; with top-p alone, the tokens of probability ≥ (1 − top_p) / n —
+    // the others hold < 1 − top_p of the mass together, so the nucleus never reaches them.
+    let cand: number[];
+    if (topK < n) cand = largestK(logits, offset, n, topK);
+    else {
+      const floor = Math.log((1 - topP) / n) + lse;
+      cand = [];
+      for (let i = 0; i < n; i++) if (logits[offset + i]! / t >= floor) cand.push(i);
+    }
+    cand.sort((a, b) => logits[offset + b]! - logits[offset + a]! || a - b);
+    let kept = cand;
     const probs = kept.map((i) => Math.exp(logits[offset + i]! / t - lse));
     if (topP < 1) {
       // Renormalised over the top-k set, keep tokens until the cumulative probability reaches
@@ -119,4 +127,48 @@ export function sampleToken(
     }
   }
   return { token, logprob: logits[offset + token]! / t - lse };
+}
+
+/** Indices of the k largest values (any order), by a size-k min-heap. */
+function largestK(x: ArrayLike<number>, offset: number, n: number, k: number): number[] {
+  const heap: number[] = [];
+  const v = (i: number) => x[offset + heap[i]!]!;
+  const less = (i: number, j: number) => v(i) < v(j) || (v(i) === v(j) && heap[i]! > heap[j]!);
+  const swap = (i: number, j: number) => {
+    const t = heap[i]!;
+    heap[i] = heap[j]!;
+    heap[j] = t;
+  };
+  const down = (i: number) => {
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < heap.length && less(l, m)) m = l;
+      if (r < heap.length && less(r, m)) m = r;
+      if (m === i) return;
+      swap(i, m);
+      i = m;
+    }
+  };
+  for (let i = 0; i < n; i++) {
+    if (heap.length < k) {
+      heap.push(i);
+      for (let c = heap.length - 1; c > 0; ) {
+        const p = (c - 1) >> 1;
+        if (!less(c, p)) break;
+        swap(c, p);
+        c = p;
+      }
+    } else {
+      const xi = x[offset + i]!;
+      const top = x[offset + heap[0]!]!;
+      // Ties keep the lower index (as a stable descending sort would).
+      if (xi > top) {
+        heap[0] = i;
+        down(0);
+      }
+    }
+  }
+  return heap;
 }
