@@ -8,6 +8,7 @@ import { type BenchSection, formatSection } from './table.js';
 const sections: { name: string; run: () => Promise<BenchSection> }[] = [
   { name: 'overhead', run: benchOverhead },
   { name: 'matmul', run: () => benchMatMul() },
+  { name: 'block', run: () => import('./block.js').then((m) => m.benchBlock()) },
 ];
 
 const only = process.argv.slice(2);
