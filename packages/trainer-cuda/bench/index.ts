@@ -2,6 +2,7 @@
 
 import { cpus } from 'node:os';
 import * as ort from 'onnxruntime-node';
+import { benchDecoder } from './decoder.js';
 import { benchMatMul, benchOverhead } from './runtime.js';
 import { type BenchSection, formatSection } from './table.js';
 
@@ -9,6 +10,7 @@ const sections: { name: string; run: () => Promise<BenchSection> }[] = [
   { name: 'overhead', run: benchOverhead },
   { name: 'matmul', run: () => benchMatMul() },
   { name: 'block', run: () => import('./block.js').then((m) => m.benchBlock()) },
+  { name: 'decoder', run: benchDecoder },
 ];
 
 const only = process.argv.slice(2);
