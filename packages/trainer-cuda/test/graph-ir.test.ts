@@ -136,6 +136,16 @@ describe('autodiff rules', () => {
     }
   });
 
+  it('a gradient rule that cannot apply names the forward node', () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', [2, 3]);
+    const axes = b.input('axes', 'int64', [1]);
+    const y = b.reduceSum(x, axes, false); // axes known only at run time
+    expect(() => b.grad(b.reduceSum(y), [x])).toThrow(
+      /ReduceSum_\d+ \(ReduceSum; inputs .*\): gradient: /,
+    );
+  });
+
   it('rejects integer wrt and loss; unconnected parameters get zeros', () => {
     const b = new GraphBuilder();
     const x = b.input('x', 'float32', [2]);

@@ -51,16 +51,27 @@ export function grad(
     const gys = n.outputs.map((o) => grads.get(o));
     if (gys.every((g) => g === undefined)) continue;
     const needs = n.inputs.map((_, i) => flows(n, i));
-    const gx = b.withScope(`${n.name}.grad`, () =>
-      OPS[n.op]!.vjp!({
-        b,
-        x: n.inputs,
-        y: n.outputs,
-        gy: n.outputs.map((o, i) => gys[i] ?? b.zerosLike(o)),
-        attrs: n.attrs,
-        needs,
-      }),
-    );
+    let gx: (Value | undefined)[];
+    try {
+      gx = b.withScope(`${n.name}.grad`, () =>
+        OPS[n.op]!.vjp!({
+          b,
+          x: n.inputs,
+          y: n.outputs,
+          gy: n.outputs.map((o, i) => gys[i] ?? b.zerosLike(o)),
+          attrs: n.attrs,
+          needs,
+        }),
+      );
+    } catch (e) {
+      if (GraphError.isInstance(e) && e.node) throw e;
+      const inputShapes = n.inputs.map((v) => v?.shape);
+      throw new GraphError(
+        `gradient: ${e instanceof Error ? e.message : String(e)}`,
+        { node: n.name, op: n.op, inputShapes },
+        { cause: e },
+      );
+    }
     n.inputs.forEach((v, i) => {
       const g = gx[i];
       if (!v || !needs[i] || !g) return;
