@@ -4,7 +4,13 @@
 // bit for bit; misuse raises TrainLoopError.
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { GraphBuilder, TrainLoopError, TrainStepRunner } from '../src/index.js';
+import {
+  encodeModel,
+  GraphBuilder,
+  TrainLoopError,
+  TrainStepRunner,
+  toOnnxModel,
+} from '../src/index.js';
 import {
   buildMlpLoss,
   HP,
@@ -133,6 +139,13 @@ describe('TrainStepRunner (CPU EP)', () => {
       .catch((x: unknown) => x);
     expect(TrainLoopError.isInstance(e)).toBe(true);
     expect((e as Error).message).toContain('output "grad.w1"');
+    // The same graph as ONNX bytes: the check happens when the session loads.
+    const bytes = encodeModel(toOnnxModel(b.graph, { opset: 21 }));
+    const e2 = await TrainStepRunner.create({ ...cpu, trainStep: bytes, params: ortParams(pr) })
+      .then(() => undefined)
+      .catch((x: unknown) => x);
+    expect(TrainLoopError.isInstance(e2)).toBe(true);
+    expect((e2 as Error).message).toContain('grad.w1');
 
     const bad = await TrainStepRunner.create({
       ...cpu,
