@@ -204,6 +204,26 @@ describe.skipIf(skipWithoutShared('stories260K decoder graphs'))(
           `row ${i}`,
         ).toBeLessThanOrEqual(1e-4);
       }
+      // A generator over the decode graph alone (prefill from an empty cache) gives the same.
+      const decodeOnly = await DecoderArtifacts.open(join(tmp, 'base'), {
+        graphs: ['decode'],
+        intraOpThreads: 1,
+      });
+      try {
+        const a = await new DecoderGenerator(decodeOnly).generate(ps, {
+          temperature: 0,
+          maxNewTokens: 12,
+        });
+        const b = await new DecoderGenerator(art).generate(ps, {
+          temperature: 0,
+          maxNewTokens: 12,
+        });
+        expect(a.map((o) => Array.from(o.tokens))).toEqual(b.map((o) => Array.from(o.tokens)));
+        for (const [i, o] of a.entries())
+          expect(maxAbsDiff(o.logprobs, b[i]!.logprobs)).toBeLessThanOrEqual(1e-5);
+      } finally {
+        await decodeOnly.release();
+      }
       // And through decode: greedy continuations of the batch equal those of each row alone.
       const gen = new DecoderGenerator(art);
       const together = await gen.generate(ps, { temperature: 0, maxNewTokens: 12 });

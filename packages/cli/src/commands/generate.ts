@@ -82,7 +82,8 @@ export const generateCommand: Command = {
     const dir = await mkdtemp(join(tmpdir(), 'flowgrpo-generate-'));
     try {
       buildDecoderArtifacts(weights, dir, {
-        graphs: ['prefill', 'decode'],
+        // The decode graph alone: it prefills from an empty cache (one copy of the weights).
+        graphs: ['decode'],
         maxPositions: Math.min(weights.config.maxPositionEmbeddings, 32768),
       });
       const artifacts = await DecoderArtifacts.open(dir, {

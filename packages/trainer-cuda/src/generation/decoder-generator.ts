@@ -115,8 +115,10 @@ export class DecoderGenerator {
     const { maxNewTokens } = options;
     if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)
       throw new RangeError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
-    const prefill = this.artifacts.session('prefill');
     const decodeSession = this.artifacts.session('decode');
+    // Without a prefill session the decode graph prefills from an empty (length-0) cache: the
+    // same numbers, and one copy of the weights in ORT instead of two.
+    const prefill = this.artifacts.sessions.prefill ?? decodeSession;
     const { config, maxPositions } = this.artifacts.manifest;
     const V = config.vocabSize;
     const L = config.numHiddenLayers;
@@ -162,10 +164,19 @@ export class DecoderGenerator {
     }
     let attention = mask;
     let S = T;
+    const emptyPast: Record<string, ort.Tensor> = {};
+    if (prefill === decodeSession) {
+      const dims = [B, config.numKeyValueHeads, 0, config.headDim];
+      for (let l = 0; l < L; l++) {
+        emptyPast[pastKeyName(l)] = new ort.Tensor('float32', new Float32Array(0), dims);
+        emptyPast[pastValueName(l)] = new ort.Tensor('float32', new Float32Array(0), dims);
+      }
+    }
     let result = await prefill.run({
       [INPUT_IDS]: int64(ids, [B, T]),
       [ATTENTION_MASK]: int64(mask, [B, T]),
       [POSITION_IDS]: int64(pos, [B, T]),
+      ...emptyPast,
       ...this.loraFeeds(prefill),
     });
 
