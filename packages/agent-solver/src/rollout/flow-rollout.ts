@@ -1,12 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { ChatMessage, LLMEngine, StopReason, Trajectory, Turn } from '@flowgrpo/core';
-import {
-  type Tool,
-  ToolRegistry,
-  type Workspace,
-  type WorkspaceOptions,
-  withWorkspace,
-} from '@flowgrpo/tools';
+import type { Tool, ToolRegistry, Workspace, WorkspaceOptions } from '@flowgrpo/tools';
 import type { PolicyEngine, PolicyGenerateResult } from '../policy/policy-engine.js';
 import { PlannerParseError } from '../solver/errors.js';
 import type { SolverEventListener, SolverRole } from '../solver/events.js';
@@ -17,7 +10,14 @@ import {
   resolveEngines,
   type SolverEngines,
 } from '../solver/flow-run.js';
-import { round, valueText } from '../solver/internal.js';
+import {
+  callSeed,
+  inOptionalWorkspace,
+  round,
+  toRegistry,
+  trajectoryHeader,
+  valueText,
+} from '../solver/internal.js';
 import { type PromptContext, policyPlannerMessages } from '../solver/prompts.js';
 import { isFinalAnswerStep, LooseNextStepSchema, type NextStep } from '../solver/schemas.js';
 import { parseStructured } from '../structured/structured-output.js';
@@ -97,8 +97,7 @@ export class FlowRollout implements RolloutAgent {
   constructor(options: FlowRolloutOptions) {
     this.#o = options;
     this.policy = options.policy;
-    this.registry =
-      options.tools instanceof ToolRegistry ? options.tools : new ToolRegistry(options.tools);
+    this.registry = toRegistry(options.tools);
     const roles = options.analyzeQuery ? [...FIXED_ROLES, 'analyzer' as const] : FIXED_ROLES;
     const engines = { ...options.engines, default: options.engines?.default ?? options.engine };
     // The planner slot is never called here; fill it so the resolved table is complete.
@@ -116,11 +115,8 @@ export class FlowRollout implements RolloutAgent {
   }
 
   async run(question: string, context: RolloutContext = {}): Promise<Trajectory> {
-    const ws = this.#o.workspace;
-    if (!ws) return this.#run(question, context, undefined);
-    return withWorkspace(
-      (workspace) => this.#run(question, context, workspace),
-      ws === true ? undefined : ws,
+    return inOptionalWorkspace(this.#o.workspace, (workspace) =>
+      this.#run(question, context, workspace),
     );
   }
 
@@ -160,7 +156,7 @@ export class FlowRollout implements RolloutAgent {
           topP: o.sampling?.topP ?? 0.9,
           ...(o.sampling?.stop ? { stop: o.sampling.stop } : {}),
           ...(o.sampling?.timeoutMs ? { timeoutMs: o.sampling.timeoutMs } : {}),
-          ...(context.seed === undefined ? {} : { seed: context.seed * 1000 + t }),
+          ...callSeed(context, t),
           signal: context.signal,
         });
       } catch (error) {
@@ -235,12 +231,8 @@ export class FlowRollout implements RolloutAgent {
 
     run.finish();
     run.emit({ type: 'end', stopReason, durationMs: run.timings.total });
-    const queryId = context.queryId ?? `q-${randomUUID()}`;
     return {
-      queryId,
-      groupId: context.groupId ?? queryId,
-      question,
-      ...(context.groundTruth === undefined ? {} : { groundTruth: context.groundTruth }),
+      ...trajectoryHeader(question, context),
       turns,
       finalAnswer: finalAnswer ?? '',
       stopReason,

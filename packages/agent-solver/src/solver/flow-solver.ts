@@ -1,12 +1,5 @@
 import type { LLMEngine, StopReason } from '@flowgrpo/core';
-import {
-  type Tool,
-  ToolRegistry,
-  type ToolResult,
-  type Workspace,
-  type WorkspaceOptions,
-  withWorkspace,
-} from '@flowgrpo/tools';
+import type { Tool, ToolRegistry, ToolResult, Workspace, WorkspaceOptions } from '@flowgrpo/tools';
 import type { MemoryAction } from '../memory/memory.js';
 import { type RoleError, SOLVER_ROLES, type SolverEventListener } from './events.js';
 import {
@@ -18,6 +11,7 @@ import {
   type SolveTimings,
   type SolveUsage,
 } from './flow-run.js';
+import { inOptionalWorkspace, toRegistry } from './internal.js';
 import {
   isFinalAnswerStep,
   type MemoryVerification,
@@ -106,8 +100,7 @@ export class FlowSolver {
 
   constructor(options: FlowSolverOptions) {
     this.#options = options;
-    this.registry =
-      options.tools instanceof ToolRegistry ? options.tools : new ToolRegistry(options.tools);
+    this.registry = toRegistry(options.tools);
     this.engines = resolveEngines(
       { ...options.engines, default: options.engines?.default ?? options.engine },
       SOLVER_ROLES,
@@ -119,11 +112,8 @@ export class FlowSolver {
   }
 
   async solve(question: string, options: SolveOptions = {}): Promise<SolveResult> {
-    const ws = this.#options.workspace;
-    if (!ws) return this.#solve(question, options, undefined);
-    return withWorkspace(
-      (workspace) => this.#solve(question, options, workspace),
-      ws === true ? undefined : ws,
+    return inOptionalWorkspace(this.#options.workspace, (workspace) =>
+      this.#solve(question, options, workspace),
     );
   }
 

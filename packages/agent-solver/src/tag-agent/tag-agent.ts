@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import {
   type ChatMessage,
   ConfigError,
@@ -7,14 +6,13 @@ import {
   type TokenSegment,
   type Trajectory,
 } from '@flowgrpo/core';
-import {
-  type JsonValue,
-  type Tool,
+import type {
+  JsonValue,
+  Tool,
   ToolRegistry,
-  type ToolResult,
-  type Workspace,
-  type WorkspaceOptions,
-  withWorkspace,
+  ToolResult,
+  Workspace,
+  WorkspaceOptions,
 } from '@flowgrpo/tools';
 import { LLMAbortError } from '../engines/errors.js';
 import type {
@@ -24,7 +22,14 @@ import type {
 } from '../policy/policy-engine.js';
 import type { RolloutAgent, RolloutContext } from '../rollout/rollout-agent.js';
 import { float32, int32 } from '../rollout/typed-arrays.js';
-import { errorCode, round } from '../solver/internal.js';
+import {
+  callSeed,
+  errorCode,
+  inOptionalWorkspace,
+  round,
+  toRegistry,
+  trajectoryHeader,
+} from '../solver/internal.js';
 import { ACTION_CLOSERS, missingCloser, parseTagAction, parseToolCall } from './tag-protocol.js';
 
 // The single-policy tag agent (Search-R1 / ARTIST): one model writes `<think>`, tool calls and
@@ -92,8 +97,7 @@ export class TagAgent implements RolloutAgent {
       );
     }
     this.tokenizer = tokenizer;
-    this.registry =
-      options.tools instanceof ToolRegistry ? options.tools : new ToolRegistry(options.tools ?? []);
+    this.registry = toRegistry(options.tools ?? []);
     if (options.searchTool !== undefined && !this.registry.has(options.searchTool)) {
       throw new ConfigError(`searchTool '${options.searchTool}' is not an enabled tool`, {
         key: 'searchTool',
@@ -115,11 +119,8 @@ export class TagAgent implements RolloutAgent {
   }
 
   async run(question: string, context: RolloutContext = {}): Promise<Trajectory> {
-    const ws = this.#o.workspace;
-    if (!ws) return this.#run(question, context, undefined);
-    return withWorkspace(
-      (workspace) => this.#run(question, context, workspace),
-      ws === true ? undefined : ws,
+    return inOptionalWorkspace(this.#o.workspace, (workspace) =>
+      this.#run(question, context, workspace),
     );
   }
 
@@ -175,7 +176,7 @@ export class TagAgent implements RolloutAgent {
           stop: [...ACTION_CLOSERS],
           ...(o.temperature === undefined ? {} : { temperature: o.temperature }),
           ...(o.topP === undefined ? {} : { topP: o.topP }),
-          ...(context.seed === undefined ? {} : { seed: context.seed * 1000 + turns }),
+          ...callSeed(context, turns),
           signal: context.signal,
         });
       } catch (error) {
@@ -250,12 +251,8 @@ export class TagAgent implements RolloutAgent {
 
     timings.total = performance.now() - started;
     o.onEvent?.({ type: 'end', stopReason, finalAnswer, tokens: ids.length });
-    const queryId = context.queryId ?? `q-${randomUUID()}`;
     return {
-      queryId,
-      groupId: context.groupId ?? queryId,
-      question,
-      ...(context.groundTruth === undefined ? {} : { groundTruth: context.groundTruth }),
+      ...trajectoryHeader(question, context),
       segments,
       finalAnswer,
       stopReason,
