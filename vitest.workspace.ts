@@ -32,4 +32,5 @@ export const projects: TestProjectInlineConfiguration[] = [
   pkg('agent', 'packages/agent-solver'),
   pkg('trainer', 'packages/trainer-cuda', { testTimeout: 120_000 }),
   pkg('cli', 'packages/cli', { testTimeout: 120_000 }),
+  pkg('examples', 'examples/autodiff-mlp', { testTimeout: 120_000 }),
 ];
