@@ -12,6 +12,7 @@ import {
   buildDecoderArtifacts,
   createTinyQwen2,
   DecoderArtifacts,
+  DecoderGenerator,
   initLoraParams,
   LocalPolicyEngine,
   type LoraConfig,
@@ -154,6 +155,33 @@ describe('LocalPolicyEngine', () => {
     );
     expect(tiny.tokenizer.decode(r.actionTokens)).toContain(stop);
     expect(tiny.tokenizer.decode(r.actionTokens.subarray(0, -1))).not.toContain(stop);
+  });
+
+  it('in a worker thread (KV cache carried there): the same samples, and the event loop runs meanwhile', async () => {
+    const gen = await DecoderGenerator.inWorker(join(tmp, 'art'), { intraOpThreads: 1 });
+    try {
+      const worker = new LocalPolicyEngine({ generator: gen, tokenizer: tiny.tokenizer });
+      const req = { prompt: 'count: 1 2 3', maxTokens: 20, temperature: 0.8, seed: 4 };
+      const [a, b] = await Promise.all([
+        worker.generate(req),
+        worker.generate({ ...req, seed: 5 }),
+      ]);
+      const here = await engine.generate(req);
+      expect(Array.from(a.actionTokens)).toEqual(Array.from(here.actionTokens));
+      for (let i = 0; i < a.actionLogprobs.length; i++)
+        expect(Math.abs(a.actionLogprobs[i]! - here.actionLogprobs[i]!)).toBeLessThan(1e-5);
+      expect(Array.from(b.actionTokens)).toEqual(
+        Array.from((await engine.generate({ ...req, seed: 5 })).actionTokens),
+      );
+      // Timers fire while the worker generates.
+      let ticks = 0;
+      const timer = setInterval(() => ticks++, 1);
+      await worker.generate({ ...req, maxTokens: 40 });
+      clearInterval(timer);
+      expect(ticks).toBeGreaterThan(0);
+    } finally {
+      await gen.release();
+    }
   });
 
   it('token-id prompts and greedy decoding: logprobs at T = 1', async () => {

@@ -1,8 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
 import { createRng, type Rng } from '@flowgrpo/core';
 import * as ort from 'onnxruntime-node';
-import type { DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
+import {
+  type ArtifactsManifest,
+  type DecoderArtifacts,
+  readArtifactsManifest,
+} from '../artifacts/decoder-artifacts.js';
 import type { LoraParams } from '../lora/lora-weights.js';
+import type { DecoderConfig } from '../models/config.js';
 import {
   ATTENTION_MASK,
   INPUT_IDS,
@@ -13,7 +19,9 @@ import {
   presentKeyName,
   presentValueName,
 } from '../models/graph/decoder-graph.js';
-import type { Session } from '../runtime/session.js';
+import type { DeviceRequest } from '../runtime/devices.js';
+import type { ValueSpec } from '../runtime/feeds.js';
+import { SessionWorker, type WorkerSession } from '../runtime/session-worker.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 
 // Batched generation over the prefill and decode graphs: prompts are left-padded to one length
@@ -70,14 +78,143 @@ interface Row {
   nextPos: number;
 }
 
+/** Where the graphs run: sessions on this thread, or a decode session in a worker thread. */
+export interface GenerationBackend {
+  /** Input specs of the graph used for steps (for the LoRA feeds). */
+  readonly inputs: readonly ValueSpec[];
+  /** Runs the prompt from an empty cache; returns [B, vocab] last-position logits. */
+  start(feeds: Record<string, ort.Tensor>, batch: number): Promise<Float32Array>;
+  /** One step with the cache of the previous call. */
+  step(feeds: Record<string, ort.Tensor>): Promise<Float32Array>;
+  /** Calls that share a cache must not interleave. */
+  readonly exclusive: boolean;
+  release(): Promise<void>;
+}
+
+function emptyPast(config: DecoderConfig, batch: number): Record<string, ort.Tensor> {
+  const feeds: Record<string, ort.Tensor> = {};
+  const dims = [batch, config.numKeyValueHeads, 0, config.headDim];
+  for (let l = 0; l < config.numHiddenLayers; l++) {
+    feeds[pastKeyName(l)] = new ort.Tensor('float32', new Float32Array(0), dims);
+    feeds[pastValueName(l)] = new ort.Tensor('float32', new Float32Array(0), dims);
+  }
+  return feeds;
+}
+
+/** Sessions of an opened artifacts directory; the KV cache goes through this thread. */
+function localBackend(artifacts: DecoderArtifacts): GenerationBackend {
+  const decode = artifacts.session('decode');
+  // Without a prefill session the decode graph prefills from an empty (length-0) cache: the
+  // same numbers, and one copy of the weights in ORT instead of two.
+  const prefill = artifacts.sessions.prefill;
+  // Per generate call: a closure over that call's cache (calls may interleave).
+  return {
+    inputs: decode.inputs,
+    exclusive: false,
+    async start(feeds, batch) {
+      const r = prefill
+        ? await prefill.run(feeds)
+        : await decode.run({ ...emptyPast(artifacts.config, batch), ...feeds });
+      return Object.assign(r.outputs.logits!.data as Float32Array, { cache: r.outputs });
+    },
+    async step(feeds) {
+      const r = await decode.run(feeds);
+      return Object.assign(r.outputs.logits!.data as Float32Array, { cache: r.outputs });
+    },
+    async release() {},
+  };
+}
+
+/** A decode session in a SessionWorker: the KV cache stays in the worker (on the GPU with WebGPU). */
+function workerBackend(
+  session: WorkerSession,
+  config: DecoderConfig,
+  owned?: SessionWorker,
+): GenerationBackend {
+  return {
+    inputs: session.inputs,
+    exclusive: true,
+    async start(feeds, batch) {
+      // Explicit empty past overrides what the worker carried from the previous sequence.
+      const out = await session.run({ ...emptyPast(config, batch), ...feeds });
+      return out.logits!.data as Float32Array;
+    },
+    async step(feeds) {
+      const out = await session.run(feeds);
+      return out.logits!.data as Float32Array;
+    },
+    async release() {
+      await session.release();
+      await owned?.terminate();
+    },
+  };
+}
+
+type CachedLogits = Float32Array & { cache?: Record<string, ort.Tensor> };
+
+export interface WorkerGeneratorOptions {
+  /** Default 'cpu'; passed through to the worker's session. */
+  device?: DeviceRequest;
+  /** Host the session in this worker (default: a new one, terminated by release()). */
+  worker?: SessionWorker;
+  intraOpThreads?: number;
+}
+
 export class DecoderGenerator {
-  readonly artifacts: DecoderArtifacts;
+  readonly manifest: ArtifactsManifest;
+  #backend: GenerationBackend;
+  #queue: Promise<unknown> = Promise.resolve();
   private lora: LoraParams | undefined;
   /** Multiplies the adapter's update (1: the policy; 0: the base / reference model). */
   loraScale = 1;
 
-  constructor(artifacts: DecoderArtifacts) {
-    this.artifacts = artifacts;
+  /**
+   * Over the sessions of opened artifacts (prefill if opened, else decode from an empty cache),
+   * or over a backend (see inWorker).
+   */
+  constructor(
+    source: DecoderArtifacts | { manifest: ArtifactsManifest; backend: GenerationBackend },
+  ) {
+    if ('backend' in source) {
+      this.manifest = source.manifest;
+      this.#backend = source.backend;
+    } else {
+      this.manifest = source.manifest;
+      this.#backend = localBackend(source);
+    }
+  }
+
+  /**
+   * The decode graph of an artifacts directory in a worker thread: `session.run` blocks the
+   * thread it runs on, so rollouts that interleave generation with tools and HTTP keep it there.
+   * The KV cache is carried inside the worker (present → past) and never copied back.
+   */
+  static async inWorker(
+    dir: string,
+    options: WorkerGeneratorOptions = {},
+  ): Promise<DecoderGenerator> {
+    const manifest = readArtifactsManifest(dir);
+    const g = manifest.graphs.decode;
+    if (!g) throw new RangeError(`${dir} has no decode graph`);
+    const worker = options.worker ?? new SessionWorker();
+    const carry: Record<string, string> = {};
+    for (let l = 0; l < manifest.config.numHiddenLayers; l++) {
+      carry[presentKeyName(l)] = pastKeyName(l);
+      carry[presentValueName(l)] = pastValueName(l);
+    }
+    const session = await worker.load(join(dir, g.file), {
+      device: options.device ?? 'cpu',
+      carry,
+      ...(options.intraOpThreads !== undefined && { intraOpThreads: options.intraOpThreads }),
+    });
+    return new DecoderGenerator({
+      manifest,
+      backend: workerBackend(session, manifest.config, options.worker ? undefined : worker),
+    });
+  }
+
+  get config(): DecoderConfig {
+    return this.manifest.config;
   }
 
   /** Use these LoRA matrices (PEFT names) in later generations; undefined = the base model. */
@@ -86,11 +223,10 @@ export class DecoderGenerator {
   }
 
   /** Feeds for the LoRA inputs of a graph that has them (zeros + scale 0 without an adapter). */
-  loraFeeds(session: Session): Record<string, ort.Tensor> {
+  loraFeeds(inputs: readonly ValueSpec[] = this.#backend.inputs): Record<string, ort.Tensor> {
     const feeds: Record<string, ort.Tensor> = {};
-    const lora = this.artifacts.manifest.lora;
-    if (!lora) return feeds;
-    for (const spec of session.inputs) {
+    if (!this.manifest.lora) return feeds;
+    for (const spec of inputs) {
       if (spec.name === LORA_SCALE)
         feeds[spec.name] = new ort.Tensor(
           'float32',
@@ -106,7 +242,22 @@ export class DecoderGenerator {
     return feeds;
   }
 
-  async generate(
+  /** Releases the worker session (and the worker it made); local sessions belong to the artifacts. */
+  async release(): Promise<void> {
+    await this.#backend.release();
+  }
+
+  generate(
+    prompts: readonly ArrayLike<number>[],
+    options: GenerateOptions,
+  ): Promise<GenerationOutput[]> {
+    if (!this.#backend.exclusive) return this.#generate(prompts, options);
+    const run = this.#queue.then(() => this.#generate(prompts, options));
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #generate(
     prompts: readonly ArrayLike<number>[],
     options: GenerateOptions,
   ): Promise<GenerationOutput[]> {
@@ -115,11 +266,8 @@ export class DecoderGenerator {
     const { maxNewTokens } = options;
     if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)
       throw new RangeError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
-    const decodeSession = this.artifacts.session('decode');
-    // Without a prefill session the decode graph prefills from an empty (length-0) cache: the
-    // same numbers, and one copy of the weights in ORT instead of two.
-    const prefill = this.artifacts.sessions.prefill ?? decodeSession;
-    const { config, maxPositions } = this.artifacts.manifest;
+    const backend = this.#backend;
+    const { config, maxPositions } = this.manifest;
     const V = config.vocabSize;
     const L = config.numHiddenLayers;
     const stopIds = new Set(options.stopTokenIds ?? []);
@@ -164,24 +312,18 @@ export class DecoderGenerator {
     }
     let attention = mask;
     let S = T;
-    const emptyPast: Record<string, ort.Tensor> = {};
-    if (prefill === decodeSession) {
-      const dims = [B, config.numKeyValueHeads, 0, config.headDim];
-      for (let l = 0; l < L; l++) {
-        emptyPast[pastKeyName(l)] = new ort.Tensor('float32', new Float32Array(0), dims);
-        emptyPast[pastValueName(l)] = new ort.Tensor('float32', new Float32Array(0), dims);
-      }
-    }
-    let result = await prefill.run({
-      [INPUT_IDS]: int64(ids, [B, T]),
-      [ATTENTION_MASK]: int64(mask, [B, T]),
-      [POSITION_IDS]: int64(pos, [B, T]),
-      ...emptyPast,
-      ...this.loraFeeds(prefill),
-    });
+    const lora = this.loraFeeds();
+    let logits: CachedLogits = await backend.start(
+      {
+        [INPUT_IDS]: int64(ids, [B, T]),
+        [ATTENTION_MASK]: int64(mask, [B, T]),
+        [POSITION_IDS]: int64(pos, [B, T]),
+        ...lora,
+      },
+      B,
+    );
 
     for (let step = 0; step < maxNewTokens; step++) {
-      const logits = result.outputs.logits!.data as Float32Array;
       const next: number[] = [];
       for (let i = 0; i < B; i++) {
         const r = rows[i]!;
@@ -226,13 +368,15 @@ export class DecoderGenerator {
           rows.map((r) => (r.done ? 0 : r.nextPos++)),
           [B, 1],
         ),
-        ...this.loraFeeds(decodeSession),
+        ...lora,
       };
-      for (let l = 0; l < L; l++) {
-        feeds[pastKeyName(l)] = result.outputs[presentKeyName(l)]!;
-        feeds[pastValueName(l)] = result.outputs[presentValueName(l)]!;
-      }
-      result = await decodeSession.run(feeds);
+      const cache = logits.cache;
+      if (cache)
+        for (let l = 0; l < L; l++) {
+          feeds[pastKeyName(l)] = cache[presentKeyName(l)]!;
+          feeds[pastValueName(l)] = cache[presentValueName(l)]!;
+        }
+      logits = await backend.step(feeds);
     }
 
     return rows.map((r) => {

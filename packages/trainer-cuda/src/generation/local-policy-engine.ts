@@ -20,7 +20,9 @@ import { DecoderGenerator, type GenerateOptions } from './decoder-generator.js';
 // greedy).
 
 export interface LocalPolicyEngineOptions {
-  artifacts: DecoderArtifacts;
+  /** Opened artifacts (sessions on this thread), or a ready generator (e.g. inWorker). */
+  artifacts?: DecoderArtifacts;
+  generator?: DecoderGenerator;
   tokenizer: Tokenizer;
   /** Name reported as `model` (default 'local'). */
   model?: string;
@@ -45,7 +47,11 @@ export class LocalPolicyEngine implements PolicyEngine {
     this.#options = options;
     this.#tok = options.tokenizer;
     this.model = options.model ?? 'local';
-    this.generator = new DecoderGenerator(options.artifacts);
+    if (!options.generator && !options.artifacts)
+      throw new ConfigError('LocalPolicyEngine needs artifacts or a generator', {
+        key: 'artifacts',
+      });
+    this.generator = options.generator ?? new DecoderGenerator(options.artifacts!);
     const tok = options.tokenizer;
     this.tokenizer = {
       encode: (text: string) => tok.encode(text),
@@ -74,7 +80,7 @@ export class LocalPolicyEngine implements PolicyEngine {
 
   stopTokenIds(): number[] {
     if (this.#options.stopTokenIds) return [...this.#options.stopTokenIds];
-    const ids = new Set(eosTokenIds(this.generator.artifacts.config));
+    const ids = new Set(eosTokenIds(this.generator.config));
     if (this.#tok.eosTokenId !== undefined) ids.add(this.#tok.eosTokenId);
     return [...ids];
   }
@@ -111,13 +117,13 @@ export class LocalPolicyEngine implements PolicyEngine {
 
   /** Loads a PEFT adapter folder (local path) into the generator. */
   async updateAdapter(adapter: AdapterRef): Promise<void> {
-    const built = this.generator.artifacts.manifest.lora;
+    const built = this.generator.manifest.lora;
     if (!built)
       throw new ConfigError(
         'these artifacts were built without LoRA inputs; rebuild them with a LoRA config',
         { key: 'lora' },
       );
-    const { lora, params } = await loadLoraAdapter(adapter.path, this.generator.artifacts.config);
+    const { lora, params } = await loadLoraAdapter(adapter.path, this.generator.config);
     // The graphs bake alpha/r in and take inputs for their own target modules only.
     const same =
       lora.r === built.r &&
