@@ -1,11 +1,14 @@
 // Fits a small MLP through flowgrpo's ONNX training graphs and writes the train-step graph.
-//   pnpm --filter @flowgrpo/example-autodiff-mlp start [-- --device cpu|webgpu|cuda|auto]
+//   pnpm --filter @flowgrpo/example-autodiff-mlp start [--device cpu|webgpu|cuda|auto] [--steps N]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { DeviceRequest } from '@flowgrpo/trainer';
 import { fitMlp } from './fit-mlp.js';
 
+const argv = process.argv.slice(2);
 const { values } = parseArgs({
+  // `npm start -- --device …` passes the separator through.
+  args: argv[0] === '--' ? argv.slice(1) : argv,
   options: {
     device: { type: 'string', default: 'cpu' },
     steps: { type: 'string', default: '200' },
