@@ -16,6 +16,7 @@ import {
   toArrowField,
   toArrowType,
 } from './column-types.js';
+import { columnValues } from './column-values.js';
 
 /** How 64-bit integers come back: JS numbers (exact up to 2^53, else an error) or bigints. */
 export type Int64Mode = 'number' | 'bigint';
@@ -85,15 +86,7 @@ export function rowsToArrowTable(
   if (rows.length === 0) return new Table(schema);
   const columns: Record<string, Vector> = {};
   for (const field of fields) {
-    const values = rows.map((row, i) => {
-      const v = toArrowValue(row[field.name], field.type, `${field.name} (row ${i})`);
-      if (v === null && !field.nullable) {
-        throw new DataFormatError(
-          `column ${field.name}: row ${i} is null in a non-nullable column`,
-        );
-      }
-      return v;
-    });
+    const values = columnValues(rows, field, toArrowValue);
     columns[field.name] = vectorFromArray(values, toArrowType(field.type));
   }
   // A table built from bare vectors marks every field nullable; rewrap its batches in the

@@ -12,6 +12,7 @@ import {
   inferFields,
   toParquetSchema,
 } from './column-types.js';
+import { columnValues } from './column-values.js';
 
 export interface ParquetWriteOptions {
   /** Column layout; inferred from the rows when omitted (see inferFields). */
@@ -91,13 +92,7 @@ export function rowsToParquetBuffer(
   const schema = toParquetSchema(fields);
   const columnData = fields.map((f) => ({
     name: f.name,
-    data: rows.map((row, i) => {
-      const v = coerce(row[f.name], f.type, `${f.name} (row ${i})`);
-      if (v === null && !f.nullable) {
-        throw new DataFormatError(`column ${f.name}: row ${i} is null in a non-nullable column`);
-      }
-      return v;
-    }),
+    data: columnValues(rows, f, coerce),
   }));
   const kvMetadata: KeyValue[] = Object.entries(options.metadata ?? {}).map(([key, value]) => ({
     key,
