@@ -1,11 +1,10 @@
 import type { SampleRow } from '../../sample-row.js';
 import {
-  asRecord,
   copyPresent,
   makeRow,
   type NormalizeOptions,
   normalizeAll,
-  type RowContext,
+  openRow,
   requireText,
   rowError,
 } from './row-fields.js';
@@ -33,8 +32,7 @@ export function normalizeAimeRow(
   idx: number,
   options: NormalizeOptions = {},
 ): SampleRow {
-  const ctx: RowContext = { dataset: 'aime', idx, file: options.file };
-  const row = asRecord(raw, ctx);
+  const { ctx, row } = openRow('aime', raw, idx, options);
   const question = requireText(row, ['problem', 'question', 'Problem'], ctx).trim();
   const answerRaw = requireText(row, ['answer', 'Answer'], ctx);
   const result = canonicalIntegerAnswer(answerRaw);

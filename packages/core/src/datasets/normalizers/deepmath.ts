@@ -1,11 +1,10 @@
 import type { SampleRow } from '../../sample-row.js';
 import {
-  asRecord,
   copyPresent,
   makeRow,
   type NormalizeOptions,
   normalizeAll,
-  type RowContext,
+  openRow,
   requireText,
 } from './row-fields.js';
 
@@ -19,8 +18,7 @@ export function normalizeDeepMathRow(
   idx: number,
   options: NormalizeOptions = {},
 ): SampleRow {
-  const ctx: RowContext = { dataset: 'deepmath', idx, file: options.file };
-  const row = asRecord(raw, ctx);
+  const { ctx, row } = openRow('deepmath', raw, idx, options);
   const question = requireText(row, ['question', 'Problem'], ctx);
   const result = requireText(row, ['final_answer', 'Answer'], ctx);
   const extra: Record<string, unknown> = {};

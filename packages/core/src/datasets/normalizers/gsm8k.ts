@@ -1,10 +1,9 @@
 import type { SampleRow } from '../../sample-row.js';
 import {
-  asRecord,
   makeRow,
   type NormalizeOptions,
   normalizeAll,
-  type RowContext,
+  openRow,
   requireText,
   rowError,
 } from './row-fields.js';
@@ -46,8 +45,7 @@ export function normalizeGsm8kRow(
   idx: number,
   options: NormalizeOptions = {},
 ): SampleRow {
-  const ctx: RowContext = { dataset: 'gsm8k', idx, file: options.file };
-  const row = asRecord(raw, ctx);
+  const { ctx, row } = openRow('gsm8k', raw, idx, options);
   const question = requireText(row, ['question'], ctx).trim();
   const answer = requireText(row, ['answer'], ctx);
   const parsed = parseGsm8kAnswer(answer);

@@ -1,10 +1,10 @@
 import type { SampleRow } from '../../sample-row.js';
 import {
-  asRecord,
   copyPresent,
   makeRow,
   type NormalizeOptions,
   normalizeAll,
+  openRow,
   type RowContext,
   requireText,
   rowError,
@@ -45,8 +45,7 @@ export function normalizeHotpotQaRow(
   idx: number,
   options: NormalizeOptions = {},
 ): SampleRow {
-  const ctx: RowContext = { dataset: 'hotpotqa', idx, file: options.file };
-  const row = asRecord(raw, ctx);
+  const { ctx, row } = openRow('hotpotqa', raw, idx, options);
   const question = requireText(row, ['question'], ctx).trim();
   const result = requireText(row, ['answer'], ctx).trim();
   if (result === '') throw rowError(ctx, 'answer is empty');

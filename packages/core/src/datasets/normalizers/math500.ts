@@ -1,11 +1,10 @@
 import type { SampleRow } from '../../sample-row.js';
 import {
-  asRecord,
   copyPresent,
   makeRow,
   type NormalizeOptions,
   normalizeAll,
-  type RowContext,
+  openRow,
   requireText,
   rowError,
 } from './row-fields.js';
@@ -20,8 +19,7 @@ export function normalizeMath500Row(
   idx: number,
   options: NormalizeOptions = {},
 ): SampleRow {
-  const ctx: RowContext = { dataset: 'math500', idx, file: options.file };
-  const row = asRecord(raw, ctx);
+  const { ctx, row } = openRow('math500', raw, idx, options);
   const question = requireText(row, ['problem'], ctx).trim();
   const result = requireText(row, ['answer'], ctx).trim();
   if (result === '') throw rowError(ctx, 'answer is empty');

@@ -1,10 +1,10 @@
 import type { SampleRow } from '../../sample-row.js';
 import { cleanGoldenAnswers, joinGoldenAnswers, normalizeQuestionMark } from './golden-answers.js';
 import {
-  asRecord,
   makeRow,
   type NormalizeOptions,
   normalizeAll,
+  openRow,
   pickKey,
   type RowContext,
   requireText,
@@ -36,8 +36,7 @@ export function normalizeNqRow(
   idx: number,
   options: NormalizeOptions = {},
 ): SampleRow {
-  const ctx: RowContext = { dataset: 'nq', idx, file: options.file };
-  const row = asRecord(raw, ctx);
+  const { ctx, row } = openRow('nq', raw, idx, options);
   const question = normalizeQuestionMark(requireText(row, ['question'], ctx));
   if (question === '') throw rowError(ctx, 'question is empty');
   const answers = answersOf(row, ['golden_answers', 'answer', 'answers'], ctx);
@@ -62,8 +61,7 @@ export function normalizeSearchR1Row(
   idx: number,
   options: NormalizeOptions = {},
 ): SampleRow {
-  const ctx: RowContext = { dataset: 'search-r1', idx, file: options.file };
-  const row = asRecord(raw, ctx);
+  const { ctx, row } = openRow('search-r1', raw, idx, options);
   const question = normalizeQuestionMark(requireText(row, ['question'], ctx));
   if (question === '') throw rowError(ctx, 'question is empty');
   let answersRow = row;

@@ -29,6 +29,17 @@ export function asRecord(raw: unknown, ctx: RowContext): Record<string, unknown>
   return raw as Record<string, unknown>;
 }
 
+/** A raw row checked to be an object, with the context its errors name. */
+export function openRow(
+  dataset: string,
+  raw: unknown,
+  idx: number,
+  options: NormalizeOptions,
+): { ctx: RowContext; row: Record<string, unknown> } {
+  const ctx: RowContext = { dataset, idx, file: options.file };
+  return { ctx, row: asRecord(raw, ctx) };
+}
+
 /** The first of `keys` present in the row (the seeds accept alternative spellings). */
 export function pickKey(row: Record<string, unknown>, keys: readonly string[]): string | undefined {
   return keys.find((k) => row[k] !== undefined && row[k] !== null);
