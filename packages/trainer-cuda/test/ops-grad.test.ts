@@ -176,6 +176,7 @@ describe('matmul, gemm, softmax', () => {
     [[4], [4, 5]],
     [[3, 4], [4]],
     [[4], [4]],
+    [[2, 3, 4], [4]],
     [
       [2, 3, 4],
       [2, 4, 1],
@@ -183,6 +184,26 @@ describe('matmul, gemm, softmax', () => {
   ];
   it.each(mm)('matmul %j × %j', async (sa, sb) => {
     await gradCheck({ a: { shape: sa }, b: { shape: sb } }, (b, x) => b.matmul(x.a!, x.b!));
+  });
+  it.each([
+    [[3, 4], [4, 5], []],
+    [[2, 3, 4], [4, 5], []],
+    [[2, 3, 4], [4], []],
+    [
+      ['batch', 'seq', 4],
+      [4, 5],
+      ['batch', 'seq', 5],
+    ],
+  ] as const)('matmul %j × %j backward: Gemm with transA/transB, no Transpose', (sa, sb) => {
+    // A 2-D (or lifted 1-D) operand is read transposed by Gemm; only batched operands need a
+    // Transpose node (checked by the finite-difference cases above).
+    const b = new GraphBuilder('mm');
+    const a = b.input('a', 'float32', [...sa]);
+    const w = b.input('w', 'float32', [...sb]);
+    b.grad(b.reduceSum(b.matmul(a, w)), [a, w]);
+    const backward = b.graph.nodes.filter((n) => n.name.includes('.grad/')).map((n) => n.op);
+    expect(backward).not.toContain('Transpose');
+    expect(backward.filter((op) => op === 'Gemm')).toHaveLength(2);
   });
   const gemm: [boolean, boolean, number[] | null][] = [
     [false, false, [5]],
@@ -222,6 +243,54 @@ describe('reductions and cumsum', () => {
       );
     });
   }
+  it.each([
+    [[0, 2], false],
+    [[1], true],
+    [undefined, false],
+  ] as [number[] | undefined, boolean][])(
+    'reduceMean over symbolic dims, axes=%j keepdims=%s: g/n with n counted in float, FD',
+    async (axes, keep) => {
+      // The count of a symbolic reduced dim is a ReduceSum of ones, not Size + Cast(int64→float)
+      // (CPU-only under WebGPU). Hand derivation: d Σ(mean(x)·R)/dx = R broadcast / n.
+      const r = rng(7);
+      const b = new GraphBuilder('mean_sym');
+      const x = b.input('x', 'float32', ['n', 3, 'm']);
+      const y = b.reduceMean(x, axes, keep);
+      const weights = b.input('R', 'float32', y.shape!);
+      const loss = b.reduceSum(b.mul(y, weights));
+      const [g] = b.grad(loss, [x]);
+      const ops = b.graph.nodes.filter((n) => n.name.includes('.grad/')).map((n) => n.op);
+      expect(ops).not.toContain('Size');
+      expect(ops).not.toContain('Cast');
+      const xs = [2, 3, 4];
+      const reduced = axes ?? [0, 1, 2];
+      const ys = xs.map((d, i) => (reduced.includes(i) ? 1 : d));
+      const rShape = keep ? ys : xs.filter((_, i) => !reduced.includes(i));
+      const feeds = {
+        x: tensor(
+          'float32',
+          xs,
+          Array.from({ length: 24 }, () => r() * 2 - 1),
+        ),
+        R: tensor(
+          'float32',
+          rShape,
+          Array.from({ length: rShape.reduce((p, d) => p * d, 1) }, () => r() * 2 - 1),
+        ),
+      };
+      const n = reduced.reduce((p, a) => p * xs[a]!, 1);
+      const got = evaluate(b.graph, feeds, [g!])[g!.name]!;
+      for (let i = 0; i < 24; i++) {
+        const idx = [Math.floor(i / 12), Math.floor(i / 4) % 3, i % 4];
+        const ri = idx.reduce((acc, v, k) => acc * ys[k]! + (reduced.includes(k) ? 0 : v), 0);
+        expect(got.data[i]).toBeCloseTo(feeds.R.data[ri]! / n, 12);
+      }
+      for (const res of checkGradients(b.graph, feeds, loss, [x], [g!]))
+        expect(res.maxError).toBeLessThan(1e-6);
+      b.output(loss, 'loss');
+      await expectOrtMatches(b.graph, feeds);
+    },
+  );
   it('reduceMax shares the gradient at ties (torch.amax convention)', async () => {
     // x = [1, 3, 3]: the max 3 is hit twice, each gets half of dL/dy (hand derivation).
     const b = new GraphBuilder();

@@ -84,20 +84,26 @@ export const linearOps = defineOps(
         const r = b.unbroadcast(grad, lifted);
         return lifted === x ? r : b.reshape(r, b.shape(x));
       };
-      // x·W with a 2-D weight (the common layer): rows of all batch dims are folded into one
-      // GEMM, dW = Aᵀ·G over [rows, K]ᵀ·[rows, N], instead of a batched product and a ReduceSum.
-      const gradW = () => {
-        if (rb !== 2 || ra <= 2)
-          return back(b.matmul(b.transpose(A, swapLast(A.shape!.length)), g), w!, B);
-        const rows = (axis: number) => b.concat([b.ints([-1]), b.dim(w!, axis)], 0);
-        return b.gemm(b.reshape(a!, rows(0)), b.reshape(g, rows(1)), undefined, { transA: true });
+      // 2-D operands never get a Transpose: Gemm's transA/transB read them transposed in place.
+      // x·W with a 2-D weight and a batched x (the common layer) folds x's batch dims into rows:
+      // dW = Aᵀ·G over [rows, K]ᵀ·[rows, N] (one GEMM, not a batched product and a ReduceSum) and
+      // dA = G·Wᵀ over [rows, N]·[K, N]ᵀ, reshaped back. Only batched operands (attention's
+      // per-head products) keep a Transpose: ONNX has no batched MatMul with a transposed operand.
+      const rA = A.shape!.length;
+      const rB = B.shape!.length;
+      const rows = (v: Value, axis: number) =>
+        b.reshape(v, b.concat([b.ints([-1]), b.dim(B, axis)], 0));
+      const gradA = () => {
+        if (rB !== 2) return back(b.matmul(g, b.transpose(B, swapLast(rB))), a!, A);
+        if (rA === 2) return back(b.gemm(g, B, undefined, { transB: true }), a!, A);
+        return b.reshape(b.gemm(rows(g, 1), B, undefined, { transB: true }), b.shape(a!));
       };
-      return [
-        c.needs[0]
-          ? back(b.matmul(g, b.transpose(B, swapLast(B.shape!.length))), a!, A)
-          : undefined,
-        c.needs[1] ? gradW() : undefined,
-      ];
+      const gradW = () => {
+        if (rB !== 2) return back(b.matmul(b.transpose(A, swapLast(rA)), g), w!, B);
+        if (rA === 2) return back(b.gemm(A, g, undefined, { transA: true }), w!, B);
+        return back(b.gemm(rows(A, 0), rows(g, 1), undefined, { transA: true }), w!, B);
+      };
+      return [c.needs[0] ? gradA() : undefined, c.needs[1] ? gradW() : undefined];
     },
   },
   {

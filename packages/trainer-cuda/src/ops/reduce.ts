@@ -1,7 +1,7 @@
 // Reductions with axes as an INPUT (opset 18) and CumSum.
 import { GraphError } from '../graph/errors.js';
 import type { Value } from '../graph/graph.js';
-import { dimProduct, knownInts, normAxis, req } from '../graph/shape.js';
+import { knownInts, normAxis, req } from '../graph/shape.js';
 import type { Attrs, Dim, Tensor } from '../graph/types.js';
 import { axisSplit, broadcastMap, ints, make, mapN } from './nd.js';
 import { defineOps, type OpDef, type VjpCtx } from './op.js';
@@ -78,16 +78,26 @@ const max: Acc = { init: -Infinity, step: Math.max, end: (a) => a };
 
 export const reduceOps = defineOps(
   reduceOp('ReduceSum', sum, (c) => [c.b.expand(kept(c, c.gy[0]!), c.b.shape(c.x[0]!))]),
+  // d mean / dx = g / n. A symbolic reduced dim d is counted in float as ReduceSum(Expand(1, d)),
+  // a vector of d ones: Size and Cast(int64 → float) have no WebGPU kernel and would put the
+  // count on the CPU EP. The sum of ones is exact while n < 2^24 (as a float32 Cast would be).
   reduceOp('ReduceMean', { ...sum, end: (a, n) => a / n }, (c) => {
     const { b } = c;
     const x = c.x[0]!;
     const axes =
       reducedAxes(x.shape!.length, c.x[1]?.known as number[] | undefined, !!c.x[1], c.attrs) ?? [];
-    const n = dimProduct(axes.map((a) => x.shape![a]!));
-    const count =
-      typeof n === 'number'
-        ? n
-        : b.div(b.cast(b.size(x), x.dtype), b.cast(b.size(c.y[0]!), x.dtype));
+    let count: Value | number = 1;
+    for (const a of axes) {
+      const d = x.shape![a]!;
+      const n =
+        typeof d === 'number' ? d : b.reduceSum(b.expand(b.scalar(1, x.dtype), b.dim(x, a)));
+      count =
+        count === 1
+          ? n
+          : typeof count === 'number' && typeof n === 'number'
+            ? count * n
+            : b.mul(count, n);
+    }
     return [b.div(b.expand(kept(c, c.gy[0]!), b.shape(x)), count)];
   }),
   // The gradient goes to the maxima, shared evenly at ties (as torch.amax).
