@@ -32,23 +32,30 @@ const script = () =>
     answer: 'Process: squared 12.\nAnswer: 144',
   });
 
+/** `flowgrpo solve` in process on the 12² question, the server answering from `script`. */
+async function solveSquare(...extra: string[]) {
+  server.setFallback('chat', reply.text(script()));
+  const io = captureIO(tmpdir());
+  const code = await runCli(
+    [
+      'solve',
+      'What is 12 squared?',
+      '--base-url',
+      server.baseURL,
+      '--model',
+      'qwen',
+      '--tools',
+      'calculator',
+      ...extra,
+    ],
+    io,
+  );
+  return { io, code };
+}
+
 describe('flowgrpo solve (in process)', () => {
   it('prints the trace and the final answer', async () => {
-    server.setFallback('chat', reply.text(script()));
-    const io = captureIO(tmpdir());
-    const code = await runCli(
-      [
-        'solve',
-        'What is 12 squared?',
-        '--base-url',
-        server.baseURL,
-        '--model',
-        'qwen',
-        '--tools',
-        'calculator',
-      ],
-      io,
-    );
+    const { io, code } = await solveSquare();
     expect(io.err).toBe('');
     expect(code).toBe(0);
     expect(io.out).toContain('Question: What is 12 squared?\nTools: calculator\n');
@@ -63,24 +70,7 @@ describe('flowgrpo solve (in process)', () => {
   });
 
   it('--json prints the SolveResult', async () => {
-    server.setFallback('chat', reply.text(script()));
-    const io = captureIO(tmpdir());
-    const code = await runCli(
-      [
-        'solve',
-        'What is 12 squared?',
-        '--base-url',
-        server.baseURL,
-        '--model',
-        'qwen',
-        '--tools',
-        'calculator',
-        '--json',
-        '--max-steps',
-        '3',
-      ],
-      io,
-    );
+    const { io, code } = await solveSquare('--json', '--max-steps', '3');
     expect(code).toBe(0);
     const result = JSON.parse(io.out);
     expect(result.answer).toBe('Process: squared 12.\nAnswer: 144');
