@@ -47,7 +47,7 @@ describe('AdamW graph', () => {
     grads.forEach((g, i) => {
       const out = evaluate(graph, {
         lr: f64([], [0.1]),
-        step: tensor('int64', [], [i + 1]),
+        step: tensor('float32', [], [i + 1]),
         w: p,
         'grad.w': f64([2], g),
         'm.w': m,
@@ -79,6 +79,7 @@ describe('AdamW graph', () => {
       dtype: 'float64',
       weightDecay: 0,
       maxGradNorm: 1.3,
+      stepDtype: 'int64',
     });
     const out = evaluate(graph, {
       lr: f64([], [0.01]),
@@ -180,7 +181,7 @@ describe('AdamW graph', () => {
       'm.w': randomTensor(r, [3, 2], 0, 0.1),
       'v.w': randomTensor(r, [3, 2], 0, 0.1),
       lr: tensor('float32', [], 0.01),
-      step: tensor('int64', [], 3),
+      step: tensor('float32', [], 3),
     };
     const b = new GraphBuilder('train_and_update');
     const x = b.input('x', 'float32', [4, 3]);
@@ -198,7 +199,7 @@ describe('AdamW graph', () => {
       b,
       [state],
       b.input('lr', 'float32', []),
-      b.input('step', 'int64', []),
+      b.input('step', 'float32', []),
       { maxGradNorm: 0.1 },
     );
     b.output(upd.params[0]!, 'new.w');

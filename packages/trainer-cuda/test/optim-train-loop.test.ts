@@ -115,7 +115,7 @@ describe('training loop in ORT', () => {
         ...params,
         ...moments,
         lr: toOrt(tensor('float32', [], HP.lr)),
-        step: toOrt(tensor('int64', [], t)),
+        step: toOrt(tensor('float32', [], t)),
       };
       for (const k of Object.keys(SHAPES)) feeds[`grad.${k}`] = out[`grad.${k}`]!;
       const upd = await opt.run(feeds);

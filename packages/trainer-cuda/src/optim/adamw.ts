@@ -8,7 +8,10 @@
 //   v   ← β2·v + (1 − β2)·g²
 //   p   ← p − lr/(1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
 //
-// `step` is t, the 1-based number of this update (PyTorch increments its state step first).
+// `step` is t, the 1-based number of this update (PyTorch increments its state step first). It
+// is a float32 input by default: WebGPU has no int64 → float Cast kernel, so an int64 step would
+// put that Cast on the CPU EP (and make a `disable_cpu_ep_fallback` session refuse to load).
+// float32 counts updates exactly up to 2^24 (16.7M steps); 'int64' stays available for CPU/CUDA.
 
 import { GraphBuilder } from '../graph/builder.js';
 import { GraphError } from '../graph/errors.js';
@@ -115,7 +118,10 @@ export interface AdamWGraphOptions extends AdamWHyperParams {
   params: readonly AdamWParamSpec[];
   /** Element type of params, grads and moments (default float32). */
   dtype?: 'float32' | 'float64';
-  /** Type of the `step` input (default int64). */
+  /**
+   * Type of the `step` input (default float32: exact up to 2^24 updates, and stays on the GPU
+   * under WebGPU, where a Cast from int64 has no kernel). 'int64' works on the CPU and CUDA EPs.
+   */
   stepDtype?: 'int64' | 'float32';
 }
 
@@ -146,7 +152,7 @@ export function buildAdamWGraph(options: AdamWGraphOptions): { graph: Graph; nam
   const dt = options.dtype ?? 'float32';
   const b = new GraphBuilder(new Graph('adamw'));
   const lr = b.input('lr', dt, []);
-  const step = b.input('step', options.stepDtype ?? 'int64', []);
+  const step = b.input('step', options.stepDtype ?? 'float32', []);
   const names: AdamWNames = { lr: 'lr', step: 'step', gradNorm: 'grad_norm', param: {} };
   const states = options.params.map((p) => {
     names.param[p.name] = {
