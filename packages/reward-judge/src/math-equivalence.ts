@@ -58,23 +58,32 @@ export type ParsedMathAnswer = { text: string } & (
 const OPENERS = '([{';
 const CLOSERS = ')]}';
 
+/** How the bracket at `s[i]` moves the depth (0: no bracket) and how many characters it takes. */
+function bracketStep(s: string, i: number): { delta: number; width: number } {
+  const ch = s[i]!;
+  // `\{` and `\}` are brackets too (set notation).
+  if (ch === '\\' && (s[i + 1] === '{' || s[i + 1] === '}')) {
+    return { delta: s[i + 1] === '{' ? 1 : -1, width: 2 };
+  }
+  if (OPENERS.includes(ch)) return { delta: 1, width: 1 };
+  if (CLOSERS.includes(ch)) return { delta: -1, width: 1 };
+  return { delta: 0, width: 1 };
+}
+
 /** Splits at commas outside any bracket (`\{`/`\}` count as brackets). */
 function splitTopLevel(s: string, separator: string): string[] | undefined {
   const parts: string[] = [];
   let depth = 0;
   let start = 0;
-  for (let i = 0; i < s.length; i++) {
-    const ch = s[i]!;
-    if (ch === '\\' && (s[i + 1] === '{' || s[i + 1] === '}')) {
-      depth += s[i + 1] === '{' ? 1 : -1;
-      i++;
-    } else if (OPENERS.includes(ch)) depth++;
-    else if (CLOSERS.includes(ch)) depth--;
-    else if (depth === 0 && s.startsWith(separator, i)) {
+  for (let i = 0; i < s.length; ) {
+    const step = bracketStep(s, i);
+    depth += step.delta;
+    if (step.delta === 0 && depth === 0 && s.startsWith(separator, i)) {
       parts.push(s.slice(start, i));
       start = i + separator.length;
     }
     if (depth < 0) return undefined;
+    i += step.width;
   }
   parts.push(s.slice(start));
   return parts.map((p) => p.trim());
@@ -101,14 +110,11 @@ function outerBrackets(s: string): { open: string; close: string; inner: string 
   } else return undefined;
   // The opening bracket must close only at the very end: the body never dips below depth 0.
   let depth = 0;
-  for (let i = 0; i < body.length; i++) {
-    const ch = body[i]!;
-    if (ch === '\\' && (body[i + 1] === '{' || body[i + 1] === '}')) {
-      depth += body[i + 1] === '{' ? 1 : -1;
-      i++;
-    } else if (OPENERS.includes(ch)) depth++;
-    else if (CLOSERS.includes(ch)) depth--;
+  for (let i = 0; i < body.length; ) {
+    const step = bracketStep(body, i);
+    depth += step.delta;
     if (depth < 0) return undefined;
+    i += step.width;
   }
   if (depth !== 0) return undefined;
   return { open, close, inner: body };
