@@ -45,8 +45,7 @@ export function grad(
   }
 
   const grads = new Map<Value, Value>();
-  if (reach.has(loss))
-    grads.set(loss, options.seed ?? b.constantOfShape(b.shape(loss), 1, loss.dtype));
+  if (reach.has(loss)) grads.set(loss, options.seed ?? b.fullLike(loss, 1));
   for (const n of active.reverse()) {
     const gys = n.outputs.map((o) => grads.get(o));
     if (gys.every((g) => g === undefined)) continue;

@@ -512,7 +512,15 @@ export class GraphBuilder {
 
   /** Zeros with x's shape and dtype (static shapes fold to a constant). */
   zerosLike(x: Value): Value {
-    return this.constantOfShape(this.shape(x), 0, x.dtype);
+    return this.fullLike(x, 0);
+  }
+
+  /**
+   * `value` broadcast to x's shape and dtype (static shapes fold to a constant). An Expand of a
+   * scalar, not ConstantOfShape: the WebGPU EP has no ConstantOfShape kernel.
+   */
+  fullLike(x: Value, value: number): Value {
+    return this.expand(this.scalar(value, x.dtype), this.shape(x));
   }
 
   /** The size of x along `axis` as a 1-D int64 of length 1 (a constant when static). */
@@ -555,7 +563,11 @@ export class GraphBuilder {
       );
     if (sum.length > 0) r = this.reduceSum(r, sum, true);
     for (const a of unsure) {
-      const isOne = this.equal(this.dim(x, a), this.ints([1]));
+      // dim == 1 compared in float (a sum of ones): Equal on int64 has no WebGPU kernel.
+      const isOne = this.equal(
+        this.reduceSum(this.expand(this.scalar(1, g.dtype), this.dim(x, a))),
+        1,
+      );
       const summed = this.reduceSum(r, [a], true);
       r = this.slice(this.where(isOne, summed, r), [0], this.dim(x, a), [a]);
     }

@@ -241,7 +241,7 @@ export const sliceConcatOps = defineOps(
           Array.from({ length: r }, (_, j) => (j === a ? n : b.dim(g, j))),
           0,
         );
-        g = b.scatterElements(b.constantOfShape(target, 0, g.dtype), full, g, a, 'add');
+        g = b.scatterElements(b.expand(b.scalar(0, g.dtype), target), full, g, a, 'add');
       });
       return [g];
     },
