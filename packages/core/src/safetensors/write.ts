@@ -1,7 +1,7 @@
 import { open, rename, rm } from 'node:fs/promises';
 import { bytesOf, type DType, dtypeByteSize, shapeSize } from '../dtype.js';
 import { SafetensorsError } from './errors.js';
-import { buildHeader, type SafetensorsTensorInfo } from './header.js';
+import { type BuiltHeader, buildHeader, type SafetensorsTensorInfo } from './header.js';
 import { assertLittleEndianHost } from './read.js';
 
 /**
@@ -62,19 +62,29 @@ function checkSizes(entries: [string, TensorSource][], file: string | undefined)
   }
 }
 
+/** Checks eager tensors' sizes and lays out the header; `file` names the target in errors. */
+function prepare(
+  tensors: TensorSources,
+  options: WriteSafetensorsOptions,
+  file: string | undefined,
+): { built: BuiltHeader; sources: Map<string, TensorSource> } {
+  assertLittleEndianHost();
+  const entries = tensorSourceEntries(tensors);
+  checkSizes(entries, file);
+  const built = buildHeader(
+    entries.map(([name, s]) => ({ name, dtype: s.dtype, shape: s.shape })),
+    options.metadata,
+    file,
+  );
+  return { built, sources: new Map(entries) };
+}
+
 /** Serialises tensors to one in-memory safetensors image. */
 export async function serializeSafetensors(
   tensors: TensorSources,
   options: WriteSafetensorsOptions = {},
 ): Promise<Uint8Array> {
-  assertLittleEndianHost();
-  const entries = tensorSourceEntries(tensors);
-  checkSizes(entries, undefined);
-  const built = buildHeader(
-    entries.map(([name, s]) => ({ name, dtype: s.dtype, shape: s.shape })),
-    options.metadata,
-  );
-  const sources = new Map(entries);
+  const { built, sources } = prepare(tensors, options, undefined);
   const out = new Uint8Array(built.bytes.byteLength + built.dataLength);
   out.set(built.bytes, 0);
   for (const info of built.tensors) {
@@ -104,15 +114,7 @@ export async function writeSafetensors(
   tensors: TensorSources,
   options: WriteSafetensorsOptions = {},
 ): Promise<WrittenSafetensors> {
-  assertLittleEndianHost();
-  const entries = tensorSourceEntries(tensors);
-  checkSizes(entries, path);
-  const built = buildHeader(
-    entries.map(([name, s]) => ({ name, dtype: s.dtype, shape: s.shape })),
-    options.metadata,
-    path,
-  );
-  const sources = new Map(entries);
+  const { built, sources } = prepare(tensors, options, path);
   const tmp = `${path}.tmp-${process.pid}`;
   const fh = await open(tmp, 'w');
   let ok = false;
