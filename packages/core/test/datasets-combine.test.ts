@@ -1,7 +1,6 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SHARED_DIR, sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
   batches,
@@ -24,9 +23,9 @@ import {
   stepsPerEpoch,
   writeSampleRows,
 } from '../src/index.js';
+import { testDir } from './temp-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-combine-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = testDir('combine');
 
 function rowsOf(source: string, n: number): SampleRow[] {
   return Array.from({ length: n }, (_, idx) => ({

@@ -1,7 +1,6 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   DataFormatError,
   readJsonlAll,
@@ -9,9 +8,9 @@ import {
   toJsonl,
   writeJsonl,
 } from '../src/index.js';
+import { testDir } from './temp-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-jsonl-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = testDir('jsonl');
 
 describe('JSONL', () => {
   it('skips blank lines, accepts CRLF and a BOM, and reports 1-based source lines', async () => {

@@ -1,7 +1,6 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
   arrowTableToRows,
@@ -19,9 +18,9 @@ import {
   writeParquet,
   writeParquetTable,
 } from '../src/index.js';
+import { testDir } from './temp-dir.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-parquet-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = testDir('parquet');
 
 // Generated rows covering every nested shape the datasets use: list of strings, list of structs,
 // struct of struct of list, int64 beyond 2^31, floats, booleans, nulls and missing keys.

@@ -1,7 +1,6 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   openSafetensorsModel,
   openShardedSafetensors,
@@ -11,14 +10,9 @@ import {
   writeSafetensors,
   writeShardedSafetensors,
 } from '../src/index.js';
+import { testDir } from './temp-dir.js';
 
-let root: string;
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'flowgrpo-shard-'));
-});
-afterAll(async () => {
-  await rm(root, { recursive: true, force: true });
-});
+const root = testDir('shard');
 
 const f32 = (n: number, start: number): TensorSource => ({
   dtype: 'F32',

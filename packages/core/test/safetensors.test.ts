@@ -1,7 +1,6 @@
-import { mkdtemp, open, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { open, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   type DType,
   openSafetensors,
@@ -13,14 +12,9 @@ import {
   type TensorSource,
   writeSafetensors,
 } from '../src/index.js';
+import { testDir } from './temp-dir.js';
 
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'flowgrpo-st-'));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const dir = testDir('st');
 
 // One tensor per dtype, with each type's extreme values.
 function everyDtype(): Record<string, TensorSource> {

@@ -1,9 +1,8 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { tableFromIPC } from 'apache-arrow';
 import { readParquet } from 'parquet-wasm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   readTrajectoriesParquet,
   type Trajectory,
@@ -11,14 +10,9 @@ import {
   tableToTrajectories,
   writeTrajectoriesParquet,
 } from '../src/index.js';
+import { testDir } from './temp-dir.js';
 
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'flowgrpo-trajpq-'));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const dir = testDir('trajpq');
 
 function sample(): Trajectory[] {
   return [

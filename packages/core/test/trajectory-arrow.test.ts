@@ -1,8 +1,6 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Type, tableFromArrays } from 'apache-arrow';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   DataFormatError,
   GroupSchema,
@@ -20,6 +18,7 @@ import {
   ValidationError,
   writeTrajectoriesArrow,
 } from '../src/index.js';
+import { testDir } from './temp-dir.js';
 
 function sample(): Trajectory[] {
   return [
@@ -84,13 +83,7 @@ function sample(): Trajectory[] {
   ];
 }
 
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'flowgrpo-traj-'));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
+const dir = testDir('traj');
 
 describe('trajectories ↔ Arrow', () => {
   it('has one row per turn (or segment) with typed list columns', () => {
