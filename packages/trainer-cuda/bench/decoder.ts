@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { createTensor, type Tensor } from '@flowgrpo/core';
 import * as ort from 'onnxruntime-node';
 import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
+import type { LoraConfig } from '../src/lora/lora-config.js';
 import type { DecoderConfig } from '../src/models/config.js';
 import {
   pastKeyName,
@@ -84,6 +85,12 @@ function referenceMsPerToken(weights: ModelWeights, n: number): number {
   return (performance.now() - start) / n;
 }
 
+const LORA: LoraConfig = {
+  r: 16,
+  alpha: 32,
+  targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'],
+};
+
 interface Row {
   model: string;
   what: string;
@@ -105,22 +112,51 @@ async function benchModel(
   try {
     const t0 = performance.now();
     buildDecoderArtifacts(holder.weights!, dir, {
-      graphs: ['prefill', 'decode'],
+      graphs: ['decode', 'train_step'],
       maxPositions: 1024,
+      lora: LORA,
     });
     notes.push(`${name}: artifacts built in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     const ms = referenceMsPerToken(holder.weights!, big ? 3 : 48);
     rows.push({ model: name, what: 'TS reference B=1', tokPerS: 1000 / ms, msPer: ms, rss: rss() });
     // Only ORT holds the weights from here on (lower peak memory).
     delete holder.weights;
-    const art = await DecoderArtifacts.open(dir);
-    const prefill = art.session('prefill');
+    (globalThis as { gc?: () => void }).gc?.();
+    const art = await DecoderArtifacts.open(dir, { graphs: ['decode'] });
+    // One session (the decode graph prefills from an empty cache): one copy of the weights.
     const decode = art.session('decode');
+    // The policy's adapter (LoRA r=16 on q/k/v/o) is part of every run, as during rollouts.
+    const adapter = (session: typeof decode) => {
+      const feeds: Record<string, ort.Tensor> = {
+        lora_scale: new ort.Tensor('float32', new Float32Array([1]), []),
+      };
+      for (const spec of session.inputs)
+        if (spec.name.includes('.lora_')) {
+          const d = spec.shape as number[];
+          feeds[spec.name] = new ort.Tensor(
+            'float32',
+            new Float32Array(d[0]! * d[1]!).fill(0.01),
+            d,
+          );
+        }
+      return feeds;
+    };
+    const emptyPast = (B: number) => {
+      const feeds: Record<string, ort.Tensor> = {};
+      const dims = [B, c.numKeyValueHeads, 0, c.headDim];
+      for (let l = 0; l < c.numHiddenLayers; l++) {
+        feeds[pastKeyName(l)] = new ort.Tensor('float32', new Float32Array(0), dims);
+        feeds[pastValueName(l)] = new ort.Tensor('float32', new Float32Array(0), dims);
+      }
+      return feeds;
+    };
     const tok = (b: number, t: number) =>
       Array.from({ length: b * t }, (_, i) => (i * 7919 + 13) % c.vocabSize);
 
     const runPrefill = (B: number, T: number) =>
-      prefill.run({
+      decode.run({
+        ...emptyPast(B),
+        ...adapter(decode),
         input_ids: int64(tok(B, T), [B, T]),
         attention_mask: int64(new Array(B * T).fill(1), [B, T]),
         position_ids: int64(
@@ -159,6 +195,7 @@ async function benchModel(
           input_ids: int64(tok(B, 1), [B, 1]),
           attention_mask: int64(new Array(B * (S + 1)).fill(1), [B, S + 1]),
           position_ids: int64(new Array(B).fill(S), [B, 1]),
+          ...adapter(decode),
         };
         for (let l = 0; l < c.numHiddenLayers; l++) {
           feeds[pastKeyName(l)] = r.outputs[presentKeyName(l)]!;
@@ -179,6 +216,52 @@ async function benchModel(
       });
     }
     await art.release();
+
+    // train_step (forward + LoRA backward + SFT test loss), every position trainable.
+    const train = await DecoderArtifacts.open(dir, { graphs: ['train_step'] });
+    const ts = train.session('train_step');
+    const [TB, TT] = big ? [1, 64] : [8, 128];
+    const tfeeds: Record<string, ort.Tensor> = {
+      input_ids: int64(tok(TB, TT), [TB, TT]),
+      attention_mask: int64(new Array(TB * TT).fill(1), [TB, TT]),
+      position_ids: int64(
+        Array.from({ length: TB * TT }, (_, i) => i % TT),
+        [TB, TT],
+      ),
+      target_positions: int64(
+        Array.from({ length: TB * (TT - 1) }, (_, i) => i % (TT - 1)),
+        [TB, TT - 1],
+      ),
+      target_ids: int64(tok(TB, TT - 1), [TB, TT - 1]),
+      loss_mask: new ort.Tensor('float32', new Float32Array(TB * (TT - 1)).fill(1), [TB, TT - 1]),
+      temperature: new ort.Tensor('float32', new Float32Array([1]), []),
+      lora_scale: new ort.Tensor('float32', new Float32Array([1]), []),
+    };
+    for (const spec of ts.inputs)
+      if (spec.name.includes('.lora_')) {
+        const d = spec.shape as number[];
+        tfeeds[spec.name] = new ort.Tensor(
+          'float32',
+          new Float32Array(d[0]! * d[1]!).fill(0.01),
+          d,
+        );
+      }
+    await ts.run(tfeeds);
+    const tt: number[] = [];
+    for (let i = 0; i < (big ? 1 : 3); i++) {
+      const s0 = performance.now();
+      await ts.run(tfeeds);
+      tt.push(performance.now() - s0);
+    }
+    const tms = Math.min(...tt);
+    rows.push({
+      model: name,
+      what: `train_step B=${TB} T=${TT} (LoRA r=${LORA.r} q/k/v/o)`,
+      tokPerS: ((TB * TT) / tms) * 1000,
+      msPer: tms,
+      rss: rss(),
+    });
+    await train.release();
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -204,10 +287,10 @@ export async function benchDecoder(): Promise<BenchSection> {
       `${name}: only ${layers} of 24 layers; the embedding / LM head (151936 × 896) is full size, so totals are not per-layer multiples`,
     );
   notes.push(
-    'RSS is the whole process after the row (the float32 weights are held in JS, in weights.data and by ORT)',
+    'RSS is the whole process after the row: the TS reference row holds the float32 weights in JS; the ORT rows one decode session (prefill = decode from an empty cache), the JS copy dropped; train_step opens a second session after the decode one is released (freed memory is not always returned to the OS)',
   );
   return {
-    title: 'decoder: prefill / decode tokens per second (CPU EP, default threads)',
+    title: 'decoder: prefill / decode / train_step tokens per second (CPU EP, default threads)',
     header: ['model', 'run', 'tokens/s', 'ms per call/token', 'RSS'],
     rows: rows.map((r) => [r.model, r.what, r.tokPerS.toFixed(1), r.msPer.toFixed(2), mib(r.rss)]),
     notes,
