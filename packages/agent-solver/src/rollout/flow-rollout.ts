@@ -138,7 +138,7 @@ export class FlowRollout implements RolloutAgent {
       onEvent: o.onEvent,
       ...(workspace ? { workspace } : {}),
     });
-    run.emit({ type: 'start', question, tools: run.toolNames, maxSteps: this.maxTurns });
+    run.start();
     if (o.analyzeQuery) await run.analyze();
 
     const turns: Turn[] = [];
@@ -229,8 +229,7 @@ export class FlowRollout implements RolloutAgent {
       stopReason = 'error';
     }
 
-    run.finish();
-    run.emit({ type: 'end', stopReason, durationMs: run.timings.total });
+    run.end(stopReason);
     return {
       ...trajectoryHeader(question, context),
       turns,

@@ -5,6 +5,7 @@ import {
   type GenerateOptions,
   type LLMEngine,
   type LLMUsage,
+  type StopReason,
 } from '@flowgrpo/core';
 import {
   type Tool,
@@ -203,6 +204,22 @@ export class FlowRun {
 
   finish(): void {
     this.timings.total = round(performance.now() - this.#started);
+  }
+
+  /** Announces the run: the 'start' event with the question, tools and step limit. */
+  start(): void {
+    this.emit({
+      type: 'start',
+      question: this.question,
+      tools: this.toolNames,
+      maxSteps: this.maxSteps,
+    });
+  }
+
+  /** Stops the clock (`finish`) and announces how the run ended: the 'end' event. */
+  end(stopReason: StopReason): void {
+    this.finish();
+    this.emit({ type: 'end', stopReason, durationMs: this.timings.total });
   }
 
   #options(role: SolverRole): GenerateOptions {

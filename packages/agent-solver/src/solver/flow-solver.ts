@@ -139,7 +139,7 @@ export class FlowSolver {
         for (const l of listeners) l(event);
       },
     });
-    run.emit({ type: 'start', question, tools: run.toolNames, maxSteps: this.maxSteps });
+    run.start();
 
     await run.analyze();
     const steps: SolveStep[] = [];
@@ -184,8 +184,7 @@ export class FlowSolver {
 
     const answer = await run.generate();
     if (answer === undefined) stopReason = 'error';
-    run.finish();
-    run.emit({ type: 'end', stopReason, durationMs: run.timings.total });
+    run.end(stopReason);
     return {
       question,
       answer: answer ?? '',
