@@ -51,7 +51,12 @@ describe('runPython', () => {
     ].join('\n');
     const t0 = performance.now();
     // 3 s leaves python time to start and write child.pid even on a loaded CI machine.
-    const run = await runPython(code, { cwd: workspace.dir, timeoutMs: 3000 });
+    // The CPU limit is raised so that the wall-clock timeout, not SIGXCPU, ends the spin.
+    const run = await runPython(code, {
+      cwd: workspace.dir,
+      timeoutMs: 3000,
+      limits: { cpuSeconds: 60 },
+    });
     const elapsed = performance.now() - t0;
     expect(run.timedOut).toBe(true);
     expect(run.signal).toBe('SIGKILL');
