@@ -1,5 +1,6 @@
 import { GraphBuilder } from '../../graph/builder.js';
 import type { Graph, Value } from '../../graph/graph.js';
+import { tensor } from '../../graph/tensor.js';
 import type { DType, Shape } from '../../graph/types.js';
 import {
   type LoraConfig,
@@ -155,10 +156,20 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
     return b.mul(b.div(x, b.sqrt(b.add(ms, c.rmsNormEps))), w(name));
   };
 
-  // Shapes known only at run time.
-  const batch = b.shape(inputIds, 0, 1);
-  const seq = b.shape(inputIds, 1, 2);
-  const totalSeq = b.shape(attentionMask, 1, 2);
+  // WebGPU has no int64 kernels besides Gather/GatherElements indices (not even Shape of an int64
+  // tensor), so nothing below does arithmetic on int64 values or shapes: run-time sizes come from
+  // Shape of float tensors, positions and masks are compared as floats (exact below 2^24), and the
+  // int64 inputs are only ever Gather indices (docs/decoder.md, "WebGPU strict mode").
+  const ones = (shape: Value | readonly number[]) => b.expand(b.scalar(1, 'float32'), shape);
+
+  // Token embeddings [B, T, hidden]; their Shape stands in for the int64 input's.
+  const emb = b.gather(w(EMBED_TOKENS), inputIds, 0);
+  /** The run-time shape [B, T, ...tail]: Shape of an EMPTY [B, T, ...tail, 0] tensor (no Concat). */
+  const btShape = (tail: readonly number[]): Value => {
+    const col = b.slice(emb, [0], [1], [2]); // [B, T, 1]
+    const unit = b.reshape(col, [0, 0, ...tail.map(() => 1), 1]);
+    return b.shape(b.expand(unit, [1, 1, ...tail, 0]), 0, 2 + tail.length);
+  };
 
   // RoPE rows for these positions, [B, T, 1, d/2] (broadcast over heads).
   const cos = b.unsqueeze(b.gather(w(ROPE_COS), positionIds, 0), [2]);
@@ -171,21 +182,26 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
     );
   };
 
-  // Attention bias [B, 1, 1, T, S]: query i (absolute position S − T + i) sees key j when
-  // j ≤ S − T + i and key j is not padding.
-  const sScalar = b.squeeze(totalSeq, [0]);
-  const tScalar = b.squeeze(seq, [0]);
-  const queryPos = b.range(b.sub(sScalar, tScalar), sScalar, 1);
-  const keyPos = b.range(0, sScalar, 1);
-  const causal = b.not(b.greater(b.unsqueeze(keyPos, [0]), b.unsqueeze(queryPos, [1])));
-  const notPad = b.greater(b.unsqueeze(attentionMask, [1, 2, 3]), 0);
+  // Attention bias [B, 1, g·T, S] in the stacked-query layout (row j·T + i is query i of group
+  // member j): query i (absolute position S − T + i) sees key j when j ≤ S − T + i, i.e. when
+  // S − 1 − j ≥ T − 1 − i, and key j is not padding. Both sides count from the end (reverse
+  // exclusive CumSum of ones), so neither S − T nor any int64 Range is needed. The mask is read
+  // through Gather([0, 1], mask): 0/1 are its only valid values.
+  const maskF = b.gather(b.constant(tensor('float32', [2], [0, 1])), attentionMask, 0); // [B, S]
+  const fromEnd = (v: Value) =>
+    b.cumsum(ones(b.shape(v, 1, 2)), 0, { exclusive: true, reverse: true });
+  const keyFromEnd = fromEnd(maskF); // [S]: S − 1 − j
+  const queryFromEnd = fromEnd(emb); // [T]: T − 1 − i
+  const stacked = group > 1 ? b.concat(Array(group).fill(queryFromEnd), 0) : queryFromEnd;
+  const causal = b.greaterOrEqual(b.unsqueeze(keyFromEnd, [0]), b.unsqueeze(stacked, [1]));
+  const notPad = b.greater(b.unsqueeze(maskF, [1, 2]), 0);
   const attnBias = b.where(b.and(causal, notPad), 0, MASKED);
 
-  const heads4 = (x: Value, n: number) => b.reshape(x, b.concat([batch, seq, b.ints([n, hd])], 0));
+  const heads4 = (x: Value, n: number) => b.reshape(x, btShape([n, hd]));
 
   // ---- the forward ---------------------------------------------------------------------------
   // Token embeddings: the residual stream, [B·T, hidden].
-  let x = b.reshape(b.gather(w(EMBED_TOKENS), inputIds, 0), [-1, H]);
+  let x = b.reshape(emb, [-1, H]);
   const present: { key: Value; value: Value }[] = [];
 
   for (let l = 0; l < c.numHiddenLayers; l++) {
@@ -212,23 +228,15 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
       }
       if (kind === 'prefill' || kind === 'decode') present.push({ key: k, value: v }); // [B, nkv, S, d]
 
-      // Scores of each kv head's query group: [B, nkv, g·T, S] → [B, nkv, g, T, S] + bias.
-      const qg = b.reshape(
-        b.mul(q, 1 / Math.sqrt(hd)),
-        b.concat([batch, b.ints([nkv, -1, hd])], 0),
-      );
-      let scores = b.matmul(qg, b.transpose(k, [0, 1, 3, 2]));
-      scores = b.reshape(scores, b.concat([batch, b.ints([nkv, group]), seq, totalSeq], 0));
+      // Scores of each kv head's query group, [B, nkv, g·T, S], + the stacked bias [B, 1, g·T, S].
+      const qg = b.reshape(b.mul(q, 1 / Math.sqrt(hd)), [0, nkv, -1, hd]);
+      const scores = b.matmul(qg, b.transpose(k, [0, 1, 3, 2]));
       const probs = b.softmax(b.add(scores, attnBias), -1);
-      const pg = b.reshape(probs, b.concat([batch, b.ints([nkv, -1]), totalSeq], 0));
-      const att = b.matmul(pg, v); // [B, nkv, g·T, d]
-      const merged = b.reshape(
-        b.transpose(
-          b.reshape(att, b.concat([batch, b.ints([nh]), seq, b.ints([hd])], 0)),
-          [0, 2, 1, 3],
-        ),
-        [-1, nh * hd],
-      );
+      const att = b.matmul(probs, v); // [B, nkv, g·T, d]
+      const merged = b.reshape(b.transpose(b.reshape(att, [0, nh, -1, 0]), [0, 2, 1, 3]), [
+        -1,
+        nh * hd,
+      ]);
       const attnOut = linear(merged, n.oProj, c.oBias ? n.oBias : undefined, loraOf(l, 'o_proj'));
       const x1 = b.add(x, attnOut);
 
@@ -258,12 +266,12 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
     let logits: Value;
     if ((options.logits ?? 'last') === 'last') {
       // With left padding the last position of every row is a real token.
-      const x3 = b.reshape(x, b.concat([batch, seq, b.ints([H])], 0));
+      const x3 = b.reshape(x, b.shape(emb));
       const last = b.reshape(b.slice(x3, [-1], [2 ** 62], [1]), [-1, H]);
       logits = b.gemm(rmsNorm(last, FINAL_NORM), lmHead, undefined, { transB: true });
     } else {
       const all = b.gemm(rmsNorm(x, FINAL_NORM), lmHead, undefined, { transB: true });
-      logits = b.reshape(all, b.concat([batch, seq, b.ints([c.vocabSize])], 0));
+      logits = b.reshape(all, btShape([c.vocabSize]));
     }
     b.output(logits, 'logits');
     present.forEach((p, l) => {
@@ -271,15 +279,26 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
       b.output(p.value, presentValueName(l));
     });
   } else {
-    // Gather the hidden states of the requested positions first (row b·T + pos), then the LM head
-    // on those rows only; log-softmax as z − ReduceLogSumExp(z).
-    const rowBase = b.mul(b.range(0, b.squeeze(batch, [0]), 1), tScalar);
-    const rows = b.reshape(b.add(targetPositions!, b.unsqueeze(rowBase, [1])), [-1]);
-    const hidden = rmsNorm(b.gather(x, rows, 0), FINAL_NORM); // [B·K, hidden]
+    // Pick the hidden states of the requested positions first, then the LM head on those rows
+    // only; log-softmax as z − ReduceLogSumExp(z). Both picks are one-hot products (a 1 and exact
+    // zeros, so the picked values are bit-identical to a Gather) built from float compares: the
+    // Gather/GatherElements they replace would need int64 Reshape/Unsqueeze/Add (and their
+    // backward int64 Reshape/Expand), which WebGPU runs only on the CPU.
+    const posT = b.cumsum(ones(b.shape(emb, 1, 2)), 0, { exclusive: true }); // [T]: 0 … T−1
+    const posK = b.gather(posT, targetPositions!, 0); // [B, K], float
+    const select = b.cast(b.equal(b.unsqueeze(posK, [2]), posT), 'float32'); // [B, K, T]
+    const picked3 = b.matmul(select, b.reshape(x, b.shape(emb))); // [B, K, hidden]
+    const hidden = rmsNorm(b.reshape(picked3, [-1, H]), FINAL_NORM); // [B·K, hidden]
     const z = b.div(b.gemm(hidden, lmHead, undefined, { transB: true }), temperature!);
-    const picked = b.gatherElements(z, b.reshape(targetIds!, [-1, 1]), 1);
+    // The vocabulary index of every logit, built from z's run-time shape: a [V] arange from
+    // static dims would be folded into a constant stored next to the weights.
+    const vocabIdx = b.cumsum(ones(b.shape(z)), 1, { exclusive: true }); // [B·K, V]: 0 … V−1
+    const vocab = b.reshape(b.slice(vocabIdx, [0], [1], [0]), [-1]);
+    const idsF = b.gather(vocab, targetIds!, 0); // [B, K], float
+    const oneHot = b.cast(b.equal(vocabIdx, b.reshape(idsF, [-1, 1])), 'float32'); // [B·K, V]
+    const picked = b.reduceSum(b.mul(z, oneHot), [1], true);
     const logp = b.sub(picked, b.reduceLogSumExp(z, [1], true)); // [B·K, 1]
-    const logprobs = b.reshape(logp, b.shape(targetIds!));
+    const logprobs = b.reshape(logp, b.shape(idsF));
     b.output(logprobs, 'logprobs');
     if (kind === 'train_step') {
       // Test loss (SFT): −Σ mask·logp / max(Σ mask, 1). The GRPO loss replaces it later.

@@ -1,0 +1,143 @@
+// The decoder graphs on the WebGPU EP with CPU fallback disabled (`session.disable_cpu_ep_fallback`
+// = 1: the session refuses to load if any node would run on the CPU EP). Reference: the same
+// graphs on the CPU EP (themselves checked against the plain-TS reference forward in
+// decoder-reference.test.ts); WebGPU's float32 results must match them to 1e-4. A tiny Qwen2 with
+// GQA 4:2 and a left-padded batch of two exercises the causal/padding bias and the group stacking.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  buildDecoderArtifacts,
+  createSession,
+  deviceAvailability,
+  initTinyWeights,
+  type LoraConfig,
+  loraParamSpecs,
+  tinyQwen2Config,
+} from '../src/index.js';
+
+const webgpu = await deviceAvailability('webgpu');
+if (!webgpu.available) console.info(`[decoder] WebGPU strict tests skipped: ${webgpu.reason}`);
+
+const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-webgpu-decoder-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const config = tinyQwen2Config({ seed: 0, hiddenSize: 32, layers: 1, heads: 4, kvHeads: 2 });
+const lora: LoraConfig = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj'] };
+
+const int64 = (values: readonly number[], dims: number[]) =>
+  new ort.Tensor(
+    'int64',
+    BigInt64Array.from(values, (v) => BigInt(v)),
+    dims,
+  );
+const f32 = (values: readonly number[], dims: number[]) =>
+  new ort.Tensor('float32', Float32Array.from(values), dims);
+
+function expectClose(got: ort.Tensor, want: ort.Tensor, tol: number, what: string) {
+  expect(got.dims, what).toEqual(want.dims);
+  const g = got.data as Float32Array;
+  const w = want.data as Float32Array;
+  let worst = 0;
+  for (let i = 0; i < w.length; i++) worst = Math.max(worst, Math.abs(g[i]! - w[i]!));
+  expect(worst, what).toBeLessThan(tol);
+}
+
+// Two rows, the first left-padded by two: ids, mask and positions as the generation engine feeds.
+const T = 5;
+const ids = [0, 0, 7, 19, 3, 11, 4, 25, 8, 30];
+const mask = [0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+const pos = [0, 0, 0, 1, 2, 0, 1, 2, 3, 4];
+// Every graph of the artifacts takes the LoRA matrices: small non-zero values (a fixed sine
+// pattern), so the adapters take part in the products.
+const loraFeeds: Record<string, ort.Tensor> = { lora_scale: f32([1], []) };
+for (const s of loraParamSpecs(config, lora)) {
+  const n = s.shape.reduce((a, b) => a * b, 1);
+  loraFeeds[s.name] = f32(
+    Array.from({ length: n }, (_, i) => 0.1 * Math.sin(i * 1.3 + s.name.length)),
+    [...s.shape],
+  );
+}
+const prefillFeeds = {
+  ...loraFeeds,
+  input_ids: int64(ids, [2, T]),
+  attention_mask: int64(mask, [2, T]),
+  position_ids: int64(pos, [2, T]),
+};
+
+describe.skipIf(!webgpu.available)(
+  `decoder graphs on WebGPU with CPU fallback disabled${webgpu.available ? '' : ` (skipped: ${webgpu.reason})`}`,
+  () => {
+    const dir = join(tmp, 'art');
+    buildDecoderArtifacts(initTinyWeights(config, 3), dir, { lora, maxPositions: 16 });
+    const open = (kind: string, strict: boolean) =>
+      createSession(join(dir, `${kind}.onnx`), {
+        device: strict ? 'webgpu' : 'cpu',
+        disableCpuFallback: strict,
+      });
+
+    it('prefill then decode load strictly and give the CPU EP’s logits and KV', async () => {
+      const [cpuPre, gpuPre, cpuDec, gpuDec] = await Promise.all([
+        open('prefill', false),
+        open('prefill', true),
+        open('decode', false),
+        open('decode', true),
+      ]);
+      expect(gpuPre.device).toBe('webgpu');
+      const want = (await cpuPre.run(prefillFeeds)).outputs;
+      const got = (await gpuPre.run(prefillFeeds)).outputs;
+      for (const name of ['logits', 'present.0.key', 'present.0.value'])
+        expectClose(got[name]!, want[name]!, 1e-4, `prefill ${name}`);
+
+      // One decode step on the CPU's cache: total length T + 1, next positions 3 and 5.
+      const decodeFeeds = {
+        ...loraFeeds,
+        input_ids: int64([12, 40], [2, 1]),
+        attention_mask: int64([...mask.slice(0, T), 1, ...mask.slice(T), 1], [2, T + 1]),
+        position_ids: int64([3, 5], [2, 1]),
+        'past_key_values.0.key': want['present.0.key']!,
+        'past_key_values.0.value': want['present.0.value']!,
+      };
+      const wantDec = (await cpuDec.run(decodeFeeds)).outputs;
+      const gotDec = (await gpuDec.run(decodeFeeds)).outputs;
+      for (const name of ['logits', 'present.0.key', 'present.0.value'])
+        expectClose(gotDec[name]!, wantDec[name]!, 1e-4, `decode ${name}`);
+      await Promise.all([cpuPre, gpuPre, cpuDec, gpuDec].map((s) => s.release()));
+    });
+
+    it('logprobs loads strictly and gives the CPU EP’s log-probabilities', async () => {
+      const [cpu, gpu] = await Promise.all([open('logprobs', false), open('logprobs', true)]);
+      const feeds = {
+        ...prefillFeeds,
+        target_positions: int64([2, 3, 0, 3], [2, 2]),
+        target_ids: int64([19, 3, 4, config.vocabSize - 1], [2, 2]),
+        temperature: f32([0.7], []),
+      };
+      const want = (await cpu.run(feeds)).outputs.logprobs!;
+      expect(Array.from(want.data as Float32Array).every((v) => v < 0 && v > -20)).toBe(true);
+      expectClose((await gpu.run(feeds)).outputs.logprobs!, want, 1e-4, 'logprobs');
+      await Promise.all([cpu.release(), gpu.release()]);
+    });
+
+    it('train_step: one ORT-inserted int64 Gather keeps it off strict mode; with fallback it matches the CPU EP', async () => {
+      await expect(open('train_step', true)).rejects.toThrow(/fallback to CPU EP/);
+      const cpu = await open('train_step', false);
+      const gpu = await createSession(join(dir, 'train_step.onnx'), { device: 'webgpu' });
+      const feeds: Record<string, ort.Tensor> = {
+        ...prefillFeeds,
+        target_positions: int64([2, 3, 1, 3], [2, 2]),
+        target_ids: int64([19, 3, 25, 8], [2, 2]),
+        temperature: f32([1], []),
+        loss_mask: f32([1, 1, 1, 0], [2, 2]),
+      };
+      const want = (await cpu.run(feeds)).outputs;
+      const got = (await gpu.run(feeds)).outputs;
+      expectClose(got.loss!, want.loss!, 1e-4, 'loss');
+      for (const s of loraParamSpecs(config, lora))
+        expectClose(got[`grad.${s.name}`]!, want[`grad.${s.name}`]!, 1e-4, s.name);
+      await Promise.all([cpu.release(), gpu.release()]);
+    });
+  },
+);
