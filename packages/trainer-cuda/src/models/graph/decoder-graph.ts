@@ -233,10 +233,12 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
       const scores = b.matmul(qg, b.transpose(k, [0, 1, 3, 2]));
       const probs = b.softmax(b.add(scores, attnBias), -1);
       const att = b.matmul(probs, v); // [B, nkv, g·T, d]
-      const merged = b.reshape(b.transpose(b.reshape(att, [0, nh, -1, 0]), [0, 2, 1, 3]), [
-        -1,
-        nh * hd,
-      ]);
+      // Heads side by side, [B·T, nh·d] (column h·d + e): Split over heads + Concat on the last
+      // axis rather than Transpose + Reshape. The same copy, but with a Transpose there, ORT
+      // rewrites the backward's Shape(Transpose(·)) into an int64 Gather that WebGPU lacks.
+      const perHead = b.reshape(att, [0, nh, -1, 0]); // [B, nh, T, d]
+      const sideBySide = nh > 1 ? b.concat(b.split(perHead, nh, 1), 3) : perHead; // [B, 1, T, nh·d]
+      const merged = b.reshape(sideBySide, [-1, nh * hd]);
       const attnOut = linear(merged, n.oProj, c.oBias ? n.oBias : undefined, loraOf(l, 'o_proj'));
       const x1 = b.add(x, attnOut);
 
