@@ -7,8 +7,6 @@ import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  DEFAULT_IR_VERSION,
-  DEFAULT_OPSET,
   decodeModel,
   encodeModel,
   inlineExternalData,
@@ -16,26 +14,17 @@ import {
   OnnxDecodeError,
   OnnxEncodeError,
   type OnnxGraph,
-  type OnnxModel,
   OnnxModelTooLargeError,
   onnxTensor,
   WeightsFileWriter,
   writeModel,
 } from '../src/onnx/index.js';
+import { testModel } from './onnx-helpers.js';
 
 const F = OnnxDataType.FLOAT;
 const I64 = OnnxDataType.INT64;
 
-function model(graph: OnnxGraph, extra: Partial<OnnxModel> = {}): OnnxModel {
-  return {
-    irVersion: DEFAULT_IR_VERSION,
-    opsetImports: [{ domain: '', version: DEFAULT_OPSET }],
-    producerName: 'flowgrpo-test',
-    producerVersion: '0',
-    graph,
-    ...extra,
-  };
-}
+const model = testModel;
 
 async function run(
   bytesOrPath: Uint8Array | string,

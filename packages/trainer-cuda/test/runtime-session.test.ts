@@ -7,15 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  DEFAULT_IR_VERSION,
-  DEFAULT_OPSET,
-  encodeModel,
-  OnnxDataType,
-  type OnnxGraph,
-  onnxTensor,
-  writeModel,
-} from '../src/onnx/index.js';
+import { OnnxDataType, type OnnxGraph, onnxTensor, writeModel } from '../src/onnx/index.js';
 import {
   createSession,
   DeviceTensor,
@@ -29,18 +21,11 @@ import {
   SessionRunError,
 } from '../src/runtime/index.js';
 import { classifyLoadError, ortSessionOptions } from '../src/runtime/session.js';
+import { testModelBytes } from './onnx-helpers.js';
 
 const F = OnnxDataType.FLOAT;
 
-function bytes(graph: OnnxGraph): Uint8Array {
-  return encodeModel({
-    irVersion: DEFAULT_IR_VERSION,
-    opsetImports: [{ domain: '', version: DEFAULT_OPSET }],
-    producerName: 'flowgrpo-test',
-    producerVersion: '0',
-    graph,
-  });
-}
+const bytes = testModelBytes;
 
 // Y = X·W + B; with X=[[1,2,3],[4,5,6]], W=[[1,0],[0,1],[1,1]], B=[10,20] → [[14,25],[20,31]].
 const W = new Float32Array([1, 0, 0, 1, 1, 1]);

@@ -7,16 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  DEFAULT_IR_VERSION,
-  DEFAULT_OPSET,
-  decodeModel,
-  encodeModel,
-  OnnxDataType,
-  type OnnxGraph,
-  onnxTensor,
-  writeModel,
-} from '../src/onnx/index.js';
+import { decodeModel, OnnxDataType, onnxTensor, writeModel } from '../src/onnx/index.js';
 import {
   createSession,
   deviceAvailability,
@@ -26,18 +17,11 @@ import {
   SessionRunError,
   SessionWorker,
 } from '../src/runtime/index.js';
+import { testModelBytes } from './onnx-helpers.js';
 
 const F = OnnxDataType.FLOAT;
 
-function bytes(graph: OnnxGraph): Uint8Array {
-  return encodeModel({
-    irVersion: DEFAULT_IR_VERSION,
-    opsetImports: [{ domain: '', version: DEFAULT_OPSET }],
-    producerName: 'flowgrpo-test',
-    producerVersion: '0',
-    graph,
-  });
-}
+const bytes = testModelBytes;
 
 // Y = X·W + B → [[14,25],[20,31]] for X=[[1,2,3],[4,5,6]] (see runtime-session.test.ts).
 const affine = bytes({
