@@ -204,8 +204,9 @@ describe('train_step: LoRA gradients', () => {
     [LORA_SCALE]: tensor('float32', [], [1]),
   });
 
-  it('autodiff gradients match central finite differences (float64 evaluator, ε = 1e-6)', () => {
-    const writer = new WeightsFileWriter(join(tmp, 'fd.data'));
+  /** The train_step graph and every feed the float64 TS evaluator needs to run it. */
+  const evaluatorTrainStep = (tag: string) => {
+    const writer = new WeightsFileWriter(join(tmp, `${tag}.data`));
     const base = writeBaseWeights(weights, writer);
     writer.close();
     const g = buildDecoderGraph(base, { kind: 'train_step', lora: allModules });
@@ -215,8 +216,14 @@ describe('train_step: LoRA gradients', () => {
     const rope = ropeTables(tiny, base.maxPositions);
     feeds[ROPE_COS] = tensor('float32', [base.maxPositions, 1], rope.cos);
     feeds[ROPE_SIN] = tensor('float32', [base.maxPositions, 1], rope.sin);
+    for (const s of loraParamSpecs(tiny, allModules))
+      feeds[s.name] = tensor('float32', s.shape, params.get(s.name)!);
+    return { g, feeds };
+  };
+
+  it('autodiff gradients match central finite differences (float64 evaluator, ε = 1e-6)', () => {
+    const { g, feeds } = evaluatorTrainStep('fd');
     const specs = loraParamSpecs(tiny, allModules);
-    for (const s of specs) feeds[s.name] = tensor('float32', s.shape, params.get(s.name)!);
     const input = (n: string) => g.graph.inputs.find((v) => v.name === n)!;
     const output = (n: string) => g.graph.outputs.find((v) => v.name === n)!;
     const loss = output('loss');
@@ -262,18 +269,7 @@ describe('train_step: LoRA gradients', () => {
     const got = (await session.run(ortFeeds)).outputs;
     await art.release();
 
-    const writer = new WeightsFileWriter(join(tmp, 'ev.data'));
-    const base = writeBaseWeights(weights, writer);
-    writer.close();
-    const g = buildDecoderGraph(base, { kind: 'train_step', lora: allModules });
-    const feeds: Record<string, Tensor> = { ...dataFeeds(0.8) };
-    for (const [name, shape] of expectedTensorShapes(tiny))
-      feeds[name] = tensor('float32', shape, weightAsFloat32(weights, name));
-    const rope = ropeTables(tiny, base.maxPositions);
-    feeds[ROPE_COS] = tensor('float32', [base.maxPositions, 1], rope.cos);
-    feeds[ROPE_SIN] = tensor('float32', [base.maxPositions, 1], rope.sin);
-    for (const s of loraParamSpecs(tiny, allModules))
-      feeds[s.name] = tensor('float32', s.shape, params.get(s.name)!);
+    const { g, feeds } = evaluatorTrainStep('ev');
     const want = evaluate(g.graph, feeds);
     expect(Object.keys(got).sort()).toEqual(Object.keys(want).sort());
     for (const [name, t] of Object.entries(want)) {
