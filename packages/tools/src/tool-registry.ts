@@ -13,6 +13,7 @@ import {
   type ToolContext,
   type ToolResult,
 } from './tool.js';
+import { canonicalToolName } from './tool-names.js';
 
 export interface ToolRegistryOptions {
   /** Time limit for a call whose context gives none. Default 60 s. */
@@ -59,8 +60,16 @@ export class ToolRegistry {
     return this;
   }
 
+  /**
+   * The entry registered under `name`, else under the canonical name of a built-in alias
+   * (`'python'` → `'Python_Code_Generator_Tool'`, see BUILTIN_TOOL_ALIASES).
+   */
+  #entry(name: string): Entry | undefined {
+    return this.#tools.get(name) ?? this.#tools.get(canonicalToolName(name));
+  }
+
   setEnabled(name: string, enabled: boolean): this {
-    const entry = this.#tools.get(name);
+    const entry = this.#entry(name);
     if (!entry) throw new ToolNotFoundError(name, this.names());
     entry.enabled = enabled;
     return this;
@@ -71,13 +80,17 @@ export class ToolRegistry {
     return [...this.#tools.values()].filter((e) => e.enabled).map((e) => e.tool.name);
   }
 
+  /** True when an enabled tool has this name (or this built-in alias). */
   has(name: string): boolean {
-    return this.#tools.get(name)?.enabled === true;
+    return this.#entry(name)?.enabled === true;
   }
 
-  /** The enabled tool of that name; throws `ToolNotFoundError` listing the enabled names. */
+  /**
+   * The enabled tool of that name or built-in alias (its `name` is the canonical one); throws
+   * `ToolNotFoundError` listing the enabled names.
+   */
   get(name: string): Tool {
-    const entry = this.#tools.get(name);
+    const entry = this.#entry(name);
     if (!entry?.enabled) throw new ToolNotFoundError(name, this.names());
     return entry.tool;
   }
@@ -144,8 +157,14 @@ export class ToolRegistry {
    * `ToolTimeoutError` or `ToolAbortedError`; a tool that reports its own failure returns it as a
    * result. A tool that ignores its abort signal is abandoned (not awaited) when the limit passes.
    */
-  async invoke(name: string, input: unknown, context: ToolContext = {}): Promise<ToolResult> {
-    const tool = this.get(name);
+  async invoke(
+    nameOrAlias: string,
+    input: unknown,
+    context: ToolContext = {},
+  ): Promise<ToolResult> {
+    const tool = this.get(nameOrAlias);
+    // Errors name the tool by its canonical name, as traces and memory do.
+    const name = tool.name;
     const parsed = parseToolInput(tool, input);
     const timeoutMs = context.timeoutMs ?? this.defaultTimeoutMs;
     const outer = context.signal;
