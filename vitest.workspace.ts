@@ -26,6 +26,7 @@ function pkg(
 
 export const projects: TestProjectInlineConfiguration[] = [
   pkg('core', 'packages/core'),
+  pkg('graph', 'packages/graph', { testTimeout: 60_000 }),
   pkg('grpo', 'packages/grpo-math'),
   pkg('reward', 'packages/reward-judge'),
   pkg('tools', 'packages/tools'),

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Enforces the one-way import order of DESIGN.md §2 and that every bare import in a package's
-// sources is declared in that package's package.json. Runs as part of `pnpm lint`.
+// Enforces the one-way import order of DESIGN.md §2 (core ← {graph, grpo, reward, tools} ← agent ←
+// trainer ← cli), that the sources of core, graph and grpo import no ML runtime, and that every
+// bare import in a package's sources is declared in its package.json. Runs as part of `pnpm lint`.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { join, relative } from 'node:path';
@@ -9,12 +10,20 @@ const root = new URL('..', import.meta.url).pathname;
 // Which @flowgrpo packages each package may import (the layering; transitive deps included).
 const allowed = {
   '@flowgrpo/core': [],
+  '@flowgrpo/graph': ['@flowgrpo/core'],
   '@flowgrpo/grpo': ['@flowgrpo/core'],
   '@flowgrpo/reward': ['@flowgrpo/core'],
   '@flowgrpo/tools': ['@flowgrpo/core'],
-  '@flowgrpo/agent': ['@flowgrpo/core', '@flowgrpo/grpo', '@flowgrpo/reward', '@flowgrpo/tools'],
+  '@flowgrpo/agent': [
+    '@flowgrpo/core',
+    '@flowgrpo/graph',
+    '@flowgrpo/grpo',
+    '@flowgrpo/reward',
+    '@flowgrpo/tools',
+  ],
   '@flowgrpo/trainer': [
     '@flowgrpo/core',
+    '@flowgrpo/graph',
     '@flowgrpo/grpo',
     '@flowgrpo/reward',
     '@flowgrpo/tools',
@@ -22,6 +31,7 @@ const allowed = {
   ],
   '@flowgrpo/cli': [
     '@flowgrpo/core',
+    '@flowgrpo/graph',
     '@flowgrpo/grpo',
     '@flowgrpo/reward',
     '@flowgrpo/tools',
@@ -29,6 +39,9 @@ const allowed = {
     '@flowgrpo/trainer',
   ],
 };
+// Packages whose sources must stay runtime-free (they describe graphs; the trainer runs them).
+const noRuntime = new Set(['@flowgrpo/core', '@flowgrpo/graph', '@flowgrpo/grpo']);
+const runtimes = /^(onnxruntime-|@tensorflow\/|@huggingface\/transformers$)/;
 const builtins = new Set([...builtinModules, ...builtinModules.map((m) => `node:${m}`)]);
 
 function* tsFiles(dir) {
@@ -75,6 +88,8 @@ for (const folder of readdirSync(join(root, 'packages'))) {
           : spec.split('/')[0];
         const where = relative(root, file);
         if (name === pkg.name) problems.push(`${where}: imports its own package by name`);
+        else if (sub === 'src' && noRuntime.has(pkg.name) && runtimes.test(name))
+          problems.push(`${where}: ${pkg.name} must not import a runtime ('${name}')`);
         else if (name.startsWith('@flowgrpo/') && layer && !layer.includes(name))
           problems.push(`${where}: ${pkg.name} may not import ${name} (DESIGN.md §2)`);
         else if (!(sub === 'src' ? declared : devDeclared).has(name) && name !== 'vitest')

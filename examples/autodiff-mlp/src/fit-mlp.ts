@@ -2,14 +2,8 @@
 // builder, gradients from reverse-mode autodiff, AdamW as a second ONNX graph, both run by ONNX
 // Runtime with parameters and optimizer state kept on the device between steps.
 import { createRng } from '@flowgrpo/core';
-import {
-  type DeviceRequest,
-  encodeModel,
-  GraphBuilder,
-  TrainStepRunner,
-  toOnnxModel,
-  type Value,
-} from '@flowgrpo/trainer';
+import { encodeModel, GraphBuilder, toOnnxModel, type Value } from '@flowgrpo/graph';
+import { type DeviceRequest, TrainStepRunner } from '@flowgrpo/trainer';
 import * as ort from 'onnxruntime-node';
 
 export interface FitOptions {

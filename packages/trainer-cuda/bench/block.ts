@@ -13,12 +13,15 @@
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  encodeModel,
+  type Graph,
+  GraphBuilder,
+  tensor,
+  toOnnxModel,
+  type Value,
+} from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
-import { GraphBuilder } from '../src/graph/builder.js';
-import { toOnnxModel } from '../src/graph/export-onnx.js';
-import type { Graph, Value } from '../src/graph/graph.js';
-import { tensor } from '../src/graph/tensor.js';
-import { encodeModel } from '../src/onnx/encode-model.js';
 import { deviceAvailability } from '../src/runtime/devices.js';
 import { type CreateSessionOptions, createSession } from '../src/runtime/session.js';
 import type { BenchSection } from './table.js';

@@ -1,15 +1,15 @@
 // Runtime benchmarks: per-call overhead of a session run, and MatMul throughput per device.
 // Speed is measured here, never asserted in tests.
 
-import * as ort from 'onnxruntime-node';
-import { encodeModel } from '../src/onnx/encode-model.js';
 import {
   DEFAULT_IR_VERSION,
   DEFAULT_OPSET,
+  encodeModel,
   OnnxDataType,
   type OnnxGraph,
-} from '../src/onnx/model.js';
-import { onnxTensor } from '../src/onnx/tensor.js';
+  onnxTensor,
+} from '@flowgrpo/graph';
+import * as ort from 'onnxruntime-node';
 import { deviceAvailability } from '../src/runtime/devices.js';
 import { type CreateSessionOptions, createSession } from '../src/runtime/session.js';
 import { SessionWorker } from '../src/runtime/session-worker.js';

@@ -6,6 +6,7 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { decodeModel, WeightsFileWriter } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -13,13 +14,11 @@ import {
   buildDecoderArtifacts,
   buildDecoderGraph,
   DecoderArtifacts,
-  decodeModel,
   expectedTensorShapes,
   initTinyWeights,
   type LoraConfig,
   readArtifactsManifest,
   tinyQwen2Config,
-  WeightsFileWriter,
   writeBaseWeights,
 } from '../src/index.js';
 

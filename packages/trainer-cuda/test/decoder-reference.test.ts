@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTensor } from '@flowgrpo/core';
+import { toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -14,10 +15,7 @@ import {
   initTinyWeights,
   type ModelWeights,
   ReferenceDecoder,
-  toOnnxModel,
-  WeightsFileWriter,
   writeBaseWeights,
-  writeModel,
 } from '../src/index.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-decoder-ref-'));

@@ -5,6 +5,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
@@ -22,10 +23,7 @@ import {
   pastValueName,
   presentKeyName,
   presentValueName,
-  toOnnxModel,
-  WeightsFileWriter,
   writeBaseWeights,
-  writeModel,
 } from '../src/index.js';
 
 const int64 = (values: readonly number[], dims: number[]) =>

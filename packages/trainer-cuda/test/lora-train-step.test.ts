@@ -8,15 +8,20 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTensor } from '@flowgrpo/core';
+import {
+  checkGradients,
+  evaluate,
+  type HostTensor,
+  tensor,
+  WeightsFileWriter,
+} from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   buildDecoderArtifacts,
   buildDecoderGraph,
-  checkGradients,
   DecoderArtifacts,
   type DecoderConfig,
-  evaluate,
   expectedTensorShapes,
   initLoraParams,
   initTinyWeights,
@@ -29,9 +34,6 @@ import {
   ROPE_SIN,
   ropeTables,
   saveLoraAdapter,
-  type Tensor,
-  tensor,
-  WeightsFileWriter,
   weightAsFloat32,
   writeBaseWeights,
 } from '../src/index.js';
@@ -193,7 +195,7 @@ describe('train_step: LoRA gradients', () => {
   const tids = [5, 7, 3, 2, 8, 10];
   const lmask = [1, 1, 1, 0, 1, 1];
 
-  const dataFeeds = (temperature: number): Record<string, Tensor> => ({
+  const dataFeeds = (temperature: number): Record<string, HostTensor> => ({
     input_ids: tensor('int64', [B, T], ids),
     attention_mask: tensor('int64', [B, T], mask),
     position_ids: tensor('int64', [B, T], pos),
@@ -210,7 +212,7 @@ describe('train_step: LoRA gradients', () => {
     const base = writeBaseWeights(weights, writer);
     writer.close();
     const g = buildDecoderGraph(base, { kind: 'train_step', lora: allModules });
-    const feeds: Record<string, Tensor> = { ...dataFeeds(0.8) };
+    const feeds: Record<string, HostTensor> = { ...dataFeeds(0.8) };
     for (const [name, shape] of expectedTensorShapes(tiny))
       feeds[name] = tensor('float32', shape, weightAsFloat32(weights, name));
     const rope = ropeTables(tiny, base.maxPositions);

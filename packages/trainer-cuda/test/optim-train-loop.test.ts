@@ -3,14 +3,29 @@
 // Reference: the same loop in plain TypeScript float64 maths — forward, hand-derived backward
 // (dout = 2(out − y)/N, dW2 = hᵀdout, dh = dout·W2ᵀ, dpre = dh ⊙ (1 − h²), dW1 = xᵀdpre) and
 // PyTorch's AdamW with global norm clipping. The ORT losses must track it step by step.
-import type * as ort from 'onnxruntime-node';
+
+import {
+  buildAdamWGraph,
+  encodeModel,
+  type Graph,
+  GraphBuilder,
+  type HostTensor,
+  tensor,
+  toOnnxModel,
+} from '@flowgrpo/graph';
+import { randomTensor, testRandom as rng } from '@flowgrpo/graph/testing';
+import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { buildAdamWGraph, GraphBuilder, type Tensor, tensor } from '../src/index.js';
-import { createSession, fromOrt, randomTensor, rng, toOrt } from './graph-helpers.js';
+import { fromOrtTensor as fromOrt, toOrtTensor as toOrt } from '../src/index.js';
 
 const N = 32;
 const H = 16;
 const HP = { lr: 0.05, beta1: 0.9, beta2: 0.999, eps: 1e-8, wd: 0.01, maxNorm: 1 };
+function createSession(graph: Graph): Promise<ort.InferenceSession> {
+  const bytes = encodeModel(toOnnxModel(graph, { opset: 21 }));
+  return ort.InferenceSession.create(bytes, { logSeverityLevel: 3, intraOpNumThreads: 1 });
+}
+
 const SHAPES: Record<string, number[]> = { w1: [2, H], b1: [H], w2: [H, 1], b2: [1] };
 
 function trainStepGraph() {
@@ -151,7 +166,7 @@ describe('training loop in ORT', () => {
     for (let t = 0; t < 50; t++)
       expect(Math.abs(ortLoss[t]! - refLoss[t]!) / refLoss[t]!).toBeLessThan(1e-3);
     expect(ortLoss[49]!).toBeLessThan(0.2 * ortLoss[0]!);
-    const final: Tensor = fromOrt(params.w2!);
+    const final: HostTensor = fromOrt(params.w2!);
     for (const [i, v] of final.data.entries()) expect(v).toBeCloseTo(P.w2![i]!, 3);
   });
 });

@@ -5,9 +5,10 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { OnnxDataType, type OnnxGraph, onnxTensor, writeModel } from '@flowgrpo/graph';
+import { testModelBytes } from '@flowgrpo/graph/testing';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { OnnxDataType, type OnnxGraph, onnxTensor, writeModel } from '../src/onnx/index.js';
 import {
   createSession,
   DeviceTensor,
@@ -21,7 +22,6 @@ import {
   SessionRunError,
 } from '../src/runtime/index.js';
 import { classifyLoadError, ortSessionOptions } from '../src/runtime/session.js';
-import { testModelBytes } from './onnx-helpers.js';
 
 const F = OnnxDataType.FLOAT;
 
@@ -120,7 +120,7 @@ describe('createSession on the CPU EP', () => {
   it('loads external data from a path and from bytes', async () => {
     const dir = tmp();
     const r = writeModel(
-      { ...(await import('../src/onnx/index.js')).decodeModel(affine) },
+      { ...(await import('@flowgrpo/graph')).decodeModel(affine) },
       { dir, fileName: 'affine.onnx', sizeThreshold: 16 },
     );
     expect(r.externalTensors).toBe(1);

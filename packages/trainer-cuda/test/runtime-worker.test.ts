@@ -5,9 +5,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { decodeModel, OnnxDataType, onnxTensor, writeModel } from '@flowgrpo/graph';
+import { testModelBytes } from '@flowgrpo/graph/testing';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decodeModel, OnnxDataType, onnxTensor, writeModel } from '../src/onnx/index.js';
 import {
   createSession,
   deviceAvailability,
@@ -17,7 +18,6 @@ import {
   SessionRunError,
   SessionWorker,
 } from '../src/runtime/index.js';
-import { testModelBytes } from './onnx-helpers.js';
 
 const F = OnnxDataType.FLOAT;
 

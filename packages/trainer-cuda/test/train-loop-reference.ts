@@ -5,9 +5,10 @@
 //   h = tanh(x·W1 + b1), out = h·W2 + b2, loss = mean((out − y)²) over N·O elements
 //   dout = 2(out − y)/(N·O), dW2 = hᵀ·dout, db2 = Σₙ dout, dpre = (dout·W2ᵀ) ⊙ (1 − h²),
 //   dW1 = xᵀ·dpre, db1 = Σₙ dpre
+
+import type { GraphBuilder, Value } from '@flowgrpo/graph';
+import { testRandom as rng } from '@flowgrpo/graph/testing';
 import * as ort from 'onnxruntime-node';
-import type { GraphBuilder, Value } from '../src/index.js';
-import { rng } from './graph-helpers.js';
 
 export const N = 24;
 export const D = 3;

@@ -2,15 +2,11 @@
 // plain-TypeScript float64 loop of train-loop-reference.ts (same init, same data, same per-step
 // learning rates) step by step; resuming from exportState() continues the uninterrupted run
 // bit for bit; misuse raises TrainLoopError.
+
+import { encodeModel, GraphBuilder, toOnnxModel } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import {
-  encodeModel,
-  GraphBuilder,
-  TrainLoopError,
-  TrainStepRunner,
-  toOnnxModel,
-} from '../src/index.js';
+import { TrainLoopError, TrainStepRunner } from '../src/index.js';
 import {
   buildMlpLoss,
   HP,

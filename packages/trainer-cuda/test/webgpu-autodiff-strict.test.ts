@@ -4,21 +4,26 @@
 // ReduceMean over everything (its count depends on batch·seq, known only at run time). Reference:
 // the float64 evaluator, itself checked by central finite differences; WebGPU's float32 results
 // must match it for two different batch/seq bindings of the same session.
-import { describe, expect, it } from 'vitest';
+
 import {
   buildAdamWGraph,
   checkGradients,
-  createSession,
-  deviceAvailability,
   encodeModel,
   evaluate,
   type Graph,
   GraphBuilder,
-  type Tensor,
+  type HostTensor,
   tensor,
   toOnnxModel,
+} from '@flowgrpo/graph';
+import { randomTensor, testRandom as rng, tensorMismatch } from '@flowgrpo/graph/testing';
+import { describe, expect, it } from 'vitest';
+import {
+  createSession,
+  deviceAvailability,
+  fromOrtTensor as fromOrt,
+  toOrtTensor as toOrt,
 } from '../src/index.js';
-import { expectClose, fromOrt, randomTensor, rng, toOrt } from './graph-helpers.js';
 
 const webgpu = await deviceAvailability('webgpu');
 if (!webgpu.available) console.info(`[autodiff] WebGPU strict tests skipped: ${webgpu.reason}`);
@@ -42,7 +47,7 @@ function trainGraph(): Graph {
   return b.graph;
 }
 
-function feedsFor(batch: number, seq: number, seed: number): Record<string, Tensor> {
+function feedsFor(batch: number, seq: number, seed: number): Record<string, HostTensor> {
   const r = rng(seed);
   return {
     x: randomTensor(r, [batch, seq, D]),
@@ -87,7 +92,9 @@ describe.skipIf(!webgpu.available)(
           Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toOrt(v)])),
         );
         for (const name of ['loss', 'grad.w', 'grad.bias', 'grad.x'])
-          expectClose(fromOrt(outputs[name]!), want[name]!, 1e-4, `${name} @ ${batch}×${seq}`);
+          expect(
+            tensorMismatch(fromOrt(outputs[name]!), want[name]!, 1e-4, `${name} @ ${batch}×${seq}`),
+          ).toBeUndefined();
       }
       await s.release();
     });
@@ -99,7 +106,7 @@ describe.skipIf(!webgpu.available)(
         disableCpuFallback: true,
       });
       const r = rng(5);
-      const feeds: Record<string, Tensor> = {
+      const feeds: Record<string, HostTensor> = {
         lr: tensor('float32', [], 0.01),
         step: tensor('float32', [], 3),
         w: randomTensor(r, [D, H]),
@@ -112,7 +119,7 @@ describe.skipIf(!webgpu.available)(
         Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, toOrt(v)])),
       );
       for (const name of ['new.w', 'new.m.w', 'new.v.w', 'grad_norm'])
-        expectClose(fromOrt(outputs[name]!), want[name]!, 1e-5, name);
+        expect(tensorMismatch(fromOrt(outputs[name]!), want[name]!, 1e-5, name)).toBeUndefined();
       await s.release();
     });
   },

@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { WeightsFileWriter } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -19,7 +20,6 @@ import {
   type LoraConfig,
   loraParamSpecs,
   tinyQwen2Config,
-  WeightsFileWriter,
   writeBaseWeights,
 } from '../src/index.js';
 

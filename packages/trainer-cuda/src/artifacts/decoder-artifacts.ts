@@ -1,8 +1,8 @@
 import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DataFormatError } from '@flowgrpo/core';
+import { DEFAULT_OPSET, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
-import { toOnnxModel } from '../graph/export-onnx.js';
 import type { LoraConfig } from '../lora/lora-config.js';
 import { loraScaling } from '../lora/lora-config.js';
 import type { DecoderConfig } from '../models/config.js';
@@ -13,9 +13,6 @@ import {
   type GraphIOSpec,
 } from '../models/graph/decoder-graph.js';
 import type { ModelWeights } from '../models/weights/model-weights.js';
-import { DEFAULT_OPSET } from '../onnx/model.js';
-import { WeightsFileWriter } from '../onnx/weights-file.js';
-import { writeModel } from '../onnx/write-model.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
 

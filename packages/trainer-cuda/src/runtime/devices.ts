@@ -6,9 +6,8 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { delimiter, dirname, join } from 'node:path';
+import { DEFAULT_IR_VERSION, DEFAULT_OPSET, encodeModel, OnnxDataType } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
-import { encodeModel } from '../onnx/encode-model.js';
-import { DEFAULT_IR_VERSION, DEFAULT_OPSET, OnnxDataType } from '../onnx/model.js';
 import { type Device, ExecutionProviderUnavailableError } from './errors.js';
 
 export type DeviceRequest = 'auto' | Device;

@@ -23,6 +23,7 @@ export {
   SessionWorkerError,
 } from './errors.js';
 export { type FeedLike, type ValueSpec, validateFeeds } from './feeds.js';
+export { fromOrtTensor, toOrtTensor } from './host-tensor.js';
 export {
   type CreateSessionOptions,
   createSession,

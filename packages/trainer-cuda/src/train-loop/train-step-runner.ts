@@ -16,12 +16,15 @@
 // The `step` input of AdamW is float32, not int64: on WebGPU a Cast from int64 lands on the CPU EP
 // (found with `disable_cpu_ep_fallback`), and float32 counts steps exactly up to 2^24.
 
+import type { Graph, Value } from '@flowgrpo/graph';
+import {
+  type AdamWHyperParams,
+  buildAdamWGraph,
+  encodeModel,
+  GraphBuilder,
+  toOnnxModel,
+} from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
-import { GraphBuilder } from '../graph/builder.js';
-import { toOnnxModel } from '../graph/export-onnx.js';
-import type { Graph, Value } from '../graph/graph.js';
-import { encodeModel } from '../onnx/encode-model.js';
-import { type AdamWHyperParams, buildAdamWGraph } from '../optim/adamw.js';
 import {
   type DeviceTensor,
   type DeviceTensorLocation,

@@ -1,5 +1,4 @@
-import type { ExternalRef } from '../../graph/types.js';
-import type { WeightsFileWriter } from '../../onnx/weights-file.js';
+import type { ExternalRef, WeightsFileWriter } from '@flowgrpo/graph';
 import type { DecoderConfig } from '../config.js';
 import { type ModelWeights, weightAsFloat32 } from '../weights/model-weights.js';
 import { expectedTensorShapes } from '../weights/tensor-names.js';

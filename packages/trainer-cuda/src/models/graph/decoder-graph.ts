@@ -1,7 +1,5 @@
-import { GraphBuilder } from '../../graph/builder.js';
-import type { Graph, Value } from '../../graph/graph.js';
-import { tensor } from '../../graph/tensor.js';
-import type { DType, Shape } from '../../graph/types.js';
+import type { ElemType, Graph, Shape, Value } from '@flowgrpo/graph';
+import { GraphBuilder, tensor } from '@flowgrpo/graph';
 import {
   type LoraConfig,
   type LoraTargetModule,
@@ -44,7 +42,7 @@ export interface DecoderGraphOptions {
 /** One graph input or output as artifacts.json records it. */
 export interface GraphIOSpec {
   name: string;
-  dtype: DType;
+  dtype: ElemType;
   shape: Shape;
 }
 
