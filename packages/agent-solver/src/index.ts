@@ -12,6 +12,7 @@ export * from './rollout/flow-rollout.js';
 export * from './rollout/rollout-agent.js';
 export * from './solver/errors.js';
 export * from './solver/events.js';
+export * from './solver/final-answer.js';
 export * from './solver/flow-run.js';
 export * from './solver/flow-solver.js';
 export * from './solver/prompts.js';

@@ -6,7 +6,10 @@ import type { Semaphore } from './semaphore.js';
 // One place that turns "call a server once" into "call it reliably": a per-attempt timeout that
 // covers the whole exchange (headers and body), the caller's AbortSignal, a concurrency slot held
 // only while a request is on the wire, and retries with exponential backoff + jitter on failures
-// that a later attempt could fix (429, 408, 409, 5xx, refused/reset connections, cut bodies).
+// that a later attempt could fix (429, 408, 409, 5xx, reset connections, cut bodies). A refused
+// connection is not retried: nothing listens at that address, and a backoff of seconds will not
+// start the server — a dead or mistyped URL fails at once (a pool of several servers opts back
+// in with `retryConnectionRefused`, since its next attempt goes to another server).
 
 export interface RetryOptions {
   /** Retries after the first attempt (default 3). */
@@ -78,11 +81,51 @@ export function isRetryableStatus(status: number): boolean {
 export interface AttemptFailure {
   kind: 'http' | 'network' | 'timeout';
   retryable: boolean;
+  /** The system error code under a network failure (`ECONNREFUSED`, `ECONNRESET`, …), if any. */
+  systemCode?: string;
   status?: number;
   body?: unknown;
   retryAfterMs?: number;
   message: string;
   cause: unknown;
+}
+
+/**
+ * The first Node system error code (`ECONNREFUSED`, …) in an error's cause chain. undici wraps
+ * it twice (APIConnectionError → TypeError "fetch failed" → Error with `code`); a host with
+ * several addresses fails with an AggregateError whose members carry the codes.
+ */
+export function systemErrorCode(error: unknown): string | undefined {
+  const seen = new Set<unknown>();
+  const queue: unknown[] = [error];
+  while (queue.length > 0) {
+    const e = queue.shift();
+    if (typeof e !== 'object' || e === null || seen.has(e)) continue;
+    seen.add(e);
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^E[A-Z0-9_]+$/.test(code)) return code;
+    queue.push((e as { cause?: unknown }).cause);
+    if (e instanceof AggregateError) queue.push(...e.errors);
+  }
+  return undefined;
+}
+
+/** A network failure before any reply: retried, except a refused connection (see above). */
+function networkFailure(error: unknown, message: string): AttemptFailure {
+  const systemCode = systemErrorCode(error);
+  const refused = systemCode === 'ECONNREFUSED';
+  return {
+    kind: 'network',
+    retryable: !refused,
+    ...(systemCode ? { systemCode } : {}),
+    // The client's own text ("Connection error.") does not say what happened; the code does.
+    message: refused
+      ? 'connection refused (ECONNREFUSED): nothing is listening at that address'
+      : systemCode && !message.includes(systemCode)
+        ? `${message} (${systemCode})`
+        : message,
+    cause: error,
+  };
 }
 
 /** Classifies an error thrown while talking to a server; undefined = not a transport failure. */
@@ -93,7 +136,7 @@ export function classifyFailure(error: unknown): AttemptFailure | undefined {
   if (error instanceof APIError) {
     if (error.status === undefined) {
       // APIConnectionError: refused, DNS, reset before the headers.
-      return { kind: 'network', retryable: true, message: error.message, cause: error };
+      return networkFailure(error, error.message);
     }
     return {
       kind: 'http',
@@ -130,8 +173,9 @@ export function classifyFailure(error: unknown): AttemptFailure | undefined {
       `${error.message} ${String((error as { cause?: unknown }).cause ?? '')}`,
     )
   ) {
-    // undici's error when the connection drops while the body is being read.
-    return { kind: 'network', retryable: true, message: error.message, cause: error };
+    // undici's error when the connection drops while the body is being read (or, with a bare
+    // fetch, when it cannot connect at all).
+    return networkFailure(error, error.message);
   }
   return undefined;
 }
@@ -156,6 +200,11 @@ export interface RunWithRetriesOptions {
   random?: () => number;
   /** Prefix of error messages, e.g. "chat completion". */
   what?: string;
+  /**
+   * Retry refused connections too (default false: they fail at once). For a pool of servers,
+   * where the next attempt goes to another one.
+   */
+  retryConnectionRefused?: boolean;
 }
 
 export async function runWithRetries<T>(
@@ -204,6 +253,9 @@ export async function runWithRetries<T>(
         failure = classifyFailure(error);
         if (!failure) throw error;
         if (FlowGrpoError.isInstance(error) && !failure.retryable) throw error;
+        if (failure.systemCode === 'ECONNREFUSED' && options.retryConnectionRefused) {
+          failure = { ...failure, retryable: true };
+        }
       }
       last = failure;
       options.onFailure?.(failure, context);

@@ -203,6 +203,8 @@ export class OpenAIPolicyEngine implements PolicyEngine {
         semaphore: this.#semaphore,
         baseURL: () => lastServer?.baseURL,
         what: `policy ${useChat ? 'chat completion' : 'completion'} (${this.servedModel})`,
+        // A refused server is marked down, so with several the next attempt goes elsewhere.
+        retryConnectionRefused: this.pool.servers.length > 1,
       },
     );
     const result = useChat
