@@ -1,6 +1,7 @@
 import { TrajectorySchema, trajectoriesFromIPC, trajectoriesToIPC } from '@flowgrpo/core';
-import { createCalculatorTool, ToolRegistry } from '@flowgrpo/tools';
+import { createCalculatorTool, defineTool, ToolRegistry } from '@flowgrpo/tools';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import {
   compactPlannerPrompt,
   FlowRollout,
@@ -89,9 +90,11 @@ describe('FlowRollout.run', () => {
       groupId: 'g1',
       question: 'What is 12 squared?',
       groundTruth: '144',
-      finalAnswer: 'Answer: 144',
+      // The generator wrote "Answer: 144"; the trajectory's answer is the parsed "144".
+      finalAnswer: '144',
       stopReason: 'parse_error',
     });
+    expect(t.metadata?.answerText).toBe('Answer: 144');
     expect(t.turns).toHaveLength(2);
     const [t0, t1] = t.turns!;
     expect(t0!.promptTokens).toEqual(Int32Array.from([1, 2, 3, 4]));
@@ -241,6 +244,42 @@ describe('FlowRollout.run', () => {
     );
     expect(t.turns![1]!.promptText).toBe(prompts[1]);
     expect(t.finalAnswer).toBe('144');
+  });
+
+  it("runs a user's defineTool tool like a built-in one; the policy's own answer is parsed too", async () => {
+    const seen: unknown[] = [];
+    const square = defineTool({
+      name: 'square',
+      input: z.object({ n: z.number().describe('the number to square') }).describe('Squares n.'),
+      execute: ({ n }) => {
+        seen.push(n);
+        return String(n * n);
+      },
+    });
+    policyServer.enqueue(
+      'chat',
+      reply.tokens(plan('square'), { ids: [1], logprobs: [-1], promptIds: [5] }),
+      reply.tokens(plan('None', 'The answer is 144.', 'Final Answer'), {
+        ids: [2],
+        logprobs: [-1],
+        promptIds: [5],
+      }),
+    );
+    fixedServer.setFallback('chat', reply.text(schemaResponder({ values: { n: 12 } })));
+    const t = await new FlowRollout({ policy: policy(), engine: fixed(), tools: [square] }).run(
+      'What is 12 squared?',
+    );
+    // 12 squared = 144, computed by the tool's execute.
+    expect(seen).toEqual([12]);
+    expect(t.turns!.map((x) => [x.toolName, x.toolResult])).toEqual([
+      ['square', '144'],
+      [undefined, undefined],
+    ]);
+    const prompt = policyServer.requests[0]!.body.messages!.map((m) => m.content).join('\n');
+    expect(prompt).toContain('"n": "float - the number to square"');
+    expect(t.stopReason).toBe('answer');
+    expect(t.finalAnswer).toBe('144');
+    expect(t.metadata?.answerText).toBe('The answer is 144.');
   });
 
   it('records a policy server failure as stopReason error instead of throwing', async () => {

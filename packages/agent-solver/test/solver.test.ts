@@ -1,9 +1,15 @@
-import { createCalculatorTool, createPythonTool, ToolRegistry } from '@flowgrpo/tools';
+import { exactMatchReward } from '@flowgrpo/reward';
+import { createCalculatorTool, createPythonTool, defineTool, ToolRegistry } from '@flowgrpo/tools';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import {
+  FlowRun,
   FlowSolver,
   LLMAbortError,
   OpenAIEngine,
+  resolveEngines,
+  SOLVER_ROLES,
+  SolveFailedError,
   type SolverEvent,
   toSerializableTruncated,
 } from '../src/index.js';
@@ -86,7 +92,8 @@ describe('FlowSolver.solve', () => {
     expect(Object.keys(calcSchema.properties.arguments.properties)).toEqual(['expression']);
 
     expect(result.stopReason).toBe('verifier_stop');
-    expect(result.answer).toBe('Process: 12^2 = 144, doubled 288.\nAnswer: 288');
+    expect(result.answerText).toBe('Process: 12^2 = 144, doubled 288.\nAnswer: 288');
+    expect(result.finalAnswer).toBe('288');
     expect(result.analysis?.concise_summary).toBe('concise_summary (scripted)');
     expect(result.steps).toHaveLength(2);
     const [s1, s2] = result.steps;
@@ -155,7 +162,8 @@ describe('FlowSolver.solve', () => {
     expect(result.stopReason).toBe('answer');
     expect(result.steps).toEqual([expect.objectContaining({ step: 1, final: true, errors: [] })]);
     expect(result.steps[0]!.result).toBeUndefined();
-    expect(result.answer).toBe('Answer: 7');
+    expect(result.answerText).toBe('Answer: 7');
+    expect(result.finalAnswer).toBe('7');
   });
 
   it('runs max steps when the verifier never stops', async () => {
@@ -201,7 +209,7 @@ describe('FlowSolver.solve', () => {
       /^Error: no valid arguments for calculator: /,
     );
     expect(s2!.result).toMatchObject({ ok: true, output: '42' });
-    expect(result.answer).toBe('Answer: 42');
+    expect(result.finalAnswer).toBe('42');
   });
 
   it('survives a 500 mid-run: the planner fails after its retry, the generator still answers', async () => {
@@ -223,7 +231,7 @@ describe('FlowSolver.solve', () => {
     expect(result.steps[1]!.errors).toEqual([
       expect.objectContaining({ role: 'planner', step: 2, code: 'LLM_REQUEST_ERROR' }),
     ]);
-    expect(result.answer).toBe('Answer: 42');
+    expect(result.finalAnswer).toBe('42');
     expect(schemaName(server.requests.at(-1)!)).toBe('text');
   });
 
@@ -296,9 +304,9 @@ describe('FlowSolver.solve', () => {
     });
   });
 
-  it('returns (does not throw) when the server is unreachable', async () => {
+  it('rejects with SolveFailedError when no LLM call succeeded; throwOnError: false resolves', async () => {
     const port = server.port;
-    await server.close();
+    await server.close(); // nothing listens on the port now: connection refused
     const solver = new FlowSolver({
       engine: new OpenAIEngine({
         model: 'm',
@@ -308,15 +316,48 @@ describe('FlowSolver.solve', () => {
       }),
       tools: tools(),
     });
-    const result = await solver.solve('anything');
-    expect(result.answer).toBe('');
-    expect(result.stopReason).toBe('error');
-    expect(result.errors.map((e) => [e.role, e.code])).toEqual([
+    const failure = await solver.solve('anything').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(SolveFailedError.isInstance(failure)).toBe(true);
+    const e = failure as SolveFailedError;
+    expect(e.code).toBe('SOLVE_FAILED');
+    // The loop's path with every call failing: analysis, step 1's plan, the final answer.
+    expect(e.errors.map((x) => [x.role, x.code])).toEqual([
       ['analyzer', 'LLM_REQUEST_ERROR'],
       ['planner', 'LLM_REQUEST_ERROR'],
       ['generator', 'LLM_REQUEST_ERROR'],
     ]);
+    expect(e.byRole('planner')).toEqual([expect.objectContaining({ step: 1 })]);
+    expect(e.message).toMatch(
+      /^every LLM call of the solve failed \(analyzer, planner, generator\): .*connection refused/,
+    );
+    expect(e.result.stopReason).toBe('error');
+
+    const partial = await solver.solve('anything', { throwOnError: false });
+    expect(partial.finalAnswer).toBe('');
+    expect(partial.answerText).toBe('');
+    expect(partial.stopReason).toBe('error');
+    expect(partial.errors.map((x) => x.role)).toEqual(['analyzer', 'planner', 'generator']);
     server = await OpenAITestServer.start();
+  });
+
+  it('resolves when some call succeeded, even though the answer failed', async () => {
+    const responder = schemaResponder({ tools: ['None'] });
+    server.enqueue(
+      'chat',
+      reply.text(responder), // analysis
+      reply.text(responder), // plan 1: None
+      reply.error(500, 'engine crashed'), // the answer
+      reply.error(500, 'engine crashed'), // the answer, the one retry
+    );
+    const result = await new FlowSolver({ engine: engine(), tools: tools() }).solve('q');
+    expect(result.stopReason).toBe('error');
+    expect(result.finalAnswer).toBe('');
+    expect(result.errors.map((x) => [x.role, x.code])).toEqual([
+      ['generator', 'LLM_REQUEST_ERROR'],
+    ]);
   });
 
   it('uses each role its own engine, the generator falling back to plannerFixed', async () => {
@@ -332,10 +373,105 @@ describe('FlowSolver.solve', () => {
       }).solve('q');
       expect(other.requests.map(schemaName)).toEqual(['QueryAnalysis', 'text']);
       expect(server.requests.map(schemaName)).toEqual(['NextStep']);
-      expect(result.answer).toBe('from fixed');
+      expect(result.answerText).toBe('from fixed');
     } finally {
       await other.close();
     }
+  });
+});
+
+describe('FlowSolver.solve with a user-defined tool (defineTool)', () => {
+  it('plans, calls and answers from it as from a built-in tool; the parsed answer scores 1 on exact match', async () => {
+    const calls: unknown[] = [];
+    // An offline table: Oslo's 2020 population is the value it holds (709037), nothing fetched.
+    const population = defineTool({
+      name: 'population_lookup',
+      input: z
+        .object({
+          city: z.string().min(1).describe('the city name'),
+          year: z.number().int().default(2020).describe('census year'),
+        })
+        .describe('Looks up the population of a city in an offline table.'),
+      execute: ({ city, year }) => {
+        calls.push({ city, year });
+        return { city, year, population: 709037 };
+      },
+    });
+    server.setFallback(
+      'chat',
+      reply.text(
+        schemaResponder({
+          tools: ['population_lookup'],
+          values: { city: 'Oslo' },
+          stopAtVerification: 1,
+          answer: 'The table gives 709,037 people for Oslo in 2020.\n**Answer:** 709037',
+        }),
+      ),
+    );
+    const result = await new FlowSolver({
+      engine: engine(),
+      tools: [population, createCalculatorTool()],
+    }).solve('How many people lived in Oslo in 2020?');
+
+    // The planner chose among the user's tool and the built-in one, and read the derived metadata.
+    const planSchema = server.requests[1]!.body.response_format!.json_schema!.schema as {
+      properties: { tool_name: { enum: string[] } };
+    };
+    expect(planSchema.properties.tool_name.enum).toEqual([
+      'population_lookup',
+      'calculator',
+      'None',
+    ]);
+    const planPrompt = promptText(server.requests[1]!.body);
+    expect(planPrompt).toContain('Looks up the population of a city in an offline table.');
+    expect(planPrompt).toContain('"year": "int (default 2020) - census year"');
+    // The executor's schema carries the field descriptions from .describe().
+    const commandSchema = server.requests[2]!.body.response_format!.json_schema!.schema as {
+      properties: { arguments: { properties: Record<string, { description?: string }> } };
+    };
+    expect(commandSchema.properties.arguments.properties.city?.description).toBe('the city name');
+
+    // The responder sent year: null (optional in strict mode); the default 2020 filled it in.
+    expect(calls).toEqual([{ city: 'Oslo', year: 2020 }]);
+    const [s1] = result.steps;
+    expect(s1!.toolName).toBe('population_lookup');
+    expect(s1!.result).toMatchObject({
+      ok: true,
+      output: { city: 'Oslo', year: 2020, population: 709037 },
+    });
+    expect(result.memory['Action Step 1']?.tool_name).toBe('population_lookup');
+    expect(result.errors).toEqual([]);
+
+    expect(result.answerText).toBe(
+      'The table gives 709,037 people for Oslo in 2020.\n**Answer:** 709037',
+    );
+    expect(result.finalAnswer).toBe('709037');
+    const reward = exactMatchReward();
+    const input = { question: result.question, groundTruth: '709037' };
+    expect((await reward.score({ ...input, finalAnswer: result.finalAnswer })).score).toBe(1);
+    // The raw text would not match: that is why finalAnswer is parsed.
+    expect((await reward.score({ ...input, finalAnswer: result.answerText })).score).toBe(0);
+  });
+
+  it('a built-in alias chosen by the planner runs the tool and is reported by its canonical name', async () => {
+    // Through the lenient rollout path a planner may write "python"; the solver's enum does not
+    // allow it, so this drives FlowRun.execute the way the rollout does, with a NextStep by hand.
+    server.setFallback('chat', reply.text(schemaResponder({ values: { code: 'print(12 * 12)' } })));
+    const run = new FlowRun({
+      question: 'q',
+      engines: resolveEngines({ default: engine() }, SOLVER_ROLES),
+      registry: tools(),
+      maxSteps: 1,
+    });
+    const outcome = await run.execute(1, {
+      justification: 'j',
+      context: 'c',
+      sub_goal: 'square 12',
+      tool_name: 'python',
+    });
+    expect(outcome.toolName).toBe(PY);
+    expect(outcome.result.output).toMatchObject({ stdout: '144\n' });
+    expect(outcome.memoryEntry.tool_name).toBe(PY);
   });
 });
 

@@ -63,8 +63,9 @@ describe('flowgrpo solve (in process)', () => {
     expect(io.out).toContain(
       'Step 1\n  sub-goal: square 12\n  tool: calculator\n  arguments: {"expression":"12^2"}\n  result: 144\n  verifier: STOP',
     );
+    // The generator's reply, then the parsed answer alone on the last line.
     expect(io.out).toMatch(
-      /Final answer \(stop: verifier_stop, 1 step\(s\), [\d.]+ s, \d+ tokens\)\nProcess: squared 12.\nAnswer: 144\n$/,
+      /\nAnswer \(stop: verifier_stop, 1 step\(s\), [\d.]+ s, \d+ tokens\)\nProcess: squared 12.\nAnswer: 144\n\nFinal answer: 144\n$/,
     );
     expect(server.requests[0]!.body).toMatchObject({ model: 'qwen', temperature: 0 });
   });
@@ -73,25 +74,104 @@ describe('flowgrpo solve (in process)', () => {
     const { io, code } = await solveSquare('--json', '--max-steps', '3');
     expect(code).toBe(0);
     const result = JSON.parse(io.out);
-    expect(result.answer).toBe('Process: squared 12.\nAnswer: 144');
+    expect(result.answerText).toBe('Process: squared 12.\nAnswer: 144');
+    expect(result.finalAnswer).toBe('144');
     expect(result.stopReason).toBe('verifier_stop');
     expect(result.steps[0].result.output).toBe('144');
     expect(result.memory['Action Step 1'].command).toEqual({ expression: '12^2' });
   });
 
-  it('an unreachable server is a one-line error and exit 1', async () => {
+  it('an unreachable server is one error line and exit 1 (default retries: refused is not retried)', async () => {
     const port = server.port;
-    await server.close();
+    await server.close(); // nothing listens on the port now
     const io = captureIO(tmpdir());
     const code = await runCli(
-      ['solve', 'q', '--base-url', `http://127.0.0.1:${port}/v1`, '--model', 'm', '--retries', '0'],
+      ['solve', 'q', '--base-url', `http://127.0.0.1:${port}/v1`, '--model', 'm'],
       io,
     );
     server = await OpenAITestServer.start();
     expect(code).toBe(1);
-    expect(io.err).toMatch(/^flowgrpo solve: no answer: .+ \[LLM_REQUEST_ERROR\]\n/);
-    expect(io.err).toContain(`is http://127.0.0.1:${port}/v1 serving 'm'?`);
-    expect(io.err).not.toMatch(/\n\s+at /);
+    expect(io.err).toBe(
+      `flowgrpo solve: every model call failed (is http://127.0.0.1:${port}/v1 serving 'm'?): ` +
+        `chat completion (m) failed (http://127.0.0.1:${port}/v1) after 1 attempt(s): ` +
+        'connection refused (ECONNREFUSED): nothing is listening at that address [LLM_REQUEST_ERROR]\n',
+    );
+    expect(io.out).not.toContain('Final answer');
+  });
+
+  it('when only the answer fails, says "no answer" and exits 1', async () => {
+    const responder = script();
+    server.enqueue(
+      'chat',
+      reply.text(responder), // analysis
+      reply.text(responder), // plan
+      reply.text(responder), // command
+      reply.text(responder), // verification: stop
+      reply.error(500, 'engine crashed'), // the answer
+    );
+    const io = captureIO(tmpdir());
+    const code = await runCli(
+      [
+        'solve',
+        'q',
+        '--base-url',
+        server.baseURL,
+        '--model',
+        'qwen',
+        '--tools',
+        'calculator',
+        '--retries',
+        '0',
+      ],
+      io,
+    );
+    expect(code).toBe(1);
+    expect(io.err).toMatch(/^flowgrpo solve: no answer: .*HTTP 500.* \[LLM_REQUEST_ERROR\]\n$/);
+  });
+
+  it('--tools takes the short or the full names; traces show the full (canonical) one', async () => {
+    server.setFallback(
+      'chat',
+      reply.text(
+        schemaResponder({
+          tools: ['Python_Code_Generator_Tool'],
+          values: { code: 'print(12 * 12)' },
+          stopAtVerification: 1,
+          answer: 'Answer: 144',
+        }),
+      ),
+    );
+    const io = captureIO(tmpdir());
+    const code = await runCli(
+      [
+        'solve',
+        'What is 12 squared?',
+        '--base-url',
+        server.baseURL,
+        '--model',
+        'qwen',
+        '--tools',
+        'Python,python_code_generator_tool,CALCULATOR',
+        '--json',
+      ],
+      io,
+    );
+    expect(io.err).toBe('');
+    expect(code).toBe(0);
+    const result = JSON.parse(io.out);
+    // One python tool (the alias and the full name are the same tool), shown by its full name.
+    const planSchema = server.requests[1]!.body.response_format!.json_schema!.schema as {
+      properties: { tool_name: { enum: string[] } };
+    };
+    expect(planSchema.properties.tool_name.enum).toEqual([
+      'Python_Code_Generator_Tool',
+      'calculator',
+      'None',
+    ]);
+    expect(result.steps[0].toolName).toBe('Python_Code_Generator_Tool');
+    expect(result.memory['Action Step 1'].tool_name).toBe('Python_Code_Generator_Tool');
+    expect(result.steps[0].result.output.stdout).toBe('144\n');
+    expect(result.finalAnswer).toBe('144');
   });
 
   it('usage mistakes exit 2', async () => {
@@ -105,7 +185,12 @@ describe('flowgrpo solve (in process)', () => {
         io2,
       ),
     ).toBe(2);
-    expect(io2.err).toContain("unknown tool 'abacus'");
+    expect(io2.err).toContain(
+      "unknown tool 'abacus' (known: python = Python_Code_Generator_Tool, calculator,",
+    );
+    const help = captureIO(tmpdir());
+    expect(await runCli(['solve', '--help'], help)).toBe(0);
+    expect(help.out).toMatch(/python\s+Python_Code_Generator_Tool\n/);
   });
 });
 
@@ -137,7 +222,7 @@ describe('flowgrpo solve (subprocess)', () => {
     ]);
     expect(stdout).toContain('Tools: calculator, Python_Code_Generator_Tool');
     expect(stdout).toContain('  result: 144\n');
-    expect(stdout).toMatch(/\nProcess: squared 12.\nAnswer: 144\n$/);
+    expect(stdout).toMatch(/\nProcess: squared 12.\nAnswer: 144\n\nFinal answer: 144\n$/);
   });
 
   it('bad replies: exit code 1 and a message, no stack trace', async () => {
@@ -155,7 +240,9 @@ describe('flowgrpo solve (subprocess)', () => {
       (e: { code: number; stderr: string }) => e,
     );
     expect(failure?.code).toBe(1);
-    expect(failure?.stderr).toMatch(/^flowgrpo solve: no answer: .*502/);
-    expect(failure?.stderr).not.toMatch(/\n\s+at /);
+    // Every call got the 502: one line, no stack trace.
+    expect(failure?.stderr).toMatch(
+      /^flowgrpo solve: every model call failed \(is http:\/\/127\.0\.0\.1:\d+\/v1 serving 'qwen'\?\): .*HTTP 502.*\[LLM_REQUEST_ERROR\]\n$/,
+    );
   });
 });

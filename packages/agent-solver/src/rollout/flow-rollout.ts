@@ -3,8 +3,10 @@ import type { Tool, ToolRegistry, Workspace, WorkspaceOptions } from '@flowgrpo/
 import type { PolicyEngine, PolicyGenerateResult } from '../policy/policy-engine.js';
 import { PlannerParseError } from '../solver/errors.js';
 import type { SolverEventListener, SolverRole } from '../solver/events.js';
+import { parseFinalAnswer } from '../solver/final-answer.js';
 import {
   FlowRun,
+  type GeneratedAnswer,
   type ResolvedEngines,
   type RoleGenerateOptions,
   resolveEngines,
@@ -143,7 +145,7 @@ export class FlowRollout implements RolloutAgent {
 
     const turns: Turn[] = [];
     let stopReason: StopReason = 'max_turns';
-    let finalAnswer: string | undefined;
+    let answer: GeneratedAnswer | undefined;
     for (let t = 1; t <= this.maxTurns; t++) {
       const prompt = (o.plannerPrompt ?? policyPlannerMessages)(run.context(), t, this.maxTurns);
       const start = performance.now();
@@ -199,17 +201,17 @@ export class FlowRollout implements RolloutAgent {
         // The policy's own answer when it wrote one, else the generator's attempt from memory.
         const own = parsed.ok ? next.context.trim() : '';
         if (own) {
-          finalAnswer = own;
-          run.emit({ type: 'answer', answer: own, durationMs: 0 });
+          answer = { finalAnswer: parseFinalAnswer(own).answer, answerText: own };
+          run.emit({ type: 'answer', ...answer, durationMs: 0 });
         } else {
-          finalAnswer = await run.generate();
+          answer = await run.generate();
         }
         stopReason = parsed.ok ? 'answer' : 'parse_error';
         break;
       }
 
       const outcome = await run.execute(t, next);
-      turn.toolName = next.tool_name;
+      turn.toolName = outcome.toolName;
       if (outcome.command) turn.toolInput = outcome.command.arguments;
       turn.toolResult = valueText(outcome.memoryEntry.result);
       turns.push(turn);
@@ -218,14 +220,14 @@ export class FlowRollout implements RolloutAgent {
       const verification = await run.verify(t);
       if (verification?.stop_signal) {
         stopReason = 'verifier_stop';
-        finalAnswer = await run.generate();
+        answer = await run.generate();
         break;
       }
     }
     if (stopReason === 'max_turns' && (o.answerAtMaxTurns ?? true)) {
-      finalAnswer = await run.generate();
-      if (finalAnswer === undefined) stopReason = 'error';
-    } else if (finalAnswer === undefined && stopReason !== 'max_turns') {
+      answer = await run.generate();
+      if (answer === undefined) stopReason = 'error';
+    } else if (answer === undefined && stopReason !== 'max_turns') {
       stopReason = 'error';
     }
 
@@ -233,12 +235,15 @@ export class FlowRollout implements RolloutAgent {
     return {
       ...trajectoryHeader(question, context),
       turns,
-      finalAnswer: finalAnswer ?? '',
+      // The parsed answer is what rewards compare with the gold (RewardInput.finalAnswer); the
+      // whole reply stays in metadata.answerText.
+      finalAnswer: answer?.finalAnswer ?? '',
       stopReason,
       timings: { ...run.timings },
       metadata: {
         ...(context.index === undefined ? {} : { index: context.index }),
         ...(run.analysis ? { analysis: run.analysis } : {}),
+        ...(answer ? { answerText: answer.answerText } : {}),
         memory: run.memory.getActions(),
         errors: run.errors,
         usage: run.usage,

@@ -53,7 +53,14 @@ export type SolverEvent =
   /** A rollout recorded a planner turn. */
   | { type: 'turn'; turn: Turn }
   | { type: 'error'; error: RoleError }
-  | { type: 'answer'; answer: string; durationMs: number; usage?: LLMUsage }
+  /** The final answer: `finalAnswer` parsed out of the generator's `answerText`. */
+  | {
+      type: 'answer';
+      finalAnswer: string;
+      answerText: string;
+      durationMs: number;
+      usage?: LLMUsage;
+    }
   | { type: 'end'; stopReason: StopReason; durationMs: number };
 
 export type SolverEventListener = (event: SolverEvent) => void;

@@ -18,6 +18,7 @@ import {
 import { LLMAbortError } from '../engines/errors.js';
 import { Memory, type MemoryAction } from '../memory/memory.js';
 import type { RoleError, SolverEvent, SolverEventListener, SolverRole } from './events.js';
+import { parseFinalAnswer } from './final-answer.js';
 import { errorCode, round } from './internal.js';
 import {
   analyzerMessages,
@@ -95,8 +96,18 @@ export interface SolveUsage {
   total: LLMUsage;
 }
 
+/** The generator's reply: the whole text and the answer parsed out of it. */
+export interface GeneratedAnswer {
+  /** The answer alone (parseFinalAnswer), e.g. "144" from "… Answer: **144**". */
+  finalAnswer: string;
+  /** The generator's whole reply. */
+  answerText: string;
+}
+
 /** What happened to a planned tool call. */
 export interface ExecutionOutcome {
+  /** The tool's canonical name (the planner may have written a built-in alias). */
+  toolName: string;
   command?: ToolCommand;
   result: ToolResult;
   memoryEntry: MemoryAction;
@@ -142,6 +153,11 @@ export class FlowRun {
     total: emptyUsage(),
   };
   analysis: QueryAnalysis | undefined;
+  /**
+   * Role calls (analyzer, planner, executor, verifier, generator) that returned a reply. Zero at
+   * the end of a run means no model was reached at all (see SolveFailedError).
+   */
+  llmCallsSucceeded = 0;
   readonly #o: FlowRunOptions;
   readonly #started = performance.now();
 
@@ -247,6 +263,7 @@ export class FlowRun {
     }
     const ms = round(performance.now() - start);
     this.account(role, ms, r.usage);
+    this.llmCallsSucceeded++;
     return { ...r, ms };
   }
 
@@ -304,7 +321,7 @@ export class FlowRun {
         result,
         durationMs: 0,
       });
-      return { result, memoryEntry };
+      return { toolName: next.tool_name, result, memoryEntry };
     }
     const tool: Tool = registry.get(next.tool_name);
 
@@ -326,7 +343,7 @@ export class FlowRun {
         null,
         result.output,
       );
-      return { result, memoryEntry };
+      return { toolName: tool.name, result, memoryEntry };
     }
     const command = r.value;
     this.emit({
@@ -372,7 +389,7 @@ export class FlowRun {
       result,
       durationMs: toolMs,
     });
-    return { command, result, memoryEntry };
+    return { toolName: tool.name, command, result, memoryEntry };
   }
 
   async verify(step: number): Promise<MemoryVerification | undefined> {
@@ -395,8 +412,11 @@ export class FlowRun {
     return r.value;
   }
 
-  /** The final answer from everything in memory; undefined when the generator failed. */
-  async generate(): Promise<string | undefined> {
+  /**
+   * The final answer from everything in memory: the generator's text and the answer parsed out
+   * of it (parseFinalAnswer); undefined when the generator failed.
+   */
+  async generate(): Promise<GeneratedAnswer | undefined> {
     const r = await this.#call('generator', undefined, async () => {
       const o = await this.#o.engines.generator.generateText(
         generatorMessages(this.context()),
@@ -405,8 +425,15 @@ export class FlowRun {
       return { value: o.text, usage: o.usage };
     });
     if (!r) return undefined;
-    this.emit({ type: 'answer', answer: r.value, durationMs: r.ms, usage: r.usage });
-    return r.value;
+    const finalAnswer = parseFinalAnswer(r.value).answer;
+    this.emit({
+      type: 'answer',
+      finalAnswer,
+      answerText: r.value,
+      durationMs: r.ms,
+      usage: r.usage,
+    });
+    return { finalAnswer, answerText: r.value };
   }
 }
 

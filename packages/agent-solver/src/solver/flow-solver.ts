@@ -1,6 +1,7 @@
 import type { LLMEngine, StopReason } from '@flowgrpo/core';
 import type { Tool, ToolRegistry, ToolResult, Workspace, WorkspaceOptions } from '@flowgrpo/tools';
 import type { MemoryAction } from '../memory/memory.js';
+import { SolveFailedError } from './errors.js';
 import { type RoleError, SOLVER_ROLES, type SolverEventListener } from './events.js';
 import {
   FlowRun,
@@ -24,7 +25,8 @@ import {
 // generate tool arguments → run the tool → verify, until the verifier says stop, the planner
 // chooses no tool, or max steps; then write the final answer from memory. Role failures are
 // recorded and the run degrades (no analysis, a failed step in memory, "continue", the loop
-// ends) instead of throwing.
+// ends) instead of throwing — unless no LLM call succeeded at all: a dead server must not look
+// like an empty answer, so that rejects with SolveFailedError (see SolveOptions.throwOnError).
 
 export interface FlowSolverOptions {
   /** One engine for every role (shorthand for `engines.default`). */
@@ -53,6 +55,12 @@ export interface SolveOptions {
   signal?: AbortSignal;
   /** Called with this run's events, after the solver's own listener. */
   onEvent?: SolverEventListener;
+  /**
+   * When no LLM call of the solve succeeded: reject with SolveFailedError (default true), or
+   * resolve with the partial result (`false`; its `errors` say what failed). Solves where some
+   * call succeeded always resolve, failed roles recorded in `errors`.
+   */
+  throwOnError?: boolean;
 }
 
 /** One plan/execute/verify round. */
@@ -75,8 +83,13 @@ export interface SolveStep {
 
 export interface SolveResult {
   question: string;
-  /** The generator's answer; '' when it failed (see `errors`). */
-  answer: string;
+  /**
+   * The answer alone, parsed out of the generator's text (`parseFinalAnswer`: "Answer: **144**"
+   * → "144"): what to compare with a gold answer. '' when the generator failed (see `errors`).
+   */
+  finalAnswer: string;
+  /** The generator's whole reply (its reasoning and the answer line); '' when it failed. */
+  answerText: string;
   analysis?: QueryAnalysis;
   steps: SolveStep[];
   memory: Record<string, MemoryAction>;
@@ -167,7 +180,7 @@ export class FlowSolver {
       }
 
       const outcome = await run.execute(step, next);
-      record.toolName = next.tool_name;
+      record.toolName = outcome.toolName;
       record.command = outcome.command;
       record.arguments = outcome.command?.arguments;
       record.result = outcome.result;
@@ -185,9 +198,10 @@ export class FlowSolver {
     const answer = await run.generate();
     if (answer === undefined) stopReason = 'error';
     run.end(stopReason);
-    return {
+    const result: SolveResult = {
       question,
-      answer: answer ?? '',
+      finalAnswer: answer?.finalAnswer ?? '',
+      answerText: answer?.answerText ?? '',
       ...(run.analysis ? { analysis: run.analysis } : {}),
       steps,
       memory: run.memory.getActions(),
@@ -196,5 +210,9 @@ export class FlowSolver {
       usage: run.usage,
       errors: run.errors,
     };
+    if (run.llmCallsSucceeded === 0 && (options.throwOnError ?? true)) {
+      throw new SolveFailedError(result);
+    }
+    return result;
   }
 }

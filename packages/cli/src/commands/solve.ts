@@ -1,12 +1,15 @@
 import {
   FlowSolver,
   OpenAIEngine,
+  SolveFailedError,
   type SolveResult,
   type SolverEvent,
   type StructuredOutputMode,
 } from '@flowgrpo/agent';
 import type { LLMEngine } from '@flowgrpo/core';
 import {
+  BUILTIN_TOOL_ALIASES,
+  builtinToolAlias,
   createCalculatorTool,
   createGeneralistTool,
   createPythonTool,
@@ -24,7 +27,11 @@ import { type CliIO, type Command, numberOption, stringOption, UsageError } from
 // `flowgrpo solve`: one question through the Flow solver against an OpenAI-compatible server,
 // printing each step as it happens (or the whole SolveResult as JSON).
 
-const TOOL_NAMES = ['python', 'calculator', 'wikipedia', 'generalist', 'web_rag', 'web_search'];
+// `--tools` takes the short names or the tools' own (canonical) names; traces and results show
+// the canonical ones, which are what the planner sees (the table is BUILTIN_TOOL_ALIASES).
+const toolTable = Object.entries(BUILTIN_TOOL_ALIASES)
+  .map(([alias, name]) => `                          ${alias.padEnd(12)}${name}`)
+  .join('\n');
 
 const usage = `Usage:
   flowgrpo solve "<question>" --base-url URL --model NAME [options]
@@ -36,9 +43,10 @@ Options:
   --base-url URL        OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
   --model NAME          model name as served
   --api-key KEY         API key (default $FLOWGRPO_API_KEY; $OPENAI_API_KEY for api.openai.com)
-  --tools LIST          comma-separated: ${TOOL_NAMES.join(', ')}
-                        (default python,calculator; web_search needs $SERPER_API_KEY or
-                        $GOOGLE_API_KEY + $GOOGLE_CX)
+  --tools LIST          comma-separated short or full tool names (default python,calculator);
+                        traces show the full names:
+${toolTable}
+                        (web_search needs $SERPER_API_KEY or $GOOGLE_API_KEY + $GOOGLE_CX)
   --max-steps N         plan/execute/verify rounds at most (default 5)
   --structured MODE     how schemas reach the server: json_schema (default), json_object, prompt
   --temperature T       sampling temperature of every role (default 0)
@@ -48,12 +56,24 @@ Options:
   --json                print the full result as JSON instead of the trace`;
 
 function buildTools(list: string, engine: LLMEngine, env: NodeJS.ProcessEnv): Tool[] {
-  const names = list
+  const given = list
     .split(',')
-    .map((s) => s.trim().toLowerCase())
+    .map((s) => s.trim())
     .filter(Boolean);
-  if (names.length === 0) throw new UsageError('--tools needs at least one tool');
-  return names.map((name): Tool => {
+  if (given.length === 0) throw new UsageError('--tools needs at least one tool');
+  const aliases = new Set<string>();
+  for (const name of given) {
+    const alias = builtinToolAlias(name);
+    if (alias === undefined) {
+      throw new UsageError(
+        `unknown tool '${name}' (known: ${Object.entries(BUILTIN_TOOL_ALIASES)
+          .map(([a, n]) => (a === n ? a : `${a} = ${n}`))
+          .join(', ')})`,
+      );
+    }
+    aliases.add(alias); // "python,Python_Code_Generator_Tool" is one tool
+  }
+  return [...aliases].map((name): Tool => {
     switch (name) {
       case 'python':
         return createPythonTool() as Tool;
@@ -84,7 +104,7 @@ function buildTools(list: string, engine: LLMEngine, env: NodeJS.ProcessEnv): To
         throw new UsageError('web_search needs $SERPER_API_KEY, or $GOOGLE_API_KEY and $GOOGLE_CX');
       }
       default:
-        throw new UsageError(`unknown tool '${name}' (known: ${TOOL_NAMES.join(', ')})`);
+        throw new UsageError(`unknown tool '${name}'`);
     }
   });
 }
@@ -129,9 +149,13 @@ export function formatEvent(e: SolverEvent): string | undefined {
   }
 }
 
+/** The generator's reply, then the parsed answer alone on the last line (easy to script). */
 function summary(r: SolveResult): string {
   const secs = (r.timings.total / 1000).toFixed(1);
-  return `\nFinal answer (stop: ${r.stopReason}, ${r.steps.length} step(s), ${secs} s, ${r.usage.total.totalTokens} tokens)\n${r.answer}\n`;
+  return (
+    `\nAnswer (stop: ${r.stopReason}, ${r.steps.length} step(s), ${secs} s, ${r.usage.total.totalTokens} tokens)\n` +
+    `${r.answerText}\n\nFinal answer: ${r.finalAnswer}\n`
+  );
 }
 
 function positiveInt(value: number | undefined, name: string, fallback: number): number {
@@ -212,17 +236,23 @@ export const solveCommand: Command = {
           },
     });
 
-    const result = await solver.solve(question);
+    let result: SolveResult;
+    try {
+      result = await solver.solve(question);
+    } catch (error) {
+      if (!SolveFailedError.isInstance(error)) throw error;
+      // No model call got through: one line that points at the server, not at the question.
+      const first = error.errors.find((e) => e.role !== 'tools');
+      io.stderr(
+        `flowgrpo solve: every model call failed (is ${baseURL} serving '${model}'?): ` +
+          `${first?.message ?? error.message} [${first?.code ?? error.code}]\n`,
+      );
+      return 1;
+    }
     if (json) io.stdout(`${JSON.stringify(result, null, 2)}\n`);
     const generatorError = result.errors.find((e) => e.role === 'generator');
     if (generatorError) {
-      const llmErrors = result.errors.filter((e) => e.role !== 'tools');
-      const allFailed =
-        llmErrors.length > 0 && llmErrors.every((e) => e.code === generatorError.code);
-      io.stderr(
-        `flowgrpo solve: no answer: ${generatorError.message} [${generatorError.code}]\n` +
-          (allFailed ? `  (every model call failed; is ${baseURL} serving '${model}'?)\n` : ''),
-      );
+      io.stderr(`flowgrpo solve: no answer: ${generatorError.message} [${generatorError.code}]\n`);
       return 1;
     }
     if (!json) io.stdout(summary(result));
