@@ -77,6 +77,25 @@ export class DataFormatError extends FlowGrpoError {
   }
 }
 
+/**
+ * A file (or folder) that was asked for does not exist. Distinct from DataFormatError: the fix
+ * is the path, not the file's contents.
+ */
+export class FileNotFoundError extends FlowGrpoError {
+  static override readonly code = 'FILE_NOT_FOUND';
+  /** The path as it was looked up. */
+  readonly path: string;
+  constructor(path: string, options?: FlowGrpoErrorOptions) {
+    super(`file not found: ${path}`, options);
+    this.path = path;
+  }
+}
+
+/** True for Node's "no such file or directory" error (`ENOENT`). */
+export function isNotFoundError(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === 'ENOENT';
+}
+
 /** A configuration value is missing, inconsistent or unsupported. */
 export class ConfigError extends FlowGrpoError {
   static override readonly code = 'CONFIG_ERROR';

@@ -7,8 +7,8 @@ import {
   ConfigError,
   combineDatasets,
   countBySource,
-  DataFormatError,
   epochOrder,
+  FileNotFoundError,
   JSON_EXTRA_KEYS_METADATA,
   nextBatchPosition,
   normalizeHotpotQa,
@@ -256,7 +256,7 @@ describe('SampleRow files and prepareCombinedTrainSet (generated data)', () => {
         train: [{ path: join(raw, 'absent.jsonl'), format: 'nq' }],
         outDir: out,
       }),
-    ).rejects.toSatisfy((e: unknown) => DataFormatError.isInstance(e));
+    ).rejects.toSatisfy((e: unknown) => FileNotFoundError.isInstance(e));
   });
 });
 

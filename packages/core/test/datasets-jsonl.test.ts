@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   DataFormatError,
+  FileNotFoundError,
   readJsonlAll,
   readJsonlRecords,
   toJsonl,
@@ -37,10 +38,11 @@ describe('JSONL', () => {
     expect(e.message).toContain(`${path}:line 4`);
   });
 
-  it('reports a missing file as DataFormatError', async () => {
+  it('reports a missing file as FileNotFoundError (not a format problem)', async () => {
     const error = await readJsonlAll(join(dir, 'absent.jsonl')).catch((e: unknown) => e);
-    expect(DataFormatError.isInstance(error)).toBe(true);
-    expect((error as DataFormatError).file).toBe(join(dir, 'absent.jsonl'));
+    expect(FileNotFoundError.isInstance(error)).toBe(true);
+    expect(DataFormatError.isInstance(error)).toBe(false);
+    expect((error as FileNotFoundError).path).toBe(join(dir, 'absent.jsonl'));
   });
 
   it('round-trips values through writeJsonl, one document per line', async () => {

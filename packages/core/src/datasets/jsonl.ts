@@ -2,7 +2,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
-import { DataFormatError } from '../errors.js';
+import { DataFormatError, FileNotFoundError, isNotFoundError } from '../errors.js';
 
 /** One parsed JSONL record with the 1-based line it came from (blank lines still count). */
 export interface JsonlRecord<T = unknown> {
@@ -13,7 +13,8 @@ export interface JsonlRecord<T = unknown> {
 /**
  * Streams a JSONL file one line at a time, so files larger than memory can be read.
  * Blank (whitespace-only) lines are skipped; a line that is not valid JSON throws
- * DataFormatError naming the file and its 1-based line number.
+ * DataFormatError naming the file and its 1-based line number; a missing file throws
+ * FileNotFoundError.
  */
 export async function* readJsonlRecords<T = unknown>(path: string): AsyncGenerator<JsonlRecord<T>> {
   const input = createReadStream(path, { encoding: 'utf8' });
@@ -36,6 +37,7 @@ export async function* readJsonlRecords<T = unknown>(path: string): AsyncGenerat
     }
   } catch (error) {
     if (DataFormatError.isInstance(error)) throw error;
+    if (isNotFoundError(error)) throw new FileNotFoundError(path, { cause: error });
     throw new DataFormatError(
       `cannot read: ${error instanceof Error ? error.message : String(error)}`,
       { file: path },

@@ -8,7 +8,7 @@ import {
   parquetSchema,
 } from 'hyparquet';
 import { compressors } from 'hyparquet-compressors';
-import { DataFormatError } from '../errors.js';
+import { DataFormatError, FileNotFoundError, isNotFoundError } from '../errors.js';
 import { convertInt64, type Int64Mode, rowsToArrowTable } from './arrow-table.js';
 import { type ColumnField, type ColumnType, fieldsFromParquetSchema } from './column-types.js';
 
@@ -35,6 +35,7 @@ async function open(source: ParquetSource): Promise<AsyncBuffer> {
     try {
       return await asyncBufferFromFile(source);
     } catch (cause) {
+      if (isNotFoundError(cause)) throw new FileNotFoundError(source, { cause });
       const reason = cause instanceof Error ? cause.message : String(cause);
       throw new DataFormatError(`cannot open: ${reason}`, { file: source }, { cause });
     }
