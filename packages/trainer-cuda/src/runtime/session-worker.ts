@@ -2,116 +2,41 @@
 // a rollout that interleaves model calls with tool calls, HTTP requests and timers keeps its
 // sessions here and awaits `run` from the main thread, which stays responsive meanwhile.
 //
-// The worker's code is a plain-JS string started with `eval: true` (and onnxruntime-node is
-// required by absolute path): it then runs unchanged from TypeScript sources (tsx, vitest) and
-// from the compiled package, with no loader flags and no separate file to ship.
+// The worker's code is session-worker-main.ts, a real module checked like the rest. From the
+// compiled package the worker starts its .js twin directly; from TypeScript sources (tsx, vitest)
+// a one-line bootstrap registers tsx's loader in the worker first, since Node 20 cannot start a
+// worker from a .ts file and does not pass `--import` loaders on to workers.
 
-import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import { resolveDevice } from './devices.js';
 import { type Device, SessionRunError, SessionWorkerError } from './errors.js';
 import { type ValueSpec, validateFeeds } from './feeds.js';
 import { type CreateSessionOptions, classifyLoadError, ortSessionOptions } from './session.js';
+import type {
+  LoadResult,
+  WireTensor,
+  WorkerCall,
+  WorkerClose,
+  WorkerReply,
+  WorkerRequest,
+} from './session-worker-protocol.js';
 
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const ort = require(workerData.ortPath);
-const sessions = new Map();
-let nextId = 1;
-
-function specs(meta) {
-  return meta.map((m) => (m.isTensor ? { name: m.name, type: m.type, shape: m.shape } : { name: m.name }));
-}
-function plain(t) {
-  let data = t.data;
-  if (!ArrayBuffer.isView(data)) return { type: t.type, dims: Array.from(t.dims), data };
-  // Transfer only a buffer the tensor owns entirely; otherwise send a copy.
-  if (data.byteOffset !== 0 || data.byteLength !== data.buffer.byteLength) data = data.slice();
-  return { type: t.type, dims: Array.from(t.dims), data };
-}
-
-async function handle(m) {
-  if (m.op === 'load') {
-    const s = await ort.InferenceSession.create(m.model, m.options);
-    const id = nextId++;
-    sessions.set(id, { s, carry: m.carry || {}, store: new Map() });
-    return { result: { id, inputs: specs(s.inputMetadata), outputs: specs(s.outputMetadata) } };
-  }
-  const entry = sessions.get(m.session);
-  if (!entry) throw Object.assign(new Error('unknown session ' + m.session), { kind: 'worker' });
-  if (m.op === 'release') {
-    sessions.delete(m.session);
-    for (const t of entry.store.values()) if (t.location === 'gpu-buffer') t.dispose();
-    await entry.s.release();
-    return { result: null };
-  }
-  if (m.op === 'resetCarry') {
-    for (const t of entry.store.values()) if (t.location === 'gpu-buffer') t.dispose();
-    entry.store.clear();
-    return { result: null };
-  }
-  // op === 'run'
-  const feeds = {};
-  for (const [k, t] of entry.store) feeds[k] = t;
-  for (const [k, v] of Object.entries(m.feeds)) feeds[k] = new ort.Tensor(v.type, v.data, v.dims);
-  let out;
-  try {
-    out = m.fetches ? await entry.s.run(feeds, m.fetches) : await entry.s.run(feeds);
-  } catch (e) {
-    throw Object.assign(e instanceof Error ? e : new Error(String(e)), { kind: 'run' });
-  }
-  const result = {};
-  const transfer = [];
-  for (const [name, t] of Object.entries(out)) {
-    const carryTo = entry.carry[name];
-    if (carryTo !== undefined) {
-      const old = entry.store.get(carryTo);
-      if (old && old !== t && old.location === 'gpu-buffer') old.dispose();
-      entry.store.set(carryTo, t);
-      continue;
-    }
-    const p = plain(t);
-    result[name] = p;
-    if (ArrayBuffer.isView(p.data)) transfer.push(p.data.buffer);
-  }
-  return { result, transfer };
-}
-
-parentPort.on('message', (m) => {
-  if (m.op === 'close') {
-    // Graceful stop: this message is handled only after any native run in progress has
-    // returned, so nothing is interrupted inside ONNX Runtime.
-    Promise.allSettled([...sessions.values()].map((e) => e.s.release())).then(() => process.exit(0));
-    return;
-  }
-  handle(m).then(
-    ({ result, transfer }) => parentPort.postMessage({ id: m.id, ok: true, result }, transfer || []),
-    (e) => parentPort.postMessage({
-      id: m.id,
-      ok: false,
-      error: { kind: e.kind || (m.op === 'load' ? 'load' : 'worker'), message: String(e && e.message || e) },
-    }),
-  );
-});
-`;
-
-interface WireTensor {
-  type: string;
-  dims: number[];
-  data: ort.Tensor['data'];
-}
-
-interface Reply {
-  id: number;
-  ok: boolean;
-  result?: unknown;
-  error?: { kind: 'load' | 'run' | 'worker'; message: string };
-}
+type Reply = WorkerReply;
 
 interface Pending {
   resolve: (r: Reply) => void;
   reject: (e: Error) => void;
+}
+
+/** Starts session-worker-main in a new thread, from the compiled .js or from the .ts source. */
+function startWorker(): Worker {
+  if (!import.meta.url.endsWith('.ts'))
+    return new Worker(new URL('./session-worker-main.js', import.meta.url));
+  const main = new URL('./session-worker-main.ts', import.meta.url).href;
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(main)}); });`;
+  return new Worker(boot, { eval: true });
 }
 
 export interface WorkerSessionOptions extends Omit<CreateSessionOptions, 'deviceOutputs'> {
@@ -132,8 +57,6 @@ export interface WorkerRunOptions {
   fetches?: readonly string[];
 }
 
-const requireHere = createRequire(import.meta.url);
-
 /** A worker thread that owns ONNX Runtime sessions. */
 export class SessionWorker {
   readonly #worker: Worker;
@@ -143,10 +66,7 @@ export class SessionWorker {
   #closed: Promise<void> | undefined;
 
   constructor() {
-    this.#worker = new Worker(WORKER_SOURCE, {
-      eval: true,
-      workerData: { ortPath: requireHere.resolve('onnxruntime-node') },
-    });
+    this.#worker = startWorker();
     this.#worker.unref();
     this.#worker.on('message', (r: Reply) => {
       const p = this.#pending.get(r.id);
@@ -170,13 +90,13 @@ export class SessionWorker {
   }
 
   /** @internal */
-  call(message: Record<string, unknown>, transfer: ArrayBuffer[] = []): Promise<Reply> {
+  call(message: WorkerCall, transfer: ArrayBuffer[] = []): Promise<Reply> {
     if (this.#exited) return Promise.reject(this.#exited);
     const id = this.#nextId++;
     return new Promise<Reply>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
       this.#worker.ref();
-      this.#worker.postMessage({ ...message, id }, transfer);
+      this.#worker.postMessage({ ...message, id } as WorkerRequest, transfer);
     });
   }
 
@@ -203,7 +123,7 @@ export class SessionWorker {
         ? classifyLoadError(device, file, reason)
         : new SessionWorkerError(reason);
     }
-    const info = r.result as { id: number; inputs: ValueSpec[]; outputs: ValueSpec[] };
+    const info = r.result as LoadResult & { inputs: ValueSpec[]; outputs: ValueSpec[] };
     return new WorkerSession(this, info.id, device, file, info.inputs, info.outputs, options.carry);
   }
 
@@ -221,7 +141,7 @@ export class SessionWorker {
     this.#fail(new SessionWorkerError('session worker exited (terminated)'));
     this.#worker.ref();
     if (idle) await this.#worker.terminate();
-    else this.#worker.postMessage({ op: 'close' });
+    else this.#worker.postMessage({ op: 'close' } satisfies WorkerClose);
     return this.#closed;
   }
 }
@@ -281,9 +201,15 @@ export class WorkerSession {
         transfer.push(buf);
       }
     }
-    const message: Record<string, unknown> = { op: 'run', session: this.#id, feeds: wire };
-    if (options.fetches) message.fetches = [...options.fetches];
-    const r = await this.#worker.call(message, transfer);
+    const r = await this.#worker.call(
+      {
+        op: 'run',
+        session: this.#id,
+        feeds: wire,
+        ...(options.fetches && { fetches: [...options.fetches] }),
+      },
+      transfer,
+    );
     if (!r.ok) {
       const reason = r.error!.message;
       throw r.error!.kind === 'run'
