@@ -68,7 +68,14 @@ export {
   expressionVariables,
   parseExpression,
 } from './math-expression.js';
-export { type AnswerSource, extractMathAnswer, gsm8kFinal, lastBoxed } from './math-extract.js';
+export {
+  type AnswerSource,
+  extractMathAnswer,
+  gsm8kFinal,
+  lastBoxed,
+  lastNumber,
+  lastTagContent,
+} from './math-extract.js';
 export { type NormalizedAnswer, normalizeMathAnswer } from './math-normalize.js';
 export {
   completionText,
