@@ -25,6 +25,11 @@ export interface Command {
   summary: string;
   usage: string;
   options: OptionSpec;
+  /**
+   * For commands with actions (`data prepare`, `data inspect`): the help of one action, asked
+   * for by `flowgrpo <command> <action> --help`; undefined for an action that does not exist.
+   */
+  actionUsage?(action: string): string | undefined;
   run(args: ParsedArgs, io: CliIO): Promise<number>;
 }
 

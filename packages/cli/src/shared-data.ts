@@ -1,24 +1,51 @@
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
+
+function isDir(path: string): boolean {
+  return existsSync(path) && statSync(path).isDirectory();
+}
 
 /**
  * Where the real data sets live: `--data-dir`, else `$FLOWGRPO_SHARED/data`, else `../shared/data`
  * beside the working directory (the layout of a clone with the shared folder next to it).
+ *
+ * Each place that is named explicitly must exist: a `--data-dir` or a `$FLOWGRPO_SHARED` that
+ * points nowhere is a ConfigError naming it, never a silent fall-back to another folder (which
+ * would train on data the user did not ask for, or hide a typo).
  */
 export function resolveDataDir(cwd: string, env: NodeJS.ProcessEnv, explicit?: string): string {
-  const candidates = explicit
-    ? [resolve(cwd, explicit)]
-    : [
-        ...(env.FLOWGRPO_SHARED ? [resolve(cwd, env.FLOWGRPO_SHARED, 'data')] : []),
-        resolve(cwd, '..', 'shared', 'data'),
-      ];
-  const found = candidates.find((dir) => existsSync(dir));
-  if (!found) {
+  if (explicit) {
+    const dir = resolve(cwd, explicit);
+    if (!isDir(dir)) {
+      throw new ConfigError(`--data-dir ${dir} is not a folder (no data folder found)`, {
+        key: 'data-dir',
+      });
+    }
+    return dir;
+  }
+  if (env.FLOWGRPO_SHARED) {
+    const root = resolve(cwd, env.FLOWGRPO_SHARED);
+    if (!isDir(root)) {
+      throw new ConfigError(
+        `FLOWGRPO_SHARED points to ${root}, which is not a folder; set it to the shared folder (the one holding data/) or unset it`,
+        { key: 'FLOWGRPO_SHARED' },
+      );
+    }
+    const dir = join(root, 'data');
+    if (!isDir(dir)) {
+      throw new ConfigError(`FLOWGRPO_SHARED=${root} has no data/ folder (looked for ${dir})`, {
+        key: 'FLOWGRPO_SHARED',
+      });
+    }
+    return dir;
+  }
+  const fallback = resolve(cwd, '..', 'shared', 'data');
+  if (!isDir(fallback)) {
     throw new ConfigError(
-      `no data folder found (looked in ${candidates.join(', ')}); pass --data-dir or set FLOWGRPO_SHARED`,
+      `no data folder found (looked in ${fallback}); pass --data-dir or set FLOWGRPO_SHARED`,
       { key: 'data-dir' },
     );
   }
-  return found;
+  return fallback;
 }

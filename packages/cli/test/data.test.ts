@@ -1,7 +1,7 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readSampleRows } from '@flowgrpo/core';
+import { readSampleRows, type SampleRow, writeSampleRows } from '@flowgrpo/core';
 import { describe, expect, it } from 'vitest';
 import { SHARED_DIR, skipWithoutShared } from '../../../test-utils/shared.js';
 import { runCli } from '../src/main.js';
@@ -11,11 +11,85 @@ describe('flowgrpo data: usage', () => {
   it('rejects a missing or unknown action with the usage and exit code 2', async () => {
     const io = captureIO(tmpdir());
     expect(await runCli(['data'], io)).toBe(2);
-    expect(io.err).toContain('data needs an action');
+    expect(io.err).toContain('data needs an action: prepare or inspect');
     expect(io.err).toContain('flowgrpo data prepare');
     const io2 = captureIO(tmpdir());
     expect(await runCli(['data', 'frobnicate'], io2)).toBe(2);
-    expect(io2.err).toContain("unknown data action 'frobnicate'");
+    expect(io2.err).toContain("unknown data action 'frobnicate' (actions: prepare, inspect)");
+  });
+
+  it("<action> --help prints that action's help; show is inspect's other name", async () => {
+    const inspect = captureIO(tmpdir());
+    expect(await runCli(['data', 'inspect', '--help'], inspect)).toBe(0);
+    expect(inspect.out).toMatch(/^Usage:\n {2}flowgrpo data inspect FILE \[--rows N\]/);
+    expect(inspect.out).not.toContain('flowgrpo data prepare');
+    const show = captureIO(tmpdir());
+    expect(await runCli(['data', 'show', '--help'], show)).toBe(0);
+    expect(show.out).toBe(inspect.out);
+    const prepare = captureIO(tmpdir());
+    expect(await runCli(['data', 'prepare', '-h'], prepare)).toBe(0);
+    expect(prepare.out).toMatch(/^Usage:\n {2}flowgrpo data prepare /);
+    expect(prepare.out).not.toContain('flowgrpo data inspect');
+    const all = captureIO(tmpdir());
+    expect(await runCli(['data', '--help'], all)).toBe(0);
+    expect(all.out).toContain('flowgrpo data prepare');
+    expect(all.out).toContain('flowgrpo data inspect');
+    const unknown = captureIO(tmpdir());
+    expect(await runCli(['data', 'frob', '--help'], unknown)).toBe(2);
+    expect(unknown.err).toMatch(/^flowgrpo data: unknown data action 'frob'\n/);
+  });
+
+  it('inspect (and show) print the rows per source and the first rows of a file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fg-inspect-'));
+    const rows: SampleRow[] = [0, 1, 2].map((id) => ({
+      id,
+      question: `q${id}`,
+      chain: '',
+      result: String(id),
+      source: id < 2 ? 'gsm8k' : 'nq',
+      extra_info: { ground_truth: String(id), idx: id },
+    }));
+    const file = join(dir, 'rows.jsonl');
+    await writeSampleRows(file, rows);
+    for (const action of ['inspect', 'show']) {
+      const io = captureIO(dir);
+      expect(await runCli(['data', action, 'rows.jsonl', '--rows', '1'], io)).toBe(0);
+      // 3 rows written above: 2 gsm8k, 1 nq; --rows 1 prints the first.
+      expect(io.out).toMatch(/^3 rows\n\s+gsm8k\s+2\n\s+nq\s+1\n\{"id":0,"question":"q0",/);
+    }
+  });
+
+  it('a missing file is "file not found" naming the path, exit 1', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fg-inspect-'));
+    for (const name of ['absent.parquet', 'absent.jsonl']) {
+      const io = captureIO(dir);
+      expect(await runCli(['data', 'inspect', name], io)).toBe(1);
+      expect(io.err).toBe(`flowgrpo data: file not found: ${join(dir, name)} [FILE_NOT_FOUND]\n`);
+    }
+  });
+
+  it('FLOWGRPO_SHARED pointing at a missing folder is an error, not a fall-back', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'fg-cli-'));
+    // A ../shared/data beside the working directory exists, so a fall-back would have found it.
+    mkdirSync(join(cwd, 'work'));
+    mkdirSync(join(cwd, 'shared', 'data'), { recursive: true });
+    const missing = join(cwd, 'no-such-shared');
+    const io = captureIO(join(cwd, 'work'), { FLOWGRPO_SHARED: missing });
+    expect(await runCli(['data', 'prepare'], io)).toBe(1);
+    expect(io.err).toBe(
+      `flowgrpo data: FLOWGRPO_SHARED points to ${missing}, which is not a folder; set it to the shared folder (the one holding data/) or unset it [CONFIG_ERROR]\n`,
+    );
+    // A shared folder without data/ is named too.
+    mkdirSync(join(cwd, 'empty-shared'));
+    const io2 = captureIO(join(cwd, 'work'), { FLOWGRPO_SHARED: join(cwd, 'empty-shared') });
+    expect(await runCli(['data', 'prepare'], io2)).toBe(1);
+    expect(io2.err).toContain(
+      `has no data/ folder (looked for ${join(cwd, 'empty-shared', 'data')})`,
+    );
+    // So is a --data-dir that does not exist.
+    const io3 = captureIO(join(cwd, 'work'), {});
+    expect(await runCli(['data', 'prepare', '--data-dir', 'nope'], io3)).toBe(1);
+    expect(io3.err).toContain(`--data-dir ${join(cwd, 'work', 'nope')} is not a folder`);
   });
 
   it('names where it looked when no data folder exists', async () => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { createTinyQwen2 } from '@flowgrpo/trainer';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
+import { deviceLine } from '../src/commands/generate.js';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';
 
@@ -77,9 +78,11 @@ describe.skipIf(skipWithoutShared('flowgrpo generate on stories260K'))(
         ],
         io,
       );
-      expect(io.err).toBe('');
+      // The device line: cpu by default, ORT's own thread count (no --threads given).
+      expect(io.err).toBe("device: cpu (threads: onnxruntime's default)\n");
       expect(code).toBe(0);
       const out = JSON.parse(io.out);
+      expect(out.device).toBe('cpu');
       expect([...out.prompt_ids, ...out.ids]).toEqual(e.ids);
       expect(out.text).toBe(e.text);
       expect(out.logprobs).toHaveLength(out.ids.length);
@@ -108,11 +111,13 @@ describe('flowgrpo generate (tiny Qwen2 HF folder)', () => {
           seed,
           '--top-k',
           '20',
+          '--threads',
+          '1',
           '--json',
         ],
         io,
       );
-      expect(io.err).toBe('');
+      expect(io.err).toBe('device: cpu (1 thread)\n');
       expect(code).toBe(0);
       return JSON.parse(io.out) as { ids: number[]; logprobs: number[]; completion: string };
     };
@@ -123,13 +128,15 @@ describe('flowgrpo generate (tiny Qwen2 HF folder)', () => {
     expect(a.logprobs).toHaveLength(a.ids.length);
   });
 
-  it('usage errors exit 2 with the usage', async () => {
+  it('usage errors exit 2 with the usage; a missing model is "file not found", exit 1', async () => {
     const io = captureIO(ROOT);
     expect(await runCli(['generate', '--prompt', 'x'], io)).toBe(2);
     expect(io.err).toContain('--model is required');
     const io2 = captureIO(ROOT);
-    expect(await runCli(['generate', '--model', join(tmp, 'nope'), '--prompt', 'x'], io2)).toBe(2);
-    expect(io2.err).toContain('does not exist');
+    expect(await runCli(['generate', '--model', join(tmp, 'nope'), '--prompt', 'x'], io2)).toBe(1);
+    expect(io2.err).toBe(
+      `flowgrpo generate: file not found: ${join(tmp, 'nope')} [FILE_NOT_FOUND]\n`,
+    );
     const io3 = captureIO(ROOT);
     expect(
       await runCli(
@@ -137,5 +144,41 @@ describe('flowgrpo generate (tiny Qwen2 HF folder)', () => {
         io3,
       ),
     ).toBe(2);
+  });
+
+  it('a folder holding a llama2.c .bin says to pass the file (and its tokenizer)', async () => {
+    // The layout of stories260K: the checkpoint and tok512.bin side by side, no config.json.
+    const dir = join(tmp, 'llama2c-folder');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'stories260K.bin'), new Uint8Array(28));
+    writeFileSync(join(dir, 'tok512.bin'), new Uint8Array(4));
+    const io = captureIO(ROOT);
+    expect(await runCli(['generate', '--model', dir, '--prompt', 'x'], io)).toBe(2);
+    expect(io.err).toContain(
+      `pass the checkpoint file itself: --model ${join(dir, 'stories260K.bin')} --tokenizer ${join(dir, 'tok512.bin')}`,
+    );
+  });
+
+  it('--threads 0 is a usage error', async () => {
+    const io = captureIO(ROOT);
+    expect(
+      await runCli(
+        ['generate', '--model', join(tmp, 'tiny'), '--prompt', 'x', '--threads', '0'],
+        io,
+      ),
+    ).toBe(2);
+    expect(io.err).toContain('--threads must be at least 1');
+  });
+});
+
+describe('deviceLine', () => {
+  it('names the device, what was asked for when it differs, and the CPU threads', () => {
+    expect(deviceLine('cpu', 'cpu', undefined)).toBe(
+      "device: cpu (threads: onnxruntime's default)\n",
+    );
+    expect(deviceLine('cpu', 'cpu', 1)).toBe('device: cpu (1 thread)\n');
+    expect(deviceLine('cpu', 'auto', 4)).toBe('device: cpu (--device auto; 4 threads)\n');
+    expect(deviceLine('cuda', 'auto', undefined)).toBe('device: cuda (--device auto)\n');
+    expect(deviceLine('webgpu', 'webgpu', 2)).toBe('device: webgpu\n');
   });
 });

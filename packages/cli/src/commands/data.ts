@@ -3,12 +3,27 @@ import { prepareCombinedTrainSet, readSampleRows } from '@flowgrpo/core';
 import { type Command, stringOption, UsageError } from '../command.js';
 import { resolveDataDir } from '../shared-data.js';
 
-const usage = `Usage:
-  flowgrpo data prepare [--data-dir DIR] [--out DIR] [--seed N]
-      Normalise the math + search training sets to SampleRows, combine, shuffle with the seed,
-      re-index, and write DIR/combined_train.parquet and DIR/val.parquet (default out/data).
-  flowgrpo data show FILE [--rows N]
-      Print the row count per source and the first N rows (default 2) of a .parquet/.jsonl file.`;
+// One help text per action: `flowgrpo data --help` shows them all, `flowgrpo data <action>
+// --help` the one asked for. `show` is the former name of `inspect`, still accepted.
+const ACTIONS = {
+  prepare: `flowgrpo data prepare [--data-dir DIR] [--out DIR] [--seed N]
+    Normalise the math + search training sets to SampleRows, combine, shuffle with the seed,
+    re-index, and write DIR/combined_train.parquet and DIR/val.parquet (default out/data).
+    The raw sets are read from --data-dir, else $FLOWGRPO_SHARED/data, else ../shared/data.`,
+  inspect: `flowgrpo data inspect FILE [--rows N]      (also: data show)
+    Print the row count per source and the first N rows (default 2) of a SampleRow
+    .parquet/.jsonl file (e.g. one that data prepare wrote).`,
+} as const;
+const ALIASES: Record<string, keyof typeof ACTIONS> = { show: 'inspect' };
+
+function actionName(action: string): keyof typeof ACTIONS | undefined {
+  if (action in ACTIONS) return action as keyof typeof ACTIONS;
+  return ALIASES[action];
+}
+
+const usage = `Usage:\n${Object.values(ACTIONS)
+  .map((text) => `  ${text.replaceAll('\n', '\n  ')}`)
+  .join('\n')}`;
 
 function table(counts: Record<string, number>): string {
   return Object.entries(counts)
@@ -21,6 +36,10 @@ export const dataCommand: Command = {
   name: 'data',
   summary: 'prepare and inspect training data (combined train set, validation set)',
   usage,
+  actionUsage(action) {
+    const name = actionName(action);
+    return name === undefined ? undefined : `Usage:\n  ${ACTIONS[name].replaceAll('\n', '\n  ')}`;
+  },
   options: {
     'data-dir': { type: 'string' },
     out: { type: 'string' },
@@ -28,7 +47,8 @@ export const dataCommand: Command = {
     rows: { type: 'string' },
   },
   async run(args, io) {
-    const [action, file] = args.positionals;
+    const [given, file] = args.positionals;
+    const action = given === undefined ? undefined : actionName(given);
     if (action === 'prepare') {
       const dataDir = resolveDataDir(io.cwd, io.env, stringOption(args, 'data-dir'));
       const outDir = resolve(io.cwd, stringOption(args, 'out') ?? 'out/data');
@@ -49,8 +69,8 @@ export const dataCommand: Command = {
       );
       return 0;
     }
-    if (action === 'show') {
-      if (!file) throw new UsageError('data show needs a FILE');
+    if (action === 'inspect') {
+      if (!file) throw new UsageError(`data ${given} needs a FILE`);
       const n = Number(stringOption(args, 'rows') ?? '2');
       if (!Number.isInteger(n) || n < 0) throw new UsageError('--rows must be a whole number');
       const rows = await readSampleRows(resolve(io.cwd, file));
@@ -60,6 +80,10 @@ export const dataCommand: Command = {
       for (const r of rows.slice(0, n)) io.stdout(`${JSON.stringify(r)}\n`);
       return 0;
     }
-    throw new UsageError(action ? `unknown data action '${action}'` : 'data needs an action');
+    throw new UsageError(
+      given === undefined
+        ? 'data needs an action: prepare or inspect'
+        : `unknown data action '${given}' (actions: prepare, inspect)`,
+    );
   },
 };

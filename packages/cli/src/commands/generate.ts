@@ -1,6 +1,7 @@
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { FileNotFoundError } from '@flowgrpo/core';
 import {
   buildDecoderArtifacts,
   DecoderArtifacts,
@@ -23,9 +24,45 @@ const usage = `Usage:
     --top-k K            keep the K most likely tokens (default: all)
     --seed N             same seed, same output
     --device D           cpu | auto | cuda | webgpu (default cpu)
+    --threads N          CPU threads per op (default: onnxruntime's, one per physical core)
     --no-bos             do not prepend BOS to the prompt
     --json               print {text, completion, prompt_ids, ids, logprobs, finish_reason}
-  Prints the prompt followed by the completion (as llama2.c's run.c does).`;
+  Prints the prompt followed by the completion (as llama2.c's run.c does), and on stderr the
+  device it ran on, e.g. "device: cpu (2 threads)".`;
+
+/** The stderr line that says where the model ran (the device 'auto' resolved to, CPU threads). */
+export function deviceLine(device: string, requested: string, threads: number | undefined): string {
+  const notes: string[] = [];
+  if (requested !== device) notes.push(`--device ${requested}`);
+  if (device === 'cpu') {
+    notes.push(
+      threads === undefined
+        ? "threads: onnxruntime's default"
+        : `${threads} thread${threads === 1 ? '' : 's'}`,
+    );
+  }
+  return `device: ${device}${notes.length ? ` (${notes.join('; ')})` : ''}\n`;
+}
+
+/**
+ * A folder given as --model that is not a HF model folder but holds llama2.c `.bin` files: the
+ * message that says which file to pass (llama2.c tokenizers are named tok*.bin / tokenizer.bin).
+ */
+async function llama2cFolderHint(dir: string): Promise<string | undefined> {
+  const names = await readdir(dir);
+  if (names.includes('config.json')) return undefined;
+  const bins = names.filter((n) => n.endsWith('.bin')).sort();
+  if (bins.length === 0) return undefined;
+  const tokenizers = bins.filter((n) => /^tok/i.test(n));
+  const models = bins.filter((n) => !/^tok/i.test(n));
+  const model = models[0] ?? bins[0]!;
+  const tok = tokenizers[0];
+  return (
+    `--model ${dir} is a folder holding llama2.c .bin files (${bins.join(', ')}), not a HF model ` +
+    `folder (no config.json); pass the checkpoint file itself: --model ${join(dir, model)}` +
+    (tok ? ` --tokenizer ${join(dir, tok)}` : ' --tokenizer <tok.bin>')
+  );
+}
 
 function intOption(args: Parameters<Command['run']>[0], name: string): number | undefined {
   const n = numberOption(args, name);
@@ -48,6 +85,7 @@ export const generateCommand: Command = {
     'top-k': { type: 'string' },
     seed: { type: 'string' },
     device: { type: 'string' },
+    threads: { type: 'string' },
     'no-bos': { type: 'boolean' },
     json: { type: 'boolean' },
   },
@@ -67,13 +105,22 @@ export const generateCommand: Command = {
     const topK = intOption(args, 'top-k');
     const maxNewTokens = intOption(args, 'max-new-tokens') ?? 256;
     const seed = intOption(args, 'seed');
+    const threads = intOption(args, 'threads');
+    if (threads === 0) throw new UsageError('--threads must be at least 1');
 
     const modelPath = resolve(io.cwd, modelArg);
     const isDir = (await stat(modelPath).catch(() => undefined))?.isDirectory();
-    if (isDir === undefined) throw new UsageError(`--model ${modelPath} does not exist`);
+    if (isDir === undefined) throw new FileNotFoundError(modelPath);
+    if (isDir) {
+      const hint = await llama2cFolderHint(modelPath);
+      if (hint) throw new UsageError(hint);
+    }
     const tokArg = stringOption(args, 'tokenizer');
     if (!isDir && !tokArg)
       throw new UsageError('a llama2.c .bin model needs --tokenizer <tok.bin>');
+    if (tokArg && !(await stat(resolve(io.cwd, tokArg)).catch(() => undefined))) {
+      throw new FileNotFoundError(resolve(io.cwd, tokArg));
+    }
     const weights = await loadDecoderModel(modelPath);
     const tokenizer = await loadTokenizer(tokArg ? resolve(io.cwd, tokArg) : modelPath, {
       vocabSize: weights.config.vocabSize,
@@ -88,8 +135,10 @@ export const generateCommand: Command = {
       });
       const artifacts = await DecoderArtifacts.open(dir, {
         device: device as 'cpu' | 'auto' | 'cuda' | 'webgpu',
+        ...(threads !== undefined && { intraOpThreads: threads }),
       });
       try {
+        io.stderr(deviceLine(artifacts.session('decode').device, device, threads));
         const promptIds = Array.from(
           tokenizer.encode(prompt, { addBos: args.values['no-bos'] !== true }),
         );
