@@ -139,8 +139,13 @@ function tokenize(src: string): Token[] {
   return tokens;
 }
 
+const MAX_DEPTH = 200;
+const MAX_LENGTH = 10_000;
+const MAX_ARGS = 1000;
+
 class Parser {
   #i = 0;
+  #depth = 0;
   constructor(private readonly tokens: Token[]) {}
 
   get #tok(): Token {
@@ -218,15 +223,25 @@ class Parser {
   }
 
   #unary(): number {
-    if (this.#isOp('-')) {
-      this.#i++;
-      return -this.#unary();
+    // Every nesting (parentheses, function calls, signs, powers) passes through here; a bound
+    // keeps hostile input ("((((…" a hundred thousand deep) a CalculatorError, not a stack
+    // overflow.
+    if (++this.#depth > MAX_DEPTH) {
+      throw new CalculatorError('The expression is nested too deeply', this.#tok.pos);
     }
-    if (this.#isOp('+')) {
-      this.#i++;
-      return this.#unary();
+    try {
+      if (this.#isOp('-')) {
+        this.#i++;
+        return -this.#unary();
+      }
+      if (this.#isOp('+')) {
+        this.#i++;
+        return this.#unary();
+      }
+      return this.#power();
+    } finally {
+      this.#depth--;
     }
-    return this.#power();
   }
 
   #power(): number {
@@ -263,7 +278,8 @@ class Parser {
     }
     if (t.kind === 'name') {
       this.#i++;
-      const fn = FUNCTIONS[t.value];
+      // Own keys only: 'constructor' or '__proto__' must not find Object.prototype's members.
+      const fn = Object.hasOwn(FUNCTIONS, t.value) ? FUNCTIONS[t.value] : undefined;
       if (fn && this.#isOp('(')) {
         this.#i++;
         const args: number[] = [];
@@ -271,6 +287,9 @@ class Parser {
           args.push(this.#additive());
           while (this.#isOp(',')) {
             this.#i++;
+            if (args.length >= MAX_ARGS) {
+              throw new CalculatorError(`Too many arguments (at most ${MAX_ARGS})`, t.pos);
+            }
             args.push(this.#additive());
           }
         }
@@ -289,7 +308,7 @@ class Parser {
         }
         return fn.fn(...args);
       }
-      if (t.value in CONSTANTS) return CONSTANTS[t.value]!;
+      if (Object.hasOwn(CONSTANTS, t.value)) return CONSTANTS[t.value]!;
       if (fn) throw new CalculatorError(`Function '${t.value}' needs parentheses`, t.pos);
       throw new CalculatorError(
         `Unknown name '${t.value}'. Known functions: ${Object.keys(FUNCTIONS).join(', ')}; constants: pi, e`,
@@ -311,6 +330,9 @@ class Parser {
 export function evaluateExpression(expression: string): number {
   // A trailing "= result" (as in GSM8K's <<48/2=24>> notes) is ignored.
   const src = expression.replace(/=.*$/s, '');
+  if (src.length > MAX_LENGTH) {
+    throw new CalculatorError(`The expression is too long (more than ${MAX_LENGTH} characters)`);
+  }
   const value = new Parser(tokenize(src)).parse();
   if (Number.isNaN(value)) throw new CalculatorError('The result is not a real number');
   if (!Number.isFinite(value)) throw new CalculatorError('The result is too large (overflow)');

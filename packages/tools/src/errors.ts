@@ -101,3 +101,21 @@ export class HttpRequestError extends ToolError {
     this.status = fields.status;
   }
 }
+
+/**
+ * The isolation the caller asked for cannot be had on this machine (bubblewrap missing, user
+ * namespaces disabled, …). Nothing was run: the caller either fixes the machine (`fix` says how)
+ * or opts out explicitly with `isolation: 'none'`.
+ */
+export class SandboxUnavailableError extends ToolError {
+  static override readonly code = 'SANDBOX_UNAVAILABLE';
+  /** What failed, e.g. the sandbox tool's own error message. */
+  readonly reason: string;
+  /** How to get the isolation on this machine. */
+  readonly fix: string;
+  constructor(reason: string, fix: string, options?: FlowGrpoErrorOptions) {
+    super(`The python sandbox is unavailable: ${reason}. Fix: ${fix}`, {}, options);
+    this.reason = reason;
+    this.fix = fix;
+  }
+}

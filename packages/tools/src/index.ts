@@ -1,4 +1,5 @@
 export * from './bm25.js';
+export { SANDBOX_WORKSPACE, type SandboxSupport, sandboxSupport } from './bubblewrap.js';
 export * from './calculator.js';
 export * from './calculator-tool.js';
 export * from './chunk-text.js';
@@ -6,6 +7,7 @@ export * from './define-tool.js';
 export * from './embeddings.js';
 export * from './errors.js';
 export * from './generalist-tool.js';
+export * from './guarded-fetch.js';
 export * from './html-to-text.js';
 export * from './http.js';
 export * from './local-corpus.js';

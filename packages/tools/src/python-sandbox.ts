@@ -1,30 +1,93 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { ToolAbortedError, ToolError } from './errors.js';
+import {
+  bwrapArgs,
+  SANDBOX_WORKSPACE,
+  sandboxSupport,
+  USERNS_FIX,
+  wrapperConfig,
+} from './bubblewrap.js';
+import { SandboxUnavailableError, ToolAbortedError, ToolError } from './errors.js';
+import { createRunCgroup } from './run-cgroup.js';
+import {
+  encodeLauncherInput,
+  HOST_WRAPPER,
+  LAUNCHER,
+  parseLauncherOutput,
+  readWorkspaceFiles,
+  writeWorkspaceFiles,
+} from './sandbox-launcher.js';
 import { elapsedMs } from './tool.js';
 
 export interface PythonLimits {
-  /** Address-space limit (RLIMIT_AS) in bytes; default 1 GiB. */
+  /**
+   * Memory of the whole run in bytes (a control group's memory limit, tmpfs files included), and
+   * the address space of each process (RLIMIT_AS); default 1 GiB.
+   */
   memoryBytes?: number;
-  /** CPU-time limit (RLIMIT_CPU) in seconds; default: the wall timeout rounded up. */
+  /** CPU time of each process (RLIMIT_CPU) in seconds; default: the wall timeout rounded up. */
   cpuSeconds?: number;
+  /** CPU rate of the whole run in cores, where a control group enforces it; default 1. */
+  cpus?: number;
   /** Largest file the code may write (RLIMIT_FSIZE) in bytes; default 16 MiB. */
   fileSizeBytes?: number;
-  /** Open file descriptors (RLIMIT_NOFILE); default 64. */
+  /** Open file descriptors per process (RLIMIT_NOFILE); default 64. */
   openFiles?: number;
   /**
-   * Processes of the sandbox's user (RLIMIT_NPROC), counted over all of that user's processes on
-   * the machine, not just the sandbox's; default 512. Linux does not apply it to root
-   * (CAP_SYS_RESOURCE), so it stops fork bombs only when the host process is not root.
+   * Processes (and threads) of the whole run; default 64. Enforced by a control group's
+   * `pids.max`, else by RLIMIT_NPROC counted in the run's own user namespace (per run, since
+   * each run has its own); see `limits` in the result for which held.
    */
   processes?: number;
+  /** Size of the sandbox's tmpfs workspace, the only place it can write; default 64 MiB. */
+  workspaceBytes?: number;
+}
+
+/**
+ * `sandbox` (default): bubblewrap namespaces, unprivileged, read-only system, tmpfs workspace;
+ * fails with SandboxUnavailableError where that cannot be had. `none`: a plain subprocess with
+ * rlimits and a scrubbed environment — an explicit opt-in, reported in the result.
+ */
+export type PythonIsolation = 'sandbox' | 'none';
+
+/** How a limit was enforced in a run (or `none`: it was not). */
+export type LimitEnforcement =
+  | 'cgroup'
+  | 'rlimit-per-run'
+  | 'rlimit-per-process'
+  | 'rlimit-per-user'
+  | 'tmpfs'
+  | 'kill'
+  | 'none';
+
+export interface EnforcedLimits {
+  /** Memory of the run: one cgroup for all its processes, or RLIMIT_AS of each process. */
+  memory: LimitEnforcement;
+  /** Process count of the run. */
+  processes: LimitEnforcement;
+  /** CPU seconds: RLIMIT_CPU per process (the wall-clock kill bounds the run's total). */
+  cpuTime: LimitEnforcement;
+  /** CPU cores the run may use at once. */
+  cpuRate: LimitEnforcement;
+  /** The wall-clock timeout: the run is killed when it passes. */
+  wallClock: LimitEnforcement;
+  /** The output cap: the run is killed past `killAfterOutputBytes`. */
+  output: LimitEnforcement;
+  /** Disk the run can fill: the tmpfs size, or only RLIMIT_FSIZE per file without isolation. */
+  disk: LimitEnforcement;
 }
 
 export interface RunPythonOptions {
-  /** Working directory and HOME of the interpreter (a `Workspace`'s `dir`). */
-  cwd: string;
-  /** Wall-clock limit; the whole process group gets SIGKILL when it passes. Default 10 s. */
+  /**
+   * The host directory that holds the run's files. In the sandbox its regular files are copied
+   * into the tmpfs workspace before the run, and the workspace is copied back after a run that
+   * ended on its own (not one killed by a timeout, abort or output flood); without it the files
+   * live only in the tmpfs and vanish with the run. With `isolation: 'none'` it is the working
+   * directory and HOME, and required.
+   */
+  cwd?: string;
+  /** Wall-clock limit; everything the run started is killed when it passes. Default 10 s. */
   timeoutMs?: number;
   /** Bytes of stdout and of stderr kept each; beyond it the middle is cut. Default 16 KiB. */
   maxOutputBytes?: number;
@@ -37,12 +100,14 @@ export interface RunPythonOptions {
   env?: Record<string, string>;
   signal?: AbortSignal;
   /**
-   * `deny` runs the interpreter in a fresh network namespace (`unshare --net`: no interfaces but
-   * a downed loopback) and fails if that is impossible; `allow` shares the host's network; `auto`
-   * (default) denies when `unshare --net` works on this machine and allows otherwise — check
-   * `networkIsolated` in the result.
+   * `deny`/`auto` (default): no network (the sandbox's own empty network namespace; without
+   * isolation `unshare --net` where it works, see `networkIsolated`); `allow` shares the host's.
    */
   network?: 'auto' | 'deny' | 'allow';
+  /** Default `sandbox`; see PythonIsolation. */
+  isolation?: PythonIsolation;
+  /** The bubblewrap binary; default `bwrap` on PATH or in /usr/bin. */
+  bwrap?: string;
 }
 
 export interface PythonRunResult {
@@ -59,6 +124,16 @@ export interface PythonRunResult {
   stderrTruncated: boolean;
   /** True when the code ran without network access (its own empty network namespace). */
   networkIsolated: boolean;
+  /** The isolation the code ran under. */
+  isolation: PythonIsolation;
+  /** Which limits held, and how. */
+  limits: EnforcedLimits;
+  /** The kernel killed a process of the run at the run's memory limit (cgroup only). */
+  oomKilled: boolean;
+  /** A fork was refused at the run's process limit (cgroup only). */
+  processLimitHit: boolean;
+  /** The workspace was copied back to `cwd` (sandbox with `cwd`, run ended on its own). */
+  workspaceSynced: boolean;
   durationMs: number;
 }
 
@@ -231,61 +306,112 @@ export function sandboxEnv(
 
 /**
  * Runs `code` with `python3 -I` (isolated: no user site, no PYTHON* variables, script dir not on
- * sys.path) in its own process group under rlimits, and kills the whole group with SIGKILL on
- * timeout or abort. Never rejects for the code's own failures; rejects only if python3 cannot start.
+ * sys.path) under the isolation asked for (see PythonIsolation), with per-run limits, and kills
+ * everything the run started on timeout, abort or output flood. Never rejects for the code's own
+ * failures; rejects when python cannot start, the sandbox is unavailable
+ * (SandboxUnavailableError) or the caller aborts (ToolAbortedError).
  */
-export function runPython(code: string, options: RunPythonOptions): Promise<PythonRunResult> {
+export async function runPython(code: string, options: RunPythonOptions): Promise<PythonRunResult> {
+  if (options.signal?.aborted) {
+    throw new ToolAbortedError(undefined, { cause: options.signal.reason });
+  }
+  if ((options.isolation ?? 'sandbox') === 'none') return runUnisolated(code, options);
+  return runSandboxed(code, options);
+}
+
+interface ResolvedLimits {
+  timeoutMs: number;
+  maxOutput: number;
+  killAfter: number;
+  memoryBytes: number;
+  processes: number;
+  cpus: number;
+  workspaceBytes: number;
+  rlimits: Record<string, number | number[]>;
+}
+
+function resolveLimits(options: RunPythonOptions): ResolvedLimits {
   const timeoutMs = options.timeoutMs ?? 10_000;
-  const maxOutput = options.maxOutputBytes ?? 16 * 1024;
-  const killAfter = options.killAfterOutputBytes ?? 16 * 1024 * 1024;
   const l = options.limits ?? {};
   const cpu = l.cpuSeconds ?? Math.max(1, Math.ceil(timeoutMs / 1000));
-  const rlimits = {
-    RLIMIT_AS: l.memoryBytes ?? 1024 ** 3,
-    RLIMIT_CPU: [cpu, cpu + 1],
-    RLIMIT_FSIZE: l.fileSizeBytes ?? 16 * 1024 * 1024,
-    RLIMIT_NOFILE: l.openFiles ?? 64,
-    RLIMIT_NPROC: l.processes ?? 512,
-    RLIMIT_CORE: 0,
+  const memoryBytes = l.memoryBytes ?? 1024 ** 3;
+  const processes = l.processes ?? 64;
+  return {
+    timeoutMs,
+    maxOutput: options.maxOutputBytes ?? 16 * 1024,
+    killAfter: options.killAfterOutputBytes ?? 16 * 1024 * 1024,
+    memoryBytes,
+    processes,
+    cpus: l.cpus ?? 1,
+    workspaceBytes: l.workspaceBytes ?? 64 * 1024 * 1024,
+    rlimits: {
+      RLIMIT_AS: memoryBytes,
+      RLIMIT_CPU: [cpu, cpu + 1],
+      RLIMIT_FSIZE: l.fileSizeBytes ?? 16 * 1024 * 1024,
+      RLIMIT_NOFILE: l.openFiles ?? 64,
+      // The sandbox's launcher (its PID 1) counts in the same user namespace: one more.
+      RLIMIT_NPROC: processes + 1,
+      RLIMIT_CORE: 0,
+    },
   };
-  const start = performance.now();
+}
 
-  return new Promise<PythonRunResult>((resolvePromise, rejectPromise) => {
-    if (options.signal?.aborted) {
-      rejectPromise(new ToolAbortedError(undefined, { cause: options.signal.reason }));
-      return;
-    }
-    const mode = options.network ?? 'auto';
-    const isolation = mode === 'allow' ? null : networkIsolationArgs();
-    if (mode === 'deny' && !isolation) {
-      rejectPromise(
-        new ToolError(
-          'Network isolation was required but `unshare --net` is not available on this machine',
-        ),
-      );
-      return;
-    }
-    const pythonArgs = ['-I', '-c', PREAMBLE, JSON.stringify(rlimits)];
-    const python = resolvePython(options.python ?? 'python3');
-    // unshare execs python in place (no fork), so the pid and process group stay the child's.
-    const child = spawn(
-      isolation ? resolveExecutable('unshare') : python,
-      isolation ? [...isolation, '--', python, ...pythonArgs] : pythonArgs,
-      {
-        cwd: options.cwd,
-        env: sandboxEnv(options.cwd, options.env),
-        detached: true,
-        stdio: ['pipe', 'pipe', 'pipe'],
-        windowsHide: true,
-      },
-    );
-    const stdout = new CappedBuffer(maxOutput);
-    const stderr = new CappedBuffer(maxOutput);
-    let timedOut = false;
-    let outputLimitExceeded = false;
+/** What one child process run produced, before it is turned into a PythonRunResult. */
+interface ChildOutcome {
+  stdout: CappedBuffer;
+  stderr: CappedBuffer;
+  fd3: Buffer;
+  fd3Overflow: boolean;
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  outputLimitExceeded: boolean;
+  aborted: boolean;
+}
+
+/**
+ * Spawns `command`, feeds it `input`, caps and counts its output, and kills it (and, through
+ * `killExtra`, everything it started) on timeout, abort or output flood. Settles when the process
+ * has exited and its pipes closed — or shortly after the kill even if something still holds a
+ * pipe open: the run returns at the hard timeout, not when the last pipe closes.
+ */
+function superviseChild(
+  command: string,
+  args: string[],
+  spawnOptions: { cwd: string; env: Record<string, string>; fd3: boolean },
+  input: Buffer | string,
+  limits: ResolvedLimits,
+  signal: AbortSignal | undefined,
+  killExtra: () => void,
+  fd3Cap: number,
+): Promise<ChildOutcome> {
+  return new Promise<ChildOutcome>((resolvePromise, rejectPromise) => {
+    const child = spawn(command, args, {
+      cwd: spawnOptions.cwd,
+      env: spawnOptions.env,
+      detached: true,
+      stdio: spawnOptions.fd3 ? ['pipe', 'pipe', 'pipe', 'pipe'] : ['pipe', 'pipe', 'pipe'],
+      windowsHide: true,
+    });
+    const out: ChildOutcome = {
+      stdout: new CappedBuffer(limits.maxOutput),
+      stderr: new CappedBuffer(limits.maxOutput),
+      fd3: Buffer.alloc(0),
+      fd3Overflow: false,
+      exitCode: null,
+      signal: null,
+      timedOut: false,
+      outputLimitExceeded: false,
+      aborted: false,
+    };
+    const fd3Chunks: Buffer[] = [];
+    let fd3Size = 0;
     let settled = false;
+    let exited = false;
+    let graceTimer: NodeJS.Timeout | undefined;
 
-    const killGroup = () => {
+    const kill = () => {
+      killExtra();
       if (child.pid === undefined) return;
       try {
         process.kill(-child.pid, 'SIGKILL');
@@ -293,63 +419,261 @@ export function runPython(code: string, options: RunPythonOptions): Promise<Pyth
         // ESRCH: the group is already gone.
       }
     };
-    const timer = setTimeout(() => {
-      timedOut = true;
-      killGroup();
-    }, timeoutMs);
-    const onAbort = () => killGroup();
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-
-    const onData = (buffer: CappedBuffer) => (chunk: Buffer) => {
-      buffer.push(chunk);
-      if (!outputLimitExceeded && stdout.total + stderr.total > killAfter) {
-        outputLimitExceeded = true;
-        killGroup();
-      }
-    };
-    child.stdout.on('data', onData(stdout));
-    child.stderr.on('data', onData(stderr));
-    child.stdin.on('error', () => {});
-    child.stdin.end(code);
-
-    const finish = (exitCode: number | null, signal: NodeJS.Signals | null) => {
+    const finish = () => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      options.signal?.removeEventListener('abort', onAbort);
-      if (options.signal?.aborted && !timedOut) {
-        rejectPromise(new ToolAbortedError(undefined, { cause: options.signal.reason }));
+      clearTimeout(graceTimer);
+      signal?.removeEventListener('abort', onAbort);
+      for (const stream of child.stdio) stream?.destroy();
+      out.fd3 = Buffer.concat(fd3Chunks);
+      resolvePromise(out);
+    };
+    // After a kill, or once the process has exited, wait this long for the pipes, then stop
+    // waiting: a process outside our reach holding a pipe must not hold the run.
+    const settleSoon = (ms: number) => {
+      clearTimeout(graceTimer);
+      graceTimer = setTimeout(finish, ms);
+    };
+    const timer = setTimeout(() => {
+      out.timedOut = true;
+      kill();
+      settleSoon(exited ? 250 : 2000);
+    }, limits.timeoutMs);
+    const onAbort = () => {
+      out.aborted = true;
+      kill();
+      settleSoon(2000);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    const onData = (buffer: CappedBuffer) => (chunk: Buffer) => {
+      buffer.push(chunk);
+      if (!out.outputLimitExceeded && out.stdout.total + out.stderr.total > limits.killAfter) {
+        out.outputLimitExceeded = true;
+        kill();
+        settleSoon(2000);
+      }
+    };
+    child.stdout!.on('data', onData(out.stdout));
+    child.stderr!.on('data', onData(out.stderr));
+    child.stdio[3]?.on('data', (chunk: Buffer) => {
+      if (fd3Size + chunk.length > fd3Cap) {
+        out.fd3Overflow = true;
         return;
       }
-      resolvePromise({
-        stdout: stdout.text(),
-        stderr: stderr.text(),
-        exitCode,
-        signal,
-        timedOut,
-        outputLimitExceeded,
-        stdoutTruncated: stdout.truncated,
-        stderrTruncated: stderr.truncated,
-        networkIsolated: isolation !== null,
-        durationMs: elapsedMs(start),
-      });
-    };
+      fd3Chunks.push(chunk);
+      fd3Size += chunk.length;
+    });
+    for (const stream of child.stdio) stream?.on('error', () => {});
+    child.stdin!.end(input);
+
     child.on('error', (error) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      options.signal?.removeEventListener('abort', onAbort);
+      clearTimeout(graceTimer);
+      signal?.removeEventListener('abort', onAbort);
       rejectPromise(error);
     });
-    // 'exit' fires when python itself ends; background children it left may still hold the pipes
-    // open, so the group is killed then and 'close' (pipes drained) settles the result.
-    let exitInfo: [number | null, NodeJS.Signals | null] = [null, null];
-    child.on('exit', (exitCode, signal) => {
-      exitInfo = [exitCode, signal];
-      killGroup();
+    child.on('exit', (exitCode, exitSignal) => {
+      exited = true;
+      out.exitCode = exitCode;
+      out.signal = exitSignal;
+      // Anything the process left behind goes with it.
+      kill();
+      settleSoon(250);
     });
-    child.on('close', (exitCode, signal) => {
-      finish(exitInfo[0] ?? exitCode, exitInfo[1] ?? signal);
+    child.on('close', () => {
+      if (exited) finish();
     });
   });
+}
+
+const SAFE_ENV_PATH = '/usr/local/bin:/usr/bin:/bin';
+
+async function runSandboxed(code: string, options: RunPythonOptions): Promise<PythonRunResult> {
+  const start = performance.now();
+  const limits = resolveLimits(options);
+  const support = sandboxSupport(
+    options.python ?? 'python3',
+    options.python !== undefined,
+    options.bwrap,
+  );
+  const shareNetwork = options.network === 'allow';
+  const group = createRunCgroup({
+    memoryBytes: limits.memoryBytes,
+    processes: limits.processes,
+    cpus: limits.cpus,
+  });
+  let outcome: ChildOutcome;
+  try {
+    const carried = options.cwd
+      ? await readWorkspaceFiles(options.cwd, limits.workspaceBytes)
+      : { files: [], dirs: [] };
+    const launcherConfig = JSON.stringify({
+      python: support.python.executable,
+      preamble: PREAMBLE,
+      rlimits: limits.rlimits,
+      workspace: SANDBOX_WORKSPACE,
+      sync: options.cwd !== undefined,
+      syncLimit: limits.workspaceBytes,
+    });
+    const args = [
+      ...bwrapArgs({
+        python: support.python,
+        shareNetwork,
+        workspaceBytes: limits.workspaceBytes,
+        env: options.env ?? {},
+      }),
+      '--',
+      support.python.executable,
+      '-I',
+      '-S',
+      '-c',
+      LAUNCHER,
+      launcherConfig,
+    ];
+    outcome = await superviseChild(
+      support.hostPython,
+      ['-I', '-S', '-c', HOST_WRAPPER, wrapperConfig(support, args, group?.procsFiles ?? [])],
+      { cwd: '/', env: { PATH: SAFE_ENV_PATH }, fd3: true },
+      encodeLauncherInput(code, carried.files, carried.dirs),
+      limits,
+      options.signal,
+      () => group?.kill(),
+      limits.workspaceBytes + 1024 * 1024,
+    );
+  } catch (error) {
+    group?.kill();
+    await group?.remove();
+    throw error;
+  }
+  const events = group?.events() ?? { oomKilled: false, processLimitHit: false };
+  group?.kill();
+  await group?.remove();
+  if (outcome.aborted) {
+    throw new ToolAbortedError(undefined, { cause: options.signal?.reason });
+  }
+  const report = parseLauncherOutput(outcome.fd3);
+  if (!report.started && !outcome.timedOut && !outcome.outputLimitExceeded) {
+    const stderr = outcome.stderr.text().trim();
+    throw new SandboxUnavailableError(
+      `the sandbox did not start (${stderr || `exit status ${outcome.exitCode}`})`,
+      stderr.includes('flowgrpo-sandbox-setup') ? 'run as root for per-run cgroups' : USERNS_FIX,
+    );
+  }
+  let exitCode: number | null = report.exit?.exitCode ?? null;
+  let signal: NodeJS.Signals | null = report.exit?.signal ?? null;
+  if (outcome.timedOut || outcome.outputLimitExceeded) {
+    // Killed by us: whatever the launcher saw last, the run ended with our SIGKILL.
+    exitCode = null;
+    signal = 'SIGKILL';
+  } else if (!report.exit) {
+    // The launcher itself died (e.g. chosen by the OOM killer): everything went with it.
+    exitCode = null;
+    signal = outcome.signal ?? 'SIGKILL';
+  }
+  let workspaceSynced = false;
+  if (
+    options.cwd !== undefined &&
+    report.exit &&
+    !report.incomplete &&
+    !outcome.fd3Overflow &&
+    !outcome.timedOut &&
+    !outcome.outputLimitExceeded
+  ) {
+    await writeWorkspaceFiles(options.cwd, report.files, report.dirs);
+    workspaceSynced = true;
+  }
+  return {
+    stdout: outcome.stdout.text(),
+    stderr: outcome.stderr.text(),
+    exitCode,
+    signal,
+    timedOut: outcome.timedOut,
+    outputLimitExceeded: outcome.outputLimitExceeded,
+    stdoutTruncated: outcome.stdout.truncated,
+    stderrTruncated: outcome.stderr.truncated,
+    networkIsolated: !shareNetwork,
+    isolation: 'sandbox',
+    limits: {
+      memory: group?.memory ? 'cgroup' : 'rlimit-per-process',
+      // RLIMIT_NPROC is counted per user namespace (one per run), but Linux exempts host root.
+      processes: group?.processes
+        ? 'cgroup'
+        : support.hostUser === 'nobody' || process.getuid?.() !== 0
+          ? 'rlimit-per-run'
+          : 'none',
+      cpuTime: 'rlimit-per-process',
+      cpuRate: group?.cpu ? 'cgroup' : 'none',
+      wallClock: 'kill',
+      output: 'kill',
+      disk: 'tmpfs',
+    },
+    oomKilled: events.oomKilled,
+    processLimitHit: events.processLimitHit,
+    workspaceSynced,
+    durationMs: elapsedMs(start),
+  };
+}
+
+/** The explicit opt-out: a plain subprocess in its own process group under rlimits. */
+async function runUnisolated(code: string, options: RunPythonOptions): Promise<PythonRunResult> {
+  const start = performance.now();
+  const limits = resolveLimits(options);
+  if (options.cwd === undefined) {
+    throw new ToolError("isolation: 'none' needs a working directory (cwd)");
+  }
+  const mode = options.network ?? 'auto';
+  const isolation = mode === 'allow' ? null : networkIsolationArgs();
+  if (mode === 'deny' && !isolation) {
+    throw new ToolError(
+      'Network isolation was required but `unshare --net` is not available on this machine',
+    );
+  }
+  const rlimits = { ...limits.rlimits, RLIMIT_NPROC: limits.processes };
+  const pythonArgs = ['-I', '-c', PREAMBLE, JSON.stringify(rlimits)];
+  const python = resolvePython(options.python ?? 'python3');
+  // unshare execs python in place (no fork), so the pid and process group stay the child's.
+  const outcome = await superviseChild(
+    isolation ? resolveExecutable('unshare') : python,
+    isolation ? [...isolation, '--', python, ...pythonArgs] : pythonArgs,
+    { cwd: options.cwd, env: sandboxEnv(options.cwd, options.env), fd3: false },
+    code,
+    limits,
+    options.signal,
+    () => {},
+    0,
+  );
+  if (outcome.aborted) {
+    throw new ToolAbortedError(undefined, { cause: options.signal?.reason });
+  }
+  const root = process.getuid?.() === 0;
+  return {
+    stdout: outcome.stdout.text(),
+    stderr: outcome.stderr.text(),
+    exitCode: outcome.exitCode,
+    signal: outcome.signal,
+    timedOut: outcome.timedOut,
+    outputLimitExceeded: outcome.outputLimitExceeded,
+    stdoutTruncated: outcome.stdout.truncated,
+    stderrTruncated: outcome.stderr.truncated,
+    networkIsolated: isolation !== null,
+    isolation: 'none',
+    limits: {
+      memory: 'rlimit-per-process',
+      // Counted over all of the user's processes on the machine; root is exempt.
+      processes: root ? 'none' : 'rlimit-per-user',
+      cpuTime: 'rlimit-per-process',
+      cpuRate: 'none',
+      wallClock: 'kill',
+      output: 'kill',
+      disk: 'rlimit-per-process',
+    },
+    oomKilled: false,
+    processLimitHit: false,
+    workspaceSynced: false,
+    durationMs: elapsedMs(start),
+  };
 }

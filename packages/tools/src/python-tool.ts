@@ -1,7 +1,12 @@
 import type { LLMEngine } from '@flowgrpo/core';
 import { z } from 'zod';
 import { ToolError } from './errors.js';
-import { type PythonLimits, type PythonRunResult, runPython } from './python-sandbox.js';
+import {
+  type PythonIsolation,
+  type PythonLimits,
+  type PythonRunResult,
+  runPython,
+} from './python-sandbox.js';
 import {
   elapsedMs,
   failureResult,
@@ -21,8 +26,15 @@ export interface PythonToolOptions {
   maxOutputBytes?: number;
   limits?: PythonLimits;
   python?: string;
-  /** Network access of the code; default `auto` (denied where `unshare --net` works). */
+  /** Network access of the code; default `auto` (none: the sandbox's empty network namespace). */
   network?: 'auto' | 'deny' | 'allow';
+  /**
+   * Default `sandbox` (bubblewrap; a call fails with SANDBOX_UNAVAILABLE where it cannot be
+   * had). `none` runs the code as a plain subprocess: an explicit opt-in, reported in the output.
+   */
+  isolation?: PythonIsolation;
+  /** The bubblewrap binary; default `bwrap` on PATH or in /usr/bin. */
+  bwrap?: string;
   /**
    * With an engine the tool also accepts `{query}` instead of `{code}`: the LLM writes the code
    * first, as the seeds' Python_Code_Generator_Tool does, and the output includes that code.
@@ -68,6 +80,7 @@ export function extractPythonCode(text: string): string {
 function summarize(run: PythonRunResult, timeoutSeconds: number): string | undefined {
   if (run.timedOut) return `Execution timed out after ${timeoutSeconds} s and was killed`;
   if (run.outputLimitExceeded) return 'Execution was killed: it wrote too much output';
+  if (run.oomKilled) return 'Execution was killed: it exceeded its memory limit';
   if (run.signal === 'SIGXCPU') return 'Execution exceeded its CPU-time limit';
   if (run.signal) return `Execution was killed by ${run.signal}`;
   if (run.exitCode !== 0) {
@@ -78,9 +91,10 @@ function summarize(run: PythonRunResult, timeoutSeconds: number): string | undef
 }
 
 /**
- * Runs model-written Python in a sandboxed `python3 -I` subprocess (see `runPython`) inside the
- * call's workspace, or a temporary one removed afterwards. Output is
- * `{ stdout, stderr, exit_code, timed_out }`.
+ * Runs model-written Python in a sandbox (see `runPython`): a tmpfs workspace that starts with the
+ * files of the call's workspace, when there is one, and is copied back to it after the run.
+ * Output is `{ stdout, stderr, exit_code, timed_out, sandbox: { isolation, limits } }`, `limits`
+ * saying how each limit was enforced in this run.
  */
 export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonToolInput> {
   const defaultTimeout = options.defaultTimeoutSeconds ?? 10;
@@ -114,7 +128,7 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
       outputType: `dict - {stdout: str, stderr: str, exit_code: int | None, timed_out: bool${engine ? ', code: str (with query)' : ''}}`,
       limitations: [
         'Only the standard library is guaranteed; third-party packages may be missing.',
-        'No network access (an empty network namespace where the host allows it); no state carries over between calls.',
+        'Runs in a sandbox: no network, no access to the host, only its workspace directory is writable (files there persist between calls of one task when the agent gives it a workspace).',
         `Execution is killed after ${defaultTimeout} seconds by default; memory and output are capped.`,
       ],
       bestPractices: [
@@ -148,9 +162,15 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
         } else {
           throw new ToolError('The python tool needs code');
         }
-        workspace = context.workspace ?? (await Workspace.create());
+        const isolation = options.isolation ?? 'sandbox';
+        // The sandbox needs no host directory of its own (its workspace is a tmpfs); without
+        // isolation the code runs in a temporary directory removed afterwards.
+        workspace =
+          context.workspace ?? (isolation === 'none' ? await Workspace.create() : undefined);
         const run = await runPython(code, {
-          cwd: workspace.dir,
+          ...(workspace && { cwd: workspace.dir }),
+          isolation,
+          ...(options.bwrap && { bwrap: options.bwrap }),
           timeoutMs: Math.round(timeoutSeconds * 1000),
           ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
           ...(options.limits && { limits: options.limits }),
@@ -163,6 +183,7 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
           stderr: run.stderr,
           exit_code: run.exitCode,
           timed_out: run.timedOut,
+          sandbox: { isolation: run.isolation, limits: { ...run.limits } },
         };
         if (generated) output.code = code;
         const problem = summarize(run, timeoutSeconds);

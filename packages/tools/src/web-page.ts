@@ -1,9 +1,15 @@
 import { HttpRequestError } from './errors.js';
+import { createGuardedFetch, policyErrorIn } from './guarded-fetch.js';
 import { htmlToText } from './html-to-text.js';
 import { DEFAULT_USER_AGENT, type FetchLike, httpRequest } from './http.js';
 import { checkUrl, type LookupAll } from './url-policy.js';
 
 export interface FetchPageOptions {
+  /**
+   * HTTP client. Default: a client that checks every address when it connects (see
+   * `createGuardedFetch`), or plain `fetch` with `allowPrivateNetwork`. An injected fetch gets the
+   * URL checks of every hop but cannot be checked at connect time.
+   */
   fetch?: FetchLike;
   timeoutMs?: number;
   /** Bytes of body read; the rest is dropped (and `truncated` set). Default 2 MiB. */
@@ -27,20 +33,43 @@ export interface WebPage {
 
 /**
  * Downloads a page and returns its text. Every URL — the first and each redirect target — must
- * pass `checkUrl` (http/https to public addresses unless `allowPrivateNetwork`).
+ * pass `checkUrl` (http/https to public addresses unless `allowPrivateNetwork`), and every
+ * connection is checked again when it is made (the guarded client), so a DNS answer that changes
+ * between the check and the connection cannot reach a private address.
  */
 export async function fetchWebPage(
   rawUrl: string,
   options: FetchPageOptions = {},
 ): Promise<WebPage> {
-  const maxRedirects = options.maxRedirects ?? 5;
   const policy = {
     ...(options.allowPrivateNetwork !== undefined && {
       allowPrivateNetwork: options.allowPrivateNetwork,
     }),
     ...(options.lookup && { lookup: options.lookup }),
   };
-  let url = (await checkUrl(rawUrl, policy)).href;
+  const url = (await checkUrl(rawUrl, policy)).href;
+  const guarded =
+    options.fetch || options.allowPrivateNetwork
+      ? undefined
+      : createGuardedFetch(options.lookup ? { lookup: options.lookup } : {});
+  try {
+    return await followRedirects(url, options, policy, guarded ?? options.fetch);
+  } catch (error) {
+    // A refusal at connect time arrives wrapped in the client's network error.
+    throw policyErrorIn(error) ?? error;
+  } finally {
+    await guarded?.close();
+  }
+}
+
+async function followRedirects(
+  startUrl: string,
+  options: FetchPageOptions,
+  policy: { allowPrivateNetwork?: boolean; lookup?: LookupAll },
+  fetchImpl: FetchLike | undefined,
+): Promise<WebPage> {
+  const maxRedirects = options.maxRedirects ?? 5;
+  let url = startUrl;
   for (let hop = 0; ; hop++) {
     const response = await httpRequest(
       url,
@@ -54,7 +83,7 @@ export async function fetchWebPage(
       },
       {
         maxBytes: options.maxBytes ?? 2 * 1024 * 1024,
-        ...(options.fetch && { fetch: options.fetch }),
+        ...(fetchImpl && { fetch: fetchImpl }),
         ...(options.timeoutMs !== undefined && { timeoutMs: options.timeoutMs }),
         ...(options.signal && { signal: options.signal }),
       },

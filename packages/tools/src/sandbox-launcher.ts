@@ -1,0 +1,301 @@
+import { constants as fsConstants } from 'node:fs';
+import { lstat, mkdir, open, readdir, rm } from 'node:fs/promises';
+import { constants } from 'node:os';
+import { dirname, join } from 'node:path';
+
+// The two small programs around a sandboxed run, and the byte protocol between them and us.
+//
+// HOST_WRAPPER runs on the host as the caller: it joins the run's control group (before any
+// sandbox process exists, so every one of them is counted), drops to the unprivileged host user,
+// asks for SIGKILL should its parent (this Node process) die, and execs bubblewrap.
+//
+// LAUNCHER runs inside the sandbox as its PID 1. The kernel does not deliver signals sent from
+// inside a PID namespace to its init unless it handles them, so the code it runs cannot kill it;
+// it makes itself non-dumpable, so that code cannot ptrace it or open its /proc/1/fd either. It
+// reads the workspace files and the code from stdin, writes the files into the tmpfs workspace,
+// runs the interpreter on the code as its child, reaps every orphan meanwhile, and when the child
+// ends writes the workspace back and the exit status to fd 3. When it exits, the kernel kills
+// everything left in the namespace.
+
+export const HOST_WRAPPER = `
+import json, os, sys
+cfg = json.loads(sys.argv[1])
+try:
+    for f in cfg['procs']:
+        with open(f, 'w') as fh:
+            fh.write(str(os.getpid()))
+    if cfg.get('uid') is not None:
+        os.setgroups([])
+        os.setgid(cfg['gid'])
+        os.setuid(cfg['uid'])
+except Exception as e:
+    sys.stderr.write('flowgrpo-sandbox-setup: %s\\n' % e)
+    os._exit(125)
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL (after setuid, which clears it)
+except Exception:
+    pass
+if os.getppid() != cfg['ppid']:
+    os._exit(125)
+os.execv(cfg['bwrap'], [cfg['bwrap']] + cfg['args'])
+`;
+
+export const LAUNCHER = `
+import json, os, signal, stat, sys
+cfg = json.loads(sys.argv[1])
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+except Exception:
+    pass
+def emit(tag, obj, data=b''):
+    buf = memoryview(tag + json.dumps(obj).encode() + b'\\n' + data)
+    while buf:
+        buf = buf[os.write(3, buf):]
+emit(b'S', {})
+raw = sys.stdin.buffer.read()
+nl = raw.index(b'\\n')
+head = json.loads(raw[:nl])
+pos = nl + 1
+code = raw[pos:pos + head['code']]
+pos += head['code']
+ws = cfg['workspace']
+def inside(rel):
+    parts = rel.split('/')
+    return rel and not rel.startswith('/') and '\\0' not in rel and all(p not in ('', '.', '..') for p in parts)
+for rel, size, mode in head['files']:
+    data = raw[pos:pos + size]
+    pos += size
+    if not inside(rel):
+        continue
+    full = os.path.join(ws, rel)
+    try:
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600 | (mode & 0o755))
+        with os.fdopen(fd, 'wb') as fh:
+            fh.write(data)
+    except OSError:
+        pass
+for rel in head.get('dirs', []):
+    if inside(rel):
+        try:
+            os.makedirs(os.path.join(ws, rel), exist_ok=True)
+        except OSError:
+            pass
+del raw
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.dup2(r, 0)
+        os.closerange(3, 65536)
+        os.execv(cfg['python'], [cfg['python'], '-I', '-c', cfg['preamble'], json.dumps(cfg['rlimits'])])
+    finally:
+        os._exit(127)
+os.close(r)
+try:
+    view = memoryview(code)
+    while view:
+        view = view[os.write(w, view):]
+except OSError:
+    pass
+os.close(w)
+status = 0
+while True:
+    try:
+        p, st = os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+    except InterruptedError:
+        continue
+    if p == pid:
+        status = st
+        break
+if os.WIFSIGNALED(status):
+    result = {'signal': signal.Signals(os.WTERMSIG(status)).name}
+else:
+    result = {'exit': os.waitstatus_to_exitcode(status)}
+if cfg['sync']:
+    budget = cfg['syncLimit']
+    for root, dirs, files in os.walk(ws):
+        rel_root = os.path.relpath(root, ws)
+        for name in dirs:
+            rel = name if rel_root == '.' else rel_root + '/' + name
+            if not os.path.islink(os.path.join(root, name)):
+                emit(b'D', [rel])
+        for name in files:
+            full = os.path.join(root, name)
+            rel = name if rel_root == '.' else rel_root + '/' + name
+            try:
+                st = os.lstat(full)
+                if not stat.S_ISREG(st.st_mode) or st.st_size > budget:
+                    continue
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, 'rb') as fh:
+                    data = fh.read(budget + 1)
+            except OSError:
+                continue
+            if len(data) > budget:
+                continue
+            budget -= len(data)
+            emit(b'F', [rel, len(data), st.st_mode & 0o777], data)
+emit(b'E', result)
+os._exit(0)
+`;
+
+/** One file of the workspace carried into or out of the sandbox. */
+export interface WorkspaceFile {
+  path: string;
+  data: Buffer;
+  mode: number;
+}
+
+/** What the launcher reported on fd 3. */
+export interface LauncherReport {
+  /** The launcher started (the sandbox itself was set up). */
+  started: boolean;
+  /** The child's exit, when the launcher saw it end. */
+  exit?: { exitCode: number | null; signal: NodeJS.Signals | null };
+  /** The workspace as the run left it (regular files and directories only). */
+  files: WorkspaceFile[];
+  dirs: string[];
+  /** The stream broke off or did not parse (the run was killed, or tampered with). */
+  incomplete: boolean;
+}
+
+/** A workspace-relative path without `..`, empty, absolute or NUL parts. */
+export function isSafeRelativePath(path: string): boolean {
+  return (
+    path.length > 0 &&
+    !path.startsWith('/') &&
+    !path.includes('\0') &&
+    path.split('/').every((p) => p !== '' && p !== '.' && p !== '..')
+  );
+}
+
+/** The launcher's stdin: a JSON header line, the code, then each file's bytes. */
+export function encodeLauncherInput(code: string, files: WorkspaceFile[], dirs: string[]): Buffer {
+  const codeBytes = Buffer.from(code, 'utf8');
+  const head = {
+    code: codeBytes.length,
+    files: files.map((f) => [f.path, f.data.length, f.mode]),
+    dirs,
+  };
+  return Buffer.concat([
+    Buffer.from(`${JSON.stringify(head)}\n`),
+    codeBytes,
+    ...files.map((f) => f.data),
+  ]);
+}
+
+/** Parses fd 3: records `S{}`, `D[path]`, `F[path,size,mode]`+bytes, `E{exit|signal}`. */
+export function parseLauncherOutput(bytes: Buffer): LauncherReport {
+  const report: LauncherReport = { started: false, files: [], dirs: [], incomplete: true };
+  let pos = 0;
+  while (pos < bytes.length) {
+    const nl = bytes.indexOf(10, pos);
+    if (nl < 0) return report;
+    const tag = String.fromCharCode(bytes[pos]!);
+    let value: unknown;
+    try {
+      value = JSON.parse(bytes.subarray(pos + 1, nl).toString('utf8'));
+    } catch {
+      return report;
+    }
+    pos = nl + 1;
+    if (tag === 'S') {
+      report.started = true;
+    } else if (tag === 'D' && Array.isArray(value) && typeof value[0] === 'string') {
+      if (isSafeRelativePath(value[0])) report.dirs.push(value[0]);
+    } else if (tag === 'F' && Array.isArray(value)) {
+      const [path, size, mode] = value as [unknown, unknown, unknown];
+      if (typeof path !== 'string' || typeof size !== 'number' || typeof mode !== 'number') {
+        return report;
+      }
+      if (!Number.isSafeInteger(size) || size < 0 || pos + size > bytes.length) return report;
+      const data = Buffer.from(bytes.subarray(pos, pos + size));
+      pos += size;
+      if (isSafeRelativePath(path)) report.files.push({ path, data, mode: mode & 0o755 });
+    } else if (tag === 'E' && typeof value === 'object' && value !== null) {
+      const v = value as { exit?: unknown; signal?: unknown };
+      const signal = typeof v.signal === 'string' && v.signal in constants.signals;
+      report.exit = {
+        exitCode: typeof v.exit === 'number' ? v.exit : null,
+        signal: signal ? (v.signal as NodeJS.Signals) : null,
+      };
+      report.incomplete = pos !== bytes.length;
+      return report;
+    } else {
+      return report;
+    }
+  }
+  return report;
+}
+
+/** Regular files and directories under `dir` (symlinks and special files are skipped). */
+export async function readWorkspaceFiles(
+  dir: string,
+  maxBytes: number,
+): Promise<{ files: WorkspaceFile[]; dirs: string[] }> {
+  const files: WorkspaceFile[] = [];
+  const dirs: string[] = [];
+  let total = 0;
+  const walk = async (rel: string): Promise<void> => {
+    for (const entry of await readdir(join(dir, rel), { withFileTypes: true })) {
+      const child = rel ? `${rel}/${entry.name}` : entry.name;
+      if (entry.isDirectory()) {
+        dirs.push(child);
+        await walk(child);
+      } else if (entry.isFile()) {
+        const handle = await open(join(dir, child), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+        try {
+          const info = await handle.stat();
+          if (total + info.size > maxBytes) continue;
+          const data = await handle.readFile();
+          total += data.length;
+          files.push({ path: child, data, mode: info.mode & 0o777 });
+        } finally {
+          await handle.close();
+        }
+      }
+    }
+  };
+  await walk('');
+  return { files, dirs };
+}
+
+/**
+ * Replaces the contents of `dir` with `files` and `dirs`. Only directories and regular files are
+ * created (never links), each path is checked to stay inside `dir`, and the old contents are
+ * removed first, so no path can resolve through a link the sandbox placed.
+ */
+export async function writeWorkspaceFiles(
+  dir: string,
+  files: WorkspaceFile[],
+  dirs: string[],
+): Promise<void> {
+  for (const name of await readdir(dir)) {
+    await rm(join(dir, name), { recursive: true, force: true });
+  }
+  for (const rel of dirs) {
+    if (isSafeRelativePath(rel)) await mkdir(join(dir, rel), { recursive: true, mode: 0o700 });
+  }
+  for (const file of files) {
+    if (!isSafeRelativePath(file.path)) continue;
+    const full = join(dir, file.path);
+    await mkdir(dirname(full), { recursive: true, mode: 0o700 });
+    const existing = await lstat(full).catch(() => undefined);
+    if (existing) continue;
+    const handle = await open(
+      full,
+      fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW,
+      0o600 | (file.mode & 0o755),
+    );
+    try {
+      await handle.writeFile(file.data);
+    } finally {
+      await handle.close();
+    }
+  }
+}
