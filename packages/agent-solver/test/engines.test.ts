@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   backoffDelayMs,
   LLMAbortError,
+  LLMMalformedReplyError,
   LLMRefusalError,
   LLMRequestError,
   LLMTimeoutError,
@@ -217,6 +218,33 @@ describe('OpenAIEngine.generateText', () => {
     expect(LLMRefusalError.isInstance(err)).toBe(true);
     expect((err as LLMRefusalError).refusal).toBe('I cannot help with that.');
     expect(server.requestsTo('chat')).toHaveLength(1);
+  });
+
+  it('content: null without a refusal is a malformed reply: retried, then LLMMalformedReplyError', async () => {
+    // A 200 whose message has content null and neither refusal nor tool calls (seen from
+    // servers that crashed mid-generation). Expected: retried like a garbled body; never ''.
+    const nullReply = {
+      id: 'c',
+      object: 'chat.completion',
+      created: 0,
+      model: 'test-model',
+      choices: [{ index: 0, message: { role: 'assistant', content: null }, finish_reason: 'stop' }],
+    };
+    server.enqueue('chat', reply.json(nullReply), reply.text('second try'));
+    expect((await engine().generateText(hello)).text).toBe('second try');
+    expect(server.requestsTo('chat')).toHaveLength(2);
+
+    server.setFallback('chat', reply.json(nullReply));
+    const err = await engine({ retry: { maxRetries: 2, initialDelayMs: 1 } })
+      .generateText(hello)
+      .catch((e: unknown) => e);
+    expect(LLMMalformedReplyError.isInstance(err)).toBe(true);
+    // Still an LLMRequestError for callers that handle those.
+    expect(LLMRequestError.isInstance(err)).toBe(true);
+    expect((err as LLMMalformedReplyError).attempts).toBe(3);
+    expect((err as LLMMalformedReplyError).code).toBe('LLM_MALFORMED_REPLY');
+    // 2 earlier requests + 3 attempts.
+    expect(server.requestsTo('chat')).toHaveLength(5);
   });
 
   it('holds at most maxConcurrency requests in flight (counted by the server)', async () => {

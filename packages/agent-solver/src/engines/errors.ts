@@ -5,7 +5,7 @@ import { FlowGrpoError, type FlowGrpoErrorOptions } from '@flowgrpo/core';
 
 /** An HTTP request to an LLM server failed (after any retries). */
 export class LLMRequestError extends FlowGrpoError {
-  static override readonly code = 'LLM_REQUEST_ERROR';
+  static override readonly code: string = 'LLM_REQUEST_ERROR';
   /** HTTP status; undefined for network errors (refused, reset, truncated body). */
   readonly status: number | undefined;
   /** The server's error body (parsed JSON when it was JSON, else text); undefined if none. */
@@ -70,4 +70,13 @@ export class LLMRefusalError extends FlowGrpoError {
     super(`the model refused: ${refusal}`, options);
     this.refusal = refusal;
   }
+}
+
+/**
+ * The server answered 200 but the reply carries nothing usable: `content: null` with neither a
+ * refusal nor tool calls. Treated like a cut or garbled body — retried — and, when every attempt
+ * got one, raised as this error (never turned into an empty answer).
+ */
+export class LLMMalformedReplyError extends LLMRequestError {
+  static override readonly code = 'LLM_MALFORMED_REPLY';
 }

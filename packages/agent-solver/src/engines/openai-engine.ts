@@ -22,7 +22,7 @@ import {
   type ResponseFormat,
   type StructuredOutputMode,
 } from '../structured/structured-output.js';
-import { LLMRefusalError, LLMRequestError } from './errors.js';
+import { LLMMalformedReplyError, LLMRefusalError, LLMRequestError } from './errors.js';
 import { type RetryOptions, resolveRetryOptions, runWithRetries } from './retry.js';
 import { Semaphore } from './semaphore.js';
 
@@ -153,27 +153,74 @@ export class OpenAIEngine implements LLMEngine {
   ): Promise<GenerateTextResult> {
     const body = this.#body(messages, options, responseFormat);
     const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs ?? 120_000;
-    const response = await runWithRetries(
-      async ({ signal }) => {
-        // The client's own timeout is set past ours so that ours (which also covers reading
-        // the body) is the one that fires.
-        const completion: ChatCompletion = await this.client.chat.completions.create(body, {
-          signal,
-          timeout: timeoutMs + 5_000,
-          maxRetries: 0,
-        });
-        return completion;
-      },
-      {
-        retry: this.#retry,
-        timeoutMs,
-        signal: options.signal,
-        semaphore: this.#semaphore,
-        baseURL: () => this.baseURL,
-        what: `chat completion (${this.model})`,
-      },
-    );
+    const what = `chat completion (${this.model})`;
+    let response: ChatCompletion;
+    try {
+      response = await runWithRetries(
+        async ({ signal }) => {
+          // The client's own timeout is set past ours so that ours (which also covers reading
+          // the body) is the one that fires.
+          const completion: ChatCompletion = await this.client.chat.completions.create(body, {
+            signal,
+            timeout: timeoutMs + 5_000,
+            maxRetries: 0,
+          });
+          this.#checkContent(completion, what);
+          return completion;
+        },
+        {
+          retry: this.#retry,
+          timeoutMs,
+          signal: options.signal,
+          semaphore: this.#semaphore,
+          baseURL: () => this.baseURL,
+          what,
+        },
+      );
+    } catch (error) {
+      // The retry loop reports its last failure as an LLMRequestError; keep the malformed
+      // reply's own type (with the attempts spent) so callers can tell it apart.
+      const cause: unknown = (error as { cause?: unknown } | undefined)?.cause;
+      if (
+        LLMRequestError.isInstance(error) &&
+        error.code !== LLMMalformedReplyError.code &&
+        LLMMalformedReplyError.isInstance(cause)
+      ) {
+        throw new LLMMalformedReplyError(
+          error.message,
+          {
+            status: 200,
+            body: cause.body,
+            attempts: error.attempts,
+            retryable: true,
+            baseURL: this.baseURL,
+          },
+          { cause },
+        );
+      }
+      throw error;
+    }
     return this.#interpret(response);
+  }
+
+  /**
+   * `content: null` with no refusal and no tool calls is a malformed reply, not an empty answer:
+   * thrown inside the attempt so that the retry loop retries it like a garbled body.
+   */
+  #checkContent(completion: ChatCompletion, what: string): void {
+    const message = completion.choices?.[0]?.message;
+    if (!message) return; // no choices: reported (not retried) by #interpret
+    const toolCalls = (message as { tool_calls?: unknown[] }).tool_calls;
+    if (
+      (message.content === null || message.content === undefined) &&
+      !message.refusal &&
+      !(Array.isArray(toolCalls) && toolCalls.length > 0)
+    ) {
+      throw new LLMMalformedReplyError(
+        `${what}: the reply has no content (content: null, no refusal, no tool calls)`,
+        { status: 200, body: completion, attempts: 1, retryable: true, baseURL: this.baseURL },
+      );
+    }
   }
 
   #body(
