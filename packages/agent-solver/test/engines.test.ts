@@ -11,9 +11,9 @@ import {
   resolveRetryOptions,
   Semaphore,
 } from '../src/index.js';
-import { OpenAITestServer, reply } from './support/openai-server.js';
+import { OpenAITestServer, reply } from '../src/testing/index.js';
 
-// Every test talks to a real HTTP server on 127.0.0.1 (test/support/openai-server.ts) through the
+// Every test talks to a real HTTP server on 127.0.0.1 (src/testing/openai-server.ts, also `@flowgrpo/agent/testing`) through the
 // real `openai` client. Expected values are derived by hand from the scripted replies.
 
 let server: OpenAITestServer;

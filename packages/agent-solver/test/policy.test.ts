@@ -6,10 +6,10 @@ import {
   type PolicyTokenizer,
   ServerPool,
 } from '../src/index.js';
-import { OpenAITestServer, reply } from './support/openai-server.js';
+import { OpenAITestServer, reply } from '../src/testing/index.js';
 
 // The policy engine against real HTTP servers on 127.0.0.1 that answer like vLLM's OpenAI server
-// with return_token_ids / return_tokens_as_token_ids (test/support/openai-server.ts). Expected
+// with return_token_ids / return_tokens_as_token_ids (src/testing/openai-server.ts, also `@flowgrpo/agent/testing`). Expected
 // ids and logprobs are the scripted ones; float32 rounding is applied to the expectation.
 
 let a: OpenAITestServer;

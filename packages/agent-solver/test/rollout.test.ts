@@ -10,8 +10,12 @@ import {
   rolloutGroup,
   type SolverEvent,
 } from '../src/index.js';
-import { schemaResponder } from './solver-responder.js';
-import { OpenAITestServer, type RecordedRequest, reply } from './support/openai-server.js';
+import {
+  OpenAITestServer,
+  type RecordedRequest,
+  reply,
+  schemaResponder,
+} from '../src/testing/index.js';
 
 // Flow rollouts with a policy server (vLLM-like: token ids + logprobs, test/support) as the
 // planner and a second server answering the fixed roles from their json_schemas. Expected ids

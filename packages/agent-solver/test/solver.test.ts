@@ -13,17 +13,17 @@ import {
   type SolverEvent,
   toSerializableTruncated,
 } from '../src/index.js';
-import { schemaResponder } from './solver-responder.js';
 import {
   countWords,
   OpenAITestServer,
   promptText,
   type RecordedRequest,
   reply,
-} from './support/openai-server.js';
+  schemaResponder,
+} from '../src/testing/index.js';
 
 // The Flow solver against a real OpenAI-compatible HTTP server on 127.0.0.1 whose replies are
-// built from the json_schema each request carried (solver-responder.ts). Tool results are real:
+// built from the json_schema each request carried (src/testing/solver-responder.ts). Tool results are real:
 // the calculator evaluates 12^2 (= 144 by hand) and python3 prints 144*2 (= 288 by hand).
 
 let server: OpenAITestServer;

@@ -12,7 +12,7 @@ import {
   toStrictJsonSchema,
   zodToJsonSchema,
 } from '../src/index.js';
-import { exampleFromJsonSchema, OpenAITestServer, reply } from './support/openai-server.js';
+import { exampleFromJsonSchema, OpenAITestServer, reply } from '../src/testing/index.js';
 
 // Expected parses are written out by hand from the literal model replies below; the structured
 // requests go to a real HTTP server through the real `openai` client.

@@ -14,7 +14,7 @@ import {
   parseTagAction,
   TagAgent,
 } from '../src/index.js';
-import { OpenAITestServer, reply } from './support/openai-server.js';
+import { OpenAITestServer, reply } from '../src/testing/index.js';
 
 // The tag agent over a vLLM-like /v1/completions server (test/support) with a real tokenizer:
 // UTF-8 bytes as token ids, so every expected id sequence is derived by encoding the text by

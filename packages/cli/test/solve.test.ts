@@ -3,13 +3,12 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { OpenAITestServer, reply, schemaResponder } from '@flowgrpo/agent/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { schemaResponder } from '../../agent-solver/test/solver-responder.js';
-import { OpenAITestServer, reply } from '../../agent-solver/test/support/openai-server.js';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';
 
-// `flowgrpo solve` against the scripted OpenAI-compatible server (agent-solver's test support) on
+// `flowgrpo solve` against the scripted OpenAI-compatible server (@flowgrpo/agent/testing) on
 // 127.0.0.1, answering every structured request from its json_schema. The calculator really
 // runs: 12^2 = 144 by hand.
 

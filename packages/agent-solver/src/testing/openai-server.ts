@@ -2,13 +2,13 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
-// A scripted OpenAI-compatible server for tests: a real node:http server on 127.0.0.1 (random
-// port). Each route has a queue of behaviours consumed one per request; when a queue is empty the
+// A scripted OpenAI-compatible server for tests (ours and apps built on @flowgrpo/agent, through
+// `@flowgrpo/agent/testing`): a real node:http server on 127.0.0.1 (random port). Each route has a queue of behaviours consumed one per request; when a queue is empty the
 // route's fallback answers. Every request is recorded (route, body, headers, arrival and end
 // times) and the server counts requests in flight, so tests can assert retries, concurrency and
 // what was sent.
 
-export type Route =
+export type TestServerRoute =
   | 'chat'
   | 'completions'
   | 'embeddings'
@@ -16,7 +16,7 @@ export type Route =
   | 'load_lora_adapter'
   | 'unload_lora_adapter';
 
-const ROUTES: Record<string, Route> = {
+const ROUTES: Record<string, TestServerRoute> = {
   '/v1/chat/completions': 'chat',
   '/v1/completions': 'completions',
   '/v1/embeddings': 'embeddings',
@@ -29,7 +29,7 @@ const ROUTES: Record<string, Route> = {
 };
 
 export interface RecordedRequest {
-  route: Route;
+  route: TestServerRoute;
   method: string;
   path: string;
   headers: Record<string, string | string[] | undefined>;
@@ -72,7 +72,7 @@ export interface RequestBody {
   [key: string]: unknown;
 }
 
-export interface Usage {
+export interface ReplyUsage {
   prompt_tokens: number;
   completion_tokens: number;
   total_tokens?: number;
@@ -92,14 +92,14 @@ export interface TextReply {
   /** The content, or a function of the request (e.g. answer from the json_schema sent). */
   text: string | ((request: RecordedRequest) => string);
   finishReason?: string;
-  usage?: Usage;
+  usage?: ReplyUsage;
   tokens?: TokenInfo;
   delayMs?: number;
 }
 
 export type Behaviour =
   | TextReply
-  | { kind: 'refusal'; refusal: string; usage?: Usage }
+  | { kind: 'refusal'; refusal: string; usage?: ReplyUsage }
   /** Any JSON body with any status. */
   | {
       kind: 'json';
@@ -192,7 +192,7 @@ export interface OpenAITestServerOptions {
   /** Model id in /v1/models and replies (default "test-model"). */
   model?: string;
   /** Replaces the default answer of a route when its queue is empty. */
-  fallback?: Partial<Record<Route, Behaviour>>;
+  fallback?: Partial<Record<TestServerRoute, Behaviour>>;
 }
 
 export class OpenAITestServer {
@@ -201,8 +201,8 @@ export class OpenAITestServer {
   /** LoRA adapters currently loaded (by /v1/load_lora_adapter), name → path. */
   readonly adapters = new Map<string, string>();
   #server: Server;
-  #queues = new Map<Route, Behaviour[]>();
-  #fallback: Partial<Record<Route, Behaviour>>;
+  #queues = new Map<TestServerRoute, Behaviour[]>();
+  #fallback: Partial<Record<TestServerRoute, Behaviour>>;
   #sockets = new Set<Socket>();
   #inFlight = 0;
   #maxInFlight = 0;
@@ -247,24 +247,24 @@ export class OpenAITestServer {
   }
 
   /** Adds behaviours to a route's queue, consumed one per request in order. */
-  enqueue(route: Route, ...behaviours: Behaviour[]): this {
+  enqueue(route: TestServerRoute, ...behaviours: Behaviour[]): this {
     const q = this.#queues.get(route) ?? [];
     q.push(...behaviours);
     this.#queues.set(route, q);
     return this;
   }
 
-  setFallback(route: Route, behaviour: Behaviour): this {
+  setFallback(route: TestServerRoute, behaviour: Behaviour): this {
     this.#fallback[route] = behaviour;
     return this;
   }
 
   /** Behaviours still queued for a route. */
-  pending(route: Route): number {
+  pending(route: TestServerRoute): number {
     return this.#queues.get(route)?.length ?? 0;
   }
 
-  requestsTo(route: Route): RecordedRequest[] {
+  requestsTo(route: TestServerRoute): RecordedRequest[] {
     return this.requests.filter((r) => r.route === route);
   }
 
@@ -320,7 +320,7 @@ export class OpenAITestServer {
     }
   }
 
-  #default(route: Route): Behaviour {
+  #default(route: TestServerRoute): Behaviour {
     switch (route) {
       case 'models':
         return {
@@ -476,7 +476,7 @@ export class OpenAITestServer {
       text: string | null;
       refusal?: string;
       finishReason?: string;
-      usage?: Usage;
+      usage?: ReplyUsage;
       tokens?: TokenInfo;
     },
   ): JsonObject {

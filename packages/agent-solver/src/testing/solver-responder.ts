@@ -1,4 +1,4 @@
-import type { JsonObject, RecordedRequest } from './support/openai-server.js';
+import type { JsonObject, RecordedRequest } from './openai-server.js';
 
 // A schema-driven stand-in for the fixed LLM roles, for the scripted OpenAI server: every
 // structured request is answered with an object built from the json_schema it carried (so the
