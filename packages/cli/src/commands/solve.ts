@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import {
   FlowSolver,
   OpenAIEngine,
@@ -42,7 +44,10 @@ model served at URL (vLLM, SGLang, Ollama /v1, llama.cpp, OpenAI).
 Options:
   --base-url URL        OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
   --model NAME          model name as served
-  --api-key KEY         API key (default $FLOWGRPO_API_KEY; $OPENAI_API_KEY for api.openai.com)
+  --api-key-file PATH   read the API key from a file (default $FLOWGRPO_API_KEY;
+                        $OPENAI_API_KEY for api.openai.com)
+  --api-key KEY         API key on the command line: visible to every local user in
+                        ps and /proc/<pid>/cmdline; prefer the variable or the file
   --tools LIST          comma-separated short or full tool names (default python,calculator);
                         traces show the full names:
 ${toolTable}
@@ -166,6 +171,43 @@ function positiveInt(value: number | undefined, name: string, fallback: number):
   return value;
 }
 
+/**
+ * The API key: --api-key-file, else --api-key (with a warning: a command line is readable by
+ * every local user), else $FLOWGRPO_API_KEY, else $OPENAI_API_KEY for api.openai.com only.
+ */
+function resolveApiKey(
+  args: Parameters<Command['run']>[0],
+  io: CliIO,
+  baseURL: string,
+): string | undefined {
+  const file = stringOption(args, 'api-key-file');
+  if (file !== undefined) {
+    let key: string;
+    try {
+      key = readFileSync(resolve(io.cwd, file), 'utf8').trim();
+    } catch (error) {
+      throw new UsageError(
+        `--api-key-file: cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`,
+      );
+    }
+    if (!key) throw new UsageError(`--api-key-file: ${file} is empty`);
+    return key;
+  }
+  const inline = stringOption(args, 'api-key');
+  if (inline !== undefined) {
+    io.stderr(
+      'flowgrpo solve: warning: --api-key is visible to other processes (ps, /proc/<pid>/cmdline); ' +
+        'use $FLOWGRPO_API_KEY or --api-key-file instead\n',
+    );
+    return inline;
+  }
+  return (
+    io.env.FLOWGRPO_API_KEY ??
+    // OpenAI's own key goes to OpenAI only.
+    (new URL(baseURL).hostname === 'api.openai.com' ? io.env.OPENAI_API_KEY : undefined)
+  );
+}
+
 export const solveCommand: Command = {
   name: 'solve',
   summary: 'answer one question with the Flow solver over an OpenAI-compatible server',
@@ -174,6 +216,7 @@ export const solveCommand: Command = {
     'base-url': { type: 'string' },
     model: { type: 'string' },
     'api-key': { type: 'string' },
+    'api-key-file': { type: 'string' },
     tools: { type: 'string' },
     'max-steps': { type: 'string' },
     structured: { type: 'string' },
@@ -212,11 +255,7 @@ export const solveCommand: Command = {
     const engine = new OpenAIEngine({
       model,
       baseURL,
-      apiKey:
-        stringOption(args, 'api-key') ??
-        io.env.FLOWGRPO_API_KEY ??
-        // OpenAI's own key goes to OpenAI only.
-        (new URL(baseURL).hostname === 'api.openai.com' ? io.env.OPENAI_API_KEY : undefined),
+      apiKey: resolveApiKey(args, io, baseURL),
       timeoutMs: timeoutS * 1000,
       retry: { maxRetries: positiveInt(numberOption(args, 'retries'), 'retries', 2) },
       structuredOutput: structured,
