@@ -16,4 +16,5 @@ export * from './models/tiny-factory.js';
 export * from './models/weights/index.js';
 export * from './runtime/index.js';
 export * from './tokenizers/index.js';
+export * from './train/train-step-graph.js';
 export * from './train-loop/index.js';

@@ -11,8 +11,8 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   ALL_GRAPHS,
+  buildArtifactGraph,
   buildDecoderArtifacts,
-  buildDecoderGraph,
   DecoderArtifacts,
   expectedTensorShapes,
   initTinyWeights,
@@ -111,7 +111,7 @@ describe('decoder artifacts directory', () => {
     const base = writeBaseWeights(weights, writer, { maxPositions: 64 });
     writer.close();
     for (const kind of ['logprobs', 'train_step'] as const) {
-      const g = buildDecoderGraph(base, { kind, lora });
+      const g = buildArtifactGraph(base, kind, lora);
       const withVocab = g.graph.nodes
         .flatMap((n) => n.outputs)
         .filter((v) => v.shape?.includes(config.vocabSize));

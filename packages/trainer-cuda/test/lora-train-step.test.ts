@@ -19,7 +19,7 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   buildDecoderArtifacts,
-  buildDecoderGraph,
+  buildTrainStepGraph,
   DecoderArtifacts,
   type DecoderConfig,
   expectedTensorShapes,
@@ -195,61 +195,106 @@ describe('train_step: LoRA gradients', () => {
   const tids = [5, 7, 3, 2, 8, 10];
   const lmask = [1, 1, 1, 0, 1, 1];
 
-  const dataFeeds = (temperature: number): Record<string, HostTensor> => ({
-    input_ids: tensor('int64', [B, T], ids),
-    attention_mask: tensor('int64', [B, T], mask),
-    position_ids: tensor('int64', [B, T], pos),
-    target_positions: tensor('int64', [B, 3], tpos),
-    target_ids: tensor('int64', [B, 3], tids),
-    loss_mask: tensor('float32', [B, 3], lmask),
-    temperature: tensor('float32', [], [temperature]),
-    [LORA_SCALE]: tensor('float32', [], [1]),
-  });
+  // Two objectives through the same graph: SFT (nll_weights = mask / 5, the rest 0) and a GRPO
+  // batch with every term on (clip, dual clip, k3 KL with beta 0.1, an NLL term too). The old and
+  // reference log-probs sit 0.05–0.6 away from the policy's, so no token is at a clip kink.
+  const zeros6 = [0, 0, 0, 0, 0, 0];
+  const objectives = {
+    sft: {
+      old_logprobs: zeros6,
+      ref_logprobs: zeros6,
+      advantages: zeros6,
+      pg_weights: zeros6,
+      nll_weights: lmask.map((m) => m / 5),
+      beta: 0,
+    },
+    grpo: {
+      old_logprobs: [-2.1, -2.9, -2.0, -3.0, -1.7, -2.6],
+      ref_logprobs: [-2.6, -2.2, -2.4, -2.5, -2.8, -2.3],
+      advantages: [1.2, -0.7, 0.4, 0.9, -1.5, 0.3],
+      pg_weights: [0.25, 0.1, 0.2, 0, 0.3, 0.15],
+      nll_weights: [0.05, 0, 0, 0, 0.05, 0],
+      beta: 0.1,
+    },
+  };
+  const dataFeeds = (
+    temperature: number,
+    objective: keyof typeof objectives = 'sft',
+  ): Record<string, HostTensor> => {
+    const o = objectives[objective];
+    const perToken = (v: number[]) => tensor('float32', [B, 3], v);
+    return {
+      input_ids: tensor('int64', [B, T], ids),
+      attention_mask: tensor('int64', [B, T], mask),
+      position_ids: tensor('int64', [B, T], pos),
+      target_positions: tensor('int64', [B, 3], tpos),
+      target_ids: tensor('int64', [B, 3], tids),
+      temperature: tensor('float32', [], [temperature]),
+      [LORA_SCALE]: tensor('float32', [], [1]),
+      old_logprobs: perToken(o.old_logprobs),
+      ref_logprobs: perToken(o.ref_logprobs),
+      advantages: perToken(o.advantages),
+      pg_weights: perToken(o.pg_weights),
+      nll_weights: perToken(o.nll_weights),
+      stat_weights: perToken(lmask.map((m) => m / 5)),
+      epsilon_low: tensor('float32', [], [0.2]),
+      epsilon_high: tensor('float32', [], [0.28]),
+      clip_ratio_c: tensor('float32', [], [3]),
+      beta: tensor('float32', [], [o.beta]),
+      kl_coeffs: tensor('float32', [3], [0, 0, 1]),
+    };
+  };
 
   /** The train_step graph and every feed the float64 TS evaluator needs to run it. */
-  const evaluatorTrainStep = (tag: string) => {
+  const evaluatorTrainStep = (tag: string, objective: keyof typeof objectives = 'sft') => {
     const writer = new WeightsFileWriter(join(tmp, `${tag}.data`));
     const base = writeBaseWeights(weights, writer);
     writer.close();
-    const g = buildDecoderGraph(base, { kind: 'train_step', lora: allModules });
-    const feeds: Record<string, HostTensor> = { ...dataFeeds(0.8) };
+    const g = buildTrainStepGraph(base, allModules);
+    const feeds: Record<string, HostTensor> = { ...dataFeeds(0.8, objective) };
     for (const [name, shape] of expectedTensorShapes(tiny))
       feeds[name] = tensor('float32', shape, weightAsFloat32(weights, name));
     const rope = ropeTables(tiny, base.maxPositions);
     feeds[ROPE_COS] = tensor('float32', [base.maxPositions, 1], rope.cos);
     feeds[ROPE_SIN] = tensor('float32', [base.maxPositions, 1], rope.sin);
-    for (const s of loraParamSpecs(tiny, allModules))
+    for (const s of loraParamSpecs(tiny, allModules)) {
       feeds[s.name] = tensor('float32', s.shape, params.get(s.name)!);
+      feeds[`acc.${s.name}`] = tensor('float32', s.shape, 0);
+    }
     return { g, feeds };
   };
 
-  it('autodiff gradients match central finite differences (float64 evaluator, ε = 1e-6)', () => {
-    const { g, feeds } = evaluatorTrainStep('fd');
-    const specs = loraParamSpecs(tiny, allModules);
-    const input = (n: string) => g.graph.inputs.find((v) => v.name === n)!;
-    const output = (n: string) => g.graph.outputs.find((v) => v.name === n)!;
-    const loss = output('loss');
-    const results = checkGradients(
-      g.graph,
-      feeds,
-      loss,
-      specs.map((s) => input(s.name)),
-      specs.map((s) => output(`grad.${s.name}`)),
-    );
-    expect(results).toHaveLength(specs.length);
-    for (const r of results) {
-      expect(r.maxError, r.name).toBeLessThan(1e-6);
-      expect(
-        r.analytic.some((x) => Math.abs(x) > 1e-4),
-        `${r.name} non-trivial`,
-      ).toBe(true);
-    }
-    // The loss is the test loss −Σ mask·logp / Σ mask over the logprobs the graph outputs.
-    const out = evaluate(g.graph, feeds, [loss, output('logprobs')]);
-    const lp = out.logprobs!.data;
-    const want = -lmask.reduce((s, m, i) => s + m * lp[i]!, 0) / 5;
-    expect(out.loss!.data[0]).toBeCloseTo(want, 12);
-  });
+  it.each(['sft', 'grpo'] as const)(
+    '%s: autodiff gradients match central finite differences (float64 evaluator, ε = 1e-6)',
+    (objective) => {
+      const { g, feeds } = evaluatorTrainStep(`fd-${objective}`, objective);
+      const specs = loraParamSpecs(tiny, allModules);
+      const input = (n: string) => g.graph.inputs.find((v) => v.name === n)!;
+      const output = (n: string) => g.graph.outputs.find((v) => v.name === n)!;
+      const loss = output('loss');
+      const results = checkGradients(
+        g.graph,
+        feeds,
+        loss,
+        specs.map((s) => input(s.name)),
+        specs.map((s) => output(`grad.${s.name}`)),
+      );
+      expect(results).toHaveLength(specs.length);
+      for (const r of results) {
+        expect(r.maxError, r.name).toBeLessThan(1e-6);
+        expect(
+          r.analytic.some((x) => Math.abs(x) > 1e-4),
+          `${r.name} non-trivial`,
+        ).toBe(true);
+      }
+      if (objective !== 'sft') return;
+      // SFT: the loss is −Σ mask·logp / Σ mask over the logprobs the graph outputs.
+      const out = evaluate(g.graph, feeds, [loss, output('logprobs')]);
+      const lp = out.logprobs!.data;
+      const want = -lmask.reduce((s, m, i) => s + m * lp[i]!, 0) / 5;
+      expect(out.loss!.data[0]).toBeCloseTo(want, 12);
+    },
+  );
 
   it('train_step.onnx in ORT (float32) gives the evaluator loss, logprobs and gradients', async () => {
     const dir = join(tmp, 'art');
@@ -266,8 +311,14 @@ describe('train_step: LoRA gradients', () => {
               [...t.shape],
             )
           : new ort.Tensor('float32', Float32Array.from(t.data), [...t.shape]);
-    for (const s of loraParamSpecs(tiny, allModules))
+    for (const s of loraParamSpecs(tiny, allModules)) {
       ortFeeds[s.name] = new ort.Tensor('float32', params.get(s.name)!, s.shape);
+      ortFeeds[`acc.${s.name}`] = new ort.Tensor(
+        'float32',
+        new Float32Array(s.shape[0] * s.shape[1]),
+        s.shape,
+      );
+    }
     const got = (await session.run(ortFeeds)).outputs;
     await art.release();
 

@@ -119,8 +119,8 @@ describe('TrainStepRunner (CPU EP)', () => {
     });
     const r = await runner.step(ortBatch(pr), { lr: lrAt(1) });
     expect(r.loss).toBeCloseTo(ref.losses[0]!, 5);
-    expect(Object.keys(r.outputs)).toEqual(['twice']);
-    expect((r.outputs.twice!.data as Float32Array)[0]).toBeCloseTo(2 * r.loss, 5);
+    expect(r.outputs.map((o) => Object.keys(o))).toEqual([['twice']]);
+    expect((r.outputs[0]!.twice!.data as Float32Array)[0]).toBeCloseTo(2 * r.loss, 5);
     await runner.release();
   });
 

@@ -11,8 +11,8 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   ALL_GRAPHS,
+  buildArtifactGraph,
   buildDecoderArtifacts,
-  buildDecoderGraph,
   createSession,
   type DecoderConfig,
   deviceAvailability,
@@ -105,7 +105,7 @@ describe('the decoder graphs do no int64 arithmetic (no WebGPU needed)', () => {
         { maxPositions: 16 },
       );
       for (const kind of ALL_GRAPHS) {
-        const { graph } = buildDecoderGraph(base, { kind, lora });
+        const { graph } = buildArtifactGraph(base, kind, lora);
         for (const n of graph.nodes) {
           const what = `${kind} ${n.name}`;
           if (n.outputs.some((o) => o.dtype === 'int64')) expect(n.op, what).toBe('Shape');
@@ -189,8 +189,21 @@ describe.skipIf(!webgpu.available).each(configs)(
         target_positions: int64([2, 3, 1, 3], [2, 2]),
         target_ids: int64([19, 3, 25, 8], [2, 2]),
         temperature: f32([1], []),
-        loss_mask: f32([1, 1, 1, 0], [2, 2]),
+        // A GRPO objective with every term on (clip, dual clip, k3 KL, an NLL term).
+        old_logprobs: f32([-5.1, -5.6, -5.3, -5.0], [2, 2]),
+        ref_logprobs: f32([-5.4, -5.2, -5.5, -5.3], [2, 2]),
+        advantages: f32([1.1, -0.6, 0.5, 0], [2, 2]),
+        pg_weights: f32([0.3, 0.3, 0.4, 0], [2, 2]),
+        nll_weights: f32([0.1, 0, 0.1, 0], [2, 2]),
+        stat_weights: f32([1 / 3, 1 / 3, 1 / 3, 0], [2, 2]),
+        epsilon_low: f32([0.2], []),
+        epsilon_high: f32([0.28], []),
+        clip_ratio_c: f32([3], []),
+        beta: f32([0.04], []),
+        kl_coeffs: f32([0, 0, 1], [3]),
       };
+      for (const s of loraParamSpecs(config, lora))
+        feeds[`acc.${s.name}`] = f32(new Array(s.shape[0] * s.shape[1]).fill(0), s.shape);
       const want = (await cpu.run(feeds)).outputs;
       const got = (await gpu.run(feeds)).outputs;
       expectClose(got.loss!, want.loss!, 1e-4, 'loss');

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DataFormatError } from '@flowgrpo/core';
 import { DEFAULT_OPSET, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
@@ -6,15 +6,18 @@ import * as ort from 'onnxruntime-node';
 import type { LoraConfig } from '../lora/lora-config.js';
 import { loraScaling } from '../lora/lora-config.js';
 import type { DecoderConfig } from '../models/config.js';
-import { writeBaseWeights } from '../models/graph/base-weights.js';
+import { type BaseWeights, writeBaseWeights } from '../models/graph/base-weights.js';
 import {
   buildDecoderGraph,
+  type DecoderGraph,
   type DecoderGraphKind,
   type GraphIOSpec,
 } from '../models/graph/decoder-graph.js';
 import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
+import { buildTrainStepGraph } from '../train/train-step-graph.js';
+import { writeDirAtomicallySync } from '../util/atomic-dir.js';
 
 // The artifacts directory: one .onnx per graph variant, every base weight once in weights.data
 // (referenced by all graphs), and artifacts.json describing them. Built once, opened by training
@@ -64,22 +67,45 @@ export interface BuildArtifactsOptions {
 
 const PRODUCER_VERSION = '0.1.0';
 
-/** Writes the graphs, weights.data and artifacts.json into `dir` (created if missing). */
+/** One graph of the artifacts: the decoder's forward variants, or the train step (needs LoRA). */
+export function buildArtifactGraph(
+  base: BaseWeights,
+  kind: DecoderGraphKind,
+  lora: LoraConfig | undefined,
+): DecoderGraph {
+  if (kind === 'train_step') {
+    if (!lora) throw new RangeError('the train_step graph needs a LoRA config');
+    return buildTrainStepGraph(base, lora);
+  }
+  return buildDecoderGraph(base, { kind, ...(lora && { lora }) });
+}
+
+/** Writes the graphs, weights.data and artifacts.json into `dir` (created, or replaced whole). */
 export function buildDecoderArtifacts(
   weights: ModelWeights,
   dir: string,
   options: BuildArtifactsOptions = {},
 ): ArtifactsManifest {
-  const out = resolve(dir);
-  mkdirSync(out, { recursive: true });
+  // Built in a temporary sibling and swapped in: a kill mid-build never truncates the
+  // weights.data that a previous build's graphs (and running sessions) refer to.
+  return writeDirAtomicallySync(dir, (out) => writeArtifacts(weights, out, options));
+}
+
+function writeArtifacts(
+  weights: ModelWeights,
+  out: string,
+  options: BuildArtifactsOptions,
+): ArtifactsManifest {
   const kinds = options.graphs ?? ALL_GRAPHS.filter((k) => k !== 'train_step' || options.lora);
+  if (kinds.includes('train_step') && !options.lora)
+    throw new RangeError('the train_step graph needs a LoRA config');
   const writer = new WeightsFileWriter(join(out, WEIGHTS_FILE));
   const graphs: Partial<Record<DecoderGraphKind, GraphManifest>> = {};
   let base: ReturnType<typeof writeBaseWeights>;
   try {
     base = writeBaseWeights(weights, writer, { maxPositions: options.maxPositions });
     for (const kind of kinds) {
-      const g = buildDecoderGraph(base, { kind, ...(options.lora && { lora: options.lora }) });
+      const g = buildArtifactGraph(base, kind, options.lora);
       const file = `${kind}.onnx`;
       const model = toOnnxModel(g.graph, {
         opset: DEFAULT_OPSET,
@@ -109,9 +135,7 @@ export function buildDecoderArtifacts(
     graphs,
     createdAt: new Date().toISOString(),
   };
-  const tmp = join(out, `${ARTIFACTS_MANIFEST}.tmp-${process.pid}`);
-  writeFileSync(tmp, `${JSON.stringify(manifest, null, 2)}\n`);
-  renameSync(tmp, join(out, ARTIFACTS_MANIFEST));
+  writeFileSync(join(out, ARTIFACTS_MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`);
   return manifest;
 }
 

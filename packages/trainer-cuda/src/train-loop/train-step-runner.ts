@@ -16,6 +16,7 @@
 // The `step` input of AdamW is float32, not int64: on WebGPU a Cast from int64 lands on the CPU EP
 // (found with `disable_cpu_ep_fallback`), and float32 counts steps exactly up to 2^24.
 
+import { shapeSize } from '@flowgrpo/core';
 import type { Graph, Value } from '@flowgrpo/graph';
 import {
   type AdamWHyperParams,
@@ -74,14 +75,20 @@ export interface TrainStepRunnerOptions {
 }
 
 export interface TrainStepResult {
-  /** The 1-based number of the update this step made. */
+  /** The number of updates done after this step (unchanged when the update was skipped). */
   step: number;
-  /** The loss at the parameters before this update. */
+  /** The loss at the parameters before this update (summed over micro-batches). */
   loss: number;
-  /** Global L2 norm of the gradients, before clipping. */
+  /** Global L2 norm of the (accumulated) gradients, before clipping; NaN when not computed. */
   gradNorm: number;
-  /** Other host outputs of the train-step graph (e.g. logprobs). */
-  outputs: Record<string, ort.Tensor>;
+  /** Other host outputs of the train-step graph, one record per micro-batch. */
+  outputs: Record<string, ort.Tensor>[];
+  /**
+   * Why the update was not applied — the parameters and moments are exactly as before:
+   * 'nonfinite_loss' (a micro-batch's loss is NaN/±∞; the optimizer did not run) or
+   * 'nonfinite_grad_norm' (the optimizer's outputs were discarded).
+   */
+  skipped?: 'nonfinite_loss' | 'nonfinite_grad_norm';
 }
 
 export interface TrainStepState {
@@ -91,6 +98,7 @@ export interface TrainStepState {
   v: Record<string, ort.Tensor>;
 }
 
+const accName = (p: string) => `acc.${p}`;
 const mName = (p: string) => `m.${p}`;
 const vName = (p: string) => `v.${p}`;
 const gName = (p: string) => `grad.${p}`;
@@ -116,6 +124,8 @@ export class TrainStepRunner {
   readonly device: Device;
   readonly paramNames: readonly string[];
   readonly lossName: string;
+  /** The graph takes `acc.<param>` inputs: gradients accumulate on the device over micro-batches. */
+  readonly accumulates: boolean;
   readonly #train: Session;
   readonly #optimizer: Session;
   readonly #opset: number;
@@ -124,6 +134,7 @@ export class TrainStepRunner {
   readonly #store = new DeviceTensorStore();
   /** Initial values, fed until the first update replaces them with device tensors. */
   readonly #host = new Map<string, ort.Tensor>();
+  readonly #zeroCache = new Map<string, ort.Tensor>();
   #export: Session | undefined;
   #step: number;
   #released = false;
@@ -142,6 +153,7 @@ export class TrainStepRunner {
     this.#opset = o.opset ?? 21;
     this.#sessionOptions = o.session ?? {};
     this.#step = o.state?.step ?? 0;
+    this.accumulates = names.every((p) => train.inputNames.includes(accName(p)));
     for (const p of names) {
       const init = o.params[p]!;
       this.#host.set(p, init);
@@ -251,26 +263,57 @@ export class TrainStepRunner {
   }
 
   /**
-   * One update: runs the train step on `batch` (every non-parameter input of the graph), then
-   * AdamW with learning rate `lr`. Reads back only the loss and the gradient norm.
+   * One update: runs the train step on `batch` (every non-parameter input of the graph), or on
+   * several micro-batches whose gradients add up (the graph must take `acc.<param>` inputs: see
+   * `accumulates`), then AdamW with learning rate `lr`. Reads back only the losses, the gradient
+   * norm and the graph's other host outputs. A non-finite loss or gradient norm leaves the
+   * parameters and moments untouched and says so in `skipped`.
    */
   async step(
-    batch: Readonly<Record<string, FeedValue>>,
+    batch: Readonly<Record<string, FeedValue>> | readonly Readonly<Record<string, FeedValue>>[],
     options: { lr: number },
   ): Promise<TrainStepResult> {
     this.#live();
-    for (const k of Object.keys(batch)) {
-      if (this.#host.has(k) || this.#store.get(k))
-        throw new TrainLoopError(`batch feeds "${k}", which the runner owns`);
-    }
+    const micro = Array.isArray(batch) ? batch : [batch as Readonly<Record<string, FeedValue>>];
+    if (micro.length === 0) throw new TrainLoopError('a step needs at least one micro-batch');
+    if (micro.length > 1 && !this.accumulates)
+      throw new TrainLoopError(
+        'several micro-batches need a train-step graph with acc.<param> inputs (gradient accumulation)',
+      );
     const fed = (n: string): FeedValue => this.#store.get(n) ?? this.#host.get(n)!;
-    const trainFeeds: Record<string, FeedValue> = { ...batch };
-    for (const p of this.paramNames) trainFeeds[p] = fed(p);
-    const r = await this.#train.run(trainFeeds);
-    const lossT = r.outputs[this.lossName]!;
-    if (lossT.size !== 1)
-      throw new TrainLoopError(`loss "${this.lossName}" has ${lossT.size} elements, not 1`);
-    const loss = Number(lossT.data[0]);
+    let grads: Record<string, DeviceTensor> | undefined;
+    const outputs: Record<string, ort.Tensor>[] = [];
+    let loss = 0;
+    try {
+      for (const mb of micro) {
+        for (const k of Object.keys(mb)) {
+          if (this.#host.has(k) || this.#store.get(k) || k.startsWith('acc.'))
+            throw new TrainLoopError(`batch feeds "${k}", which the runner owns`);
+        }
+        const feeds: Record<string, FeedValue> = { ...mb };
+        for (const p of this.paramNames) {
+          feeds[p] = fed(p);
+          if (this.accumulates) feeds[accName(p)] = grads?.[gName(p)] ?? this.#zeros(p);
+        }
+        const r = await this.#train.run(feeds);
+        for (const g of Object.values(grads ?? {})) g.dispose();
+        grads = r.device;
+        const lossT = r.outputs[this.lossName]!;
+        if (lossT.size !== 1)
+          throw new TrainLoopError(`loss "${this.lossName}" has ${lossT.size} elements, not 1`);
+        loss += Number(lossT.data[0]);
+        const rest = { ...r.outputs };
+        delete rest[this.lossName];
+        outputs.push(rest);
+      }
+    } catch (e) {
+      for (const g of Object.values(grads ?? {})) g.dispose();
+      throw e;
+    }
+    if (!Number.isFinite(loss)) {
+      for (const g of Object.values(grads!)) g.dispose();
+      return { step: this.#step, loss, gradNorm: Number.NaN, outputs, skipped: 'nonfinite_loss' };
+    }
 
     const t = this.#step + 1;
     const optFeeds: Record<string, FeedValue> = { lr: scalar(options.lr), step: scalar(t) };
@@ -278,13 +321,18 @@ export class TrainStepRunner {
       optFeeds[p] = fed(p);
       optFeeds[mName(p)] = fed(mName(p));
       optFeeds[vName(p)] = fed(vName(p));
-      optFeeds[gName(p)] = r.device[gName(p)]!;
+      optFeeds[gName(p)] = grads![gName(p)]!;
     }
     let u: Awaited<ReturnType<Session['run']>>;
     try {
       u = await this.#optimizer.run(optFeeds);
     } finally {
-      for (const g of Object.values(r.device)) g.dispose();
+      for (const g of Object.values(grads!)) g.dispose();
+    }
+    const gradNorm = Number(u.outputs.grad_norm!.data[0]);
+    if (!Number.isFinite(gradNorm)) {
+      for (const d of Object.values(u.device)) d.dispose();
+      return { step: this.#step, loss, gradNorm, outputs, skipped: 'nonfinite_grad_norm' };
     }
     const carry: Record<string, string> = {};
     for (const p of this.paramNames) {
@@ -295,10 +343,34 @@ export class TrainStepRunner {
     this.#store.carry(u.device, carry); // disposes the previous step's tensors
     this.#host.clear();
     this.#step = t;
-    const gradNorm = Number(u.outputs.grad_norm!.data[0]);
-    const outputs = { ...r.outputs };
-    delete outputs[this.lossName];
     return { step: t, loss, gradNorm, outputs };
+  }
+
+  /**
+   * Runs the train step's forward + backward without updating anything (e.g. to read logprobs or
+   * statistics at the current parameters). Gradients are discarded.
+   */
+  async evaluate(batch: Readonly<Record<string, FeedValue>>): Promise<Record<string, ort.Tensor>> {
+    this.#live();
+    const feeds: Record<string, FeedValue> = { ...batch };
+    for (const p of this.paramNames) {
+      feeds[p] = this.#store.get(p) ?? this.#host.get(p)!;
+      if (this.accumulates) feeds[accName(p)] = this.#zeros(p);
+    }
+    const r = await this.#train.run(feeds);
+    for (const g of Object.values(r.device)) g.dispose();
+    return r.outputs;
+  }
+
+  /** Cached host zeros shaped like parameter `p` (the first micro-batch's accumulator). */
+  #zeros(p: string): ort.Tensor {
+    let z = this.#zeroCache.get(p);
+    if (!z) {
+      const like = this.#store.get(p) ?? this.#host.get(p)!;
+      z = new ort.Tensor('float32', new Float32Array(shapeSize(like.dims)), [...like.dims]);
+      this.#zeroCache.set(p, z);
+    }
+    return z;
   }
 
   /** The current parameters as host tensors (copies). */

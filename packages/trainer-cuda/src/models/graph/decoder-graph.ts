@@ -1,5 +1,4 @@
-import type { ElemType, Graph, Shape, Value } from '@flowgrpo/graph';
-import { GraphBuilder, tensor } from '@flowgrpo/graph';
+import { type ElemType, type Graph, GraphBuilder, type Shape, type Value } from '@flowgrpo/graph';
 import {
   type LoraConfig,
   type LoraTargetModule,
@@ -8,32 +7,41 @@ import {
 } from '../../lora/lora-config.js';
 import { EMBED_TOKENS, FINAL_NORM, LM_HEAD, layerTensorNames } from '../weights/tensor-names.js';
 import { type BaseWeights, ROPE_COS, ROPE_SIN } from './base-weights.js';
+import {
+  causalPaddingBias,
+  maskAsFloat,
+  mergeHeads,
+  pickLogprobs,
+  runtimeShape,
+  selectRows,
+} from './webgpu-safe.js';
 
-// The decoder forward as ONNX graphs, built with the IR and meant to be read top to bottom like
-// llama2.c's run.c: embedding, then per layer RMSNorm → q/k/v → RoPE → (KV cache) → causal
-// attention with GQA → o_proj → residual → RMSNorm → SwiGLU MLP → residual, then the final norm
-// and the LM head. One function builds all four variants:
+// The decoder forward as ONNX graphs, meant to be read top to bottom like llama2.c's run.c:
+// embedding, then per layer RMSNorm → q/k/v → RoPE → (KV cache) → causal attention with GQA →
+// o_proj → residual → RMSNorm → SwiGLU MLP → residual, then the final norm and the LM head.
+// Three variants share it:
 //
-//   prefill     input_ids, attention_mask, position_ids → logits of the last position, present KV
-//   decode      the same plus past KV per layer (attention_mask covers past + new positions)
-//   logprobs    log p(target | prefix) at requested positions only (hidden states are gathered
-//               first, then the LM head; never a full [B, T, V] logits tensor)
-//   train_step  logprobs with LoRA + a test loss (SFT: −mean logprob over loss_mask) and the
-//               gradients of that loss w.r.t. every LoRA matrix (appended by autodiff)
+//   prefill   input_ids, attention_mask, position_ids → logits of the last position, present KV
+//   decode    the same plus past KV per layer (attention_mask covers past + new positions)
+//   logprobs  log p(target | prefix) at requested positions only: hidden states are gathered
+//             first, then the LM head — never a full [B, T, V] logits tensor
 //
-// Conventions: activations of the residual stream are 2-D [B·T, hidden] so every linear layer is
-// one Gemm with transB against the HF-layout weight [out, in]; base weights are external
-// initializers in the shared weights.data; LoRA matrices and `lora_scale` are graph inputs.
-// GQA: query heads h = kv·g + j share kv head kv; rather than copying K/V g times (repeat_kv),
-// the queries of a group are stacked ([B, kvHeads, g·T, d]) so one MatMul per kv head serves the
-// whole group — the same products, no copy. Left padding: attention_mask (1 = token, 0 = pad)
-// masks keys; position ids are inputs (the caller counts real tokens only).
+// Losses and gradients live with the trainer (src/train/train-step-graph.ts), which builds on
+// `decoderForward` and `targetLogprobs` below.
+//
+// Conventions: the residual stream is 2-D [B·T, hidden] so every linear layer is one Gemm with
+// transB against the HF-layout weight [out, in]; base weights are external initializers in the
+// shared weights.data; LoRA matrices and `lora_scale` are graph inputs. GQA: query heads
+// h = kv·g + j share kv head kv; rather than copying K/V g times (repeat_kv), the queries of a
+// group are stacked ([B, kvHeads, g·T, d]) so one MatMul per kv head serves the whole group.
+// Left padding: attention_mask (1 = token, 0 = pad) masks keys; position ids are inputs (the
+// caller counts real tokens only). The WebGPU-safe idioms are in webgpu-safe.ts.
 
 export type DecoderGraphKind = 'prefill' | 'decode' | 'logprobs' | 'train_step';
 
 export interface DecoderGraphOptions {
-  kind: DecoderGraphKind;
-  /** LoRA adapters as inputs (with `lora_scale`); required for train_step. */
+  kind: 'prefill' | 'decode' | 'logprobs';
+  /** LoRA adapters as inputs (with `lora_scale`). */
   lora?: LoraConfig;
   /** prefill/decode: logits of the last position only (default) or of every position. */
   logits?: 'last' | 'all';
@@ -60,118 +68,110 @@ export const LORA_SCALE = 'lora_scale';
 export const TARGET_POSITIONS = 'target_positions';
 export const TARGET_IDS = 'target_ids';
 export const TEMPERATURE = 'temperature';
-export const LOSS_MASK = 'loss_mask';
 export const pastKeyName = (layer: number) => `past_key_values.${layer}.key`;
 export const pastValueName = (layer: number) => `past_key_values.${layer}.value`;
 export const presentKeyName = (layer: number) => `present.${layer}.key`;
 export const presentValueName = (layer: number) => `present.${layer}.value`;
 
-/** Added to the scores of masked keys: exp underflows to 0, and a fully masked row stays finite. */
-const MASKED = -1e9;
+/** The token inputs of every variant. */
+export interface DecoderInputs {
+  inputIds: Value; // [B, T] int64
+  attentionMask: Value; // [B, S] int64 0/1 (S = past + T)
+  positionIds: Value; // [B, T] int64
+  past?: { key: Value; value: Value }[]; // decode: [B, kvHeads, past, d] per layer
+}
 
-export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOptions): DecoderGraph {
+/** LoRA adapter matrices as graph inputs, and the factor lora_scale · alpha / r. */
+export interface LoraInputs {
+  params: Map<string, Value>;
+  scale: Value;
+  of(layer: number, module: LoraTargetModule): { a: Value; b: Value } | undefined;
+}
+
+const loadedWeights = new WeakMap<GraphBuilder, Map<string, Value>>();
+
+/** A base tensor of weights.data as an external initializer, added to the graph once. */
+export function baseWeight(b: GraphBuilder, base: BaseWeights, name: string): Value {
+  let loaded = loadedWeights.get(b);
+  if (!loaded) loadedWeights.set(b, (loaded = new Map()));
+  let v = loaded.get(name);
+  if (!v) {
+    const ref = base.refs.get(name);
+    if (!ref) throw new RangeError(`weights.data has no tensor '${name}'`);
+    v = b.externalInitializer(name, 'float32', ref.shape, ref.external);
+    loaded.set(name, v);
+  }
+  return v;
+}
+
+/** Adds `lora_scale` and one input per adapter matrix (PEFT names) to the graph. */
+export function addLoraInputs(b: GraphBuilder, base: BaseWeights, lora: LoraConfig): LoraInputs {
+  const specs = loraParamSpecs(base.config, lora);
+  const scale = b.mul(b.input(LORA_SCALE, 'float32', []), loraScaling(lora));
+  const params = new Map(specs.map((s) => [s.name, b.input(s.name, 'float32', s.shape)] as const));
+  return {
+    params,
+    scale,
+    of(layer, module) {
+      const pick = (which: 'A' | 'B') =>
+        specs.find((s) => s.layer === layer && s.module === module && s.which === which);
+      const a = pick('A');
+      const bb = pick('B');
+      return a && bb ? { a: params.get(a.name)!, b: params.get(bb.name)! } : undefined;
+    },
+  };
+}
+
+export interface DecoderForward {
+  /** Final hidden states before the last norm, [B·T, hidden]. */
+  hidden: Value;
+  /** Token embeddings [B, T, hidden]: their run-time shape stands in for the int64 input's. */
+  embeddings: Value;
+  /** K/V per layer after this step, [B, kvHeads, S, d]. */
+  present: { key: Value; value: Value }[];
+}
+
+/** The transformer body: embeddings → layers → hidden states (final norm not applied). */
+export function decoderForward(
+  b: GraphBuilder,
+  base: BaseWeights,
+  inputs: DecoderInputs,
+  lora?: LoraInputs,
+): DecoderForward {
   const c = base.config;
-  const { kind } = options;
-  if (kind === 'train_step' && !options.lora)
-    throw new RangeError('train_step needs a LoRA config');
-  const b = new GraphBuilder(kind);
   const H = c.hiddenSize;
   const hd = c.headDim;
   const nh = c.numAttentionHeads;
   const nkv = c.numKeyValueHeads;
   const group = nh / nkv;
 
-  const weight = new Map<string, Value>();
-  const w = (name: string): Value => {
-    let v = weight.get(name);
-    if (!v) {
-      const ref = base.refs.get(name);
-      if (!ref) throw new RangeError(`weights.data has no tensor '${name}'`);
-      v = b.externalInitializer(name, 'float32', ref.shape, ref.external);
-      weight.set(name, v);
-    }
-    return v;
-  };
+  const w = (name: string) => baseWeight(b, base, name);
 
-  // ---- inputs ------------------------------------------------------------------------------
-  const inputIds = b.input(INPUT_IDS, 'int64', ['batch', 'seq']);
-  const attentionMask = b.input(ATTENTION_MASK, 'int64', [
-    'batch',
-    kind === 'decode' ? 'total_seq' : 'seq',
-  ]);
-  const positionIds = b.input(POSITION_IDS, 'int64', ['batch', 'seq']);
-  const past: { key: Value; value: Value }[] = [];
-  if (kind === 'decode') {
-    for (let l = 0; l < c.numHiddenLayers; l++) {
-      past.push({
-        key: b.input(pastKeyName(l), 'float32', ['batch', nkv, 'past_seq', hd]),
-        value: b.input(pastValueName(l), 'float32', ['batch', nkv, 'past_seq', hd]),
-      });
-    }
-  }
-  const scored = kind === 'logprobs' || kind === 'train_step';
-  const targetPositions = scored
-    ? b.input(TARGET_POSITIONS, 'int64', ['batch', 'targets'])
-    : undefined;
-  const targetIds = scored ? b.input(TARGET_IDS, 'int64', ['batch', 'targets']) : undefined;
-  const temperature = scored ? b.input(TEMPERATURE, 'float32', []) : undefined;
-  const lossMask =
-    kind === 'train_step' ? b.input(LOSS_MASK, 'float32', ['batch', 'targets']) : undefined;
-
-  const loraSpecs = options.lora ? loraParamSpecs(c, options.lora) : [];
-  const loraInputs = new Map<string, Value>();
-  let loraMul: Value | undefined;
-  if (options.lora) {
-    const scale = b.input(LORA_SCALE, 'float32', []);
-    loraMul = b.mul(scale, loraScaling(options.lora));
-    for (const s of loraSpecs) loraInputs.set(s.name, b.input(s.name, 'float32', s.shape));
-  }
-  const loraOf = (layer: number, module: LoraTargetModule) => {
-    const a = loraSpecs.find((s) => s.layer === layer && s.module === module && s.which === 'A');
-    const bb = loraSpecs.find((s) => s.layer === layer && s.module === module && s.which === 'B');
-    return a && bb ? { a: loraInputs.get(a.name)!, b: loraInputs.get(bb.name)! } : undefined;
-  };
-
-  // ---- helpers -----------------------------------------------------------------------------
-  /** y = x·Wᵀ (+ bias) (+ lora_scale · scaling · (x·Aᵀ)·Bᵀ), x 2-D. */
+  /** y = x·Wᵀ (+ bias) (+ lora_scale · scaling · (x·Aᵀ)·Bᵀ), x 2-D [rows, in]. */
   const linear = (
     x: Value,
-    name: string,
+    weight: string,
     bias: string | undefined,
-    adapter?: { a: Value; b: Value },
+    adapter: { a: Value; b: Value } | undefined,
   ): Value => {
-    let y = b.gemm(x, w(name), bias === undefined ? undefined : w(bias), { transB: true });
-    if (adapter && loraMul) {
-      const down = b.gemm(x, adapter.a, undefined, { transB: true });
-      const up = b.gemm(down, adapter.b, undefined, { transB: true });
-      y = b.add(y, b.mul(up, loraMul));
-    }
-    return y;
+    const y = b.gemm(x, w(weight), bias === undefined ? undefined : w(bias), { transB: true });
+    if (!adapter || !lora) return y;
+    const down = b.gemm(x, adapter.a, undefined, { transB: true });
+    const up = b.gemm(down, adapter.b, undefined, { transB: true });
+    return b.add(y, b.mul(up, lora.scale));
   };
   /** RMSNorm over the last axis: x / √(mean(x²) + eps) · weight. */
-  const rmsNorm = (x: Value, name: string): Value => {
+  const rmsNorm = (x: Value, weight: string): Value => {
     const ms = b.reduceMean(b.mul(x, x), [-1], true);
-    return b.mul(b.div(x, b.sqrt(b.add(ms, c.rmsNormEps))), w(name));
+    return b.mul(b.div(x, b.sqrt(b.add(ms, c.rmsNormEps))), w(weight));
   };
 
-  // WebGPU has no int64 kernels besides Gather/GatherElements indices (not even Shape of an int64
-  // tensor), so nothing below does arithmetic on int64 values or shapes: run-time sizes come from
-  // Shape of float tensors, positions and masks are compared as floats (exact below 2^24), and the
-  // int64 inputs are only ever Gather indices (docs/decoder.md, "WebGPU strict mode").
-  const ones = (shape: Value | readonly number[]) => b.expand(b.scalar(1, 'float32'), shape);
+  // Token embeddings, [B, T, hidden].
+  const emb = b.gather(w(EMBED_TOKENS), inputs.inputIds, 0);
 
-  // Token embeddings [B, T, hidden]; their Shape stands in for the int64 input's.
-  const emb = b.gather(w(EMBED_TOKENS), inputIds, 0);
-  /** The run-time shape [B, T, ...tail]: Shape of an EMPTY [B, T, ...tail, 0] tensor (no Concat). */
-  const btShape = (tail: readonly number[]): Value => {
-    const col = b.slice(emb, [0], [1], [2]); // [B, T, 1]
-    const unit = b.reshape(col, [0, 0, ...tail.map(() => 1), 1]);
-    return b.shape(b.expand(unit, [1, 1, ...tail, 0]), 0, 2 + tail.length);
-  };
-
-  // RoPE rows for these positions, [B, T, 1, d/2] (broadcast over heads).
-  const cos = b.unsqueeze(b.gather(w(ROPE_COS), positionIds, 0), [2]);
-  const sin = b.unsqueeze(b.gather(w(ROPE_SIN), positionIds, 0), [2]);
+  // RoPE rows for these positions, [B, T, 1, d/2] (broadcast over heads); rotate-half layout.
+  const cos = b.unsqueeze(b.gather(w(ROPE_COS), inputs.positionIds, 0), [2]);
+  const sin = b.unsqueeze(b.gather(w(ROPE_SIN), inputs.positionIds, 0), [2]);
   const rope = (x: Value): Value => {
     const [x1, x2] = b.split(x, 2, 3) as [Value, Value];
     return b.concat(
@@ -179,40 +179,22 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
       3,
     );
   };
+  const attnBias = causalPaddingBias(b, maskAsFloat(b, inputs.attentionMask), emb, group);
+  const heads = (x: Value, n: number) => b.reshape(x, runtimeShape(b, emb, [n, hd])); // [B, T, n, d]
 
-  // Attention bias [B, 1, g·T, S] in the stacked-query layout (row j·T + i is query i of group
-  // member j): query i (absolute position S − T + i) sees key j when j ≤ S − T + i, i.e. when
-  // S − 1 − j ≥ T − 1 − i, and key j is not padding. Both sides count from the end (reverse
-  // exclusive CumSum of ones), so neither S − T nor any int64 Range is needed. The mask is read
-  // through Gather([0, 1], mask): 0/1 are its only valid values.
-  const maskF = b.gather(b.constant(tensor('float32', [2], [0, 1])), attentionMask, 0); // [B, S]
-  const fromEnd = (v: Value) =>
-    b.cumsum(ones(b.shape(v, 1, 2)), 0, { exclusive: true, reverse: true });
-  const keyFromEnd = fromEnd(maskF); // [S]: S − 1 − j
-  const queryFromEnd = fromEnd(emb); // [T]: T − 1 − i
-  const stacked = group > 1 ? b.concat(Array(group).fill(queryFromEnd), 0) : queryFromEnd;
-  const causal = b.greaterOrEqual(b.unsqueeze(keyFromEnd, [0]), b.unsqueeze(stacked, [1]));
-  const notPad = b.greater(b.unsqueeze(maskF, [1, 2]), 0);
-  const attnBias = b.where(b.and(causal, notPad), 0, MASKED);
-
-  const heads4 = (x: Value, n: number) => b.reshape(x, btShape([n, hd]));
-
-  // ---- the forward ---------------------------------------------------------------------------
-  // Token embeddings: the residual stream, [B·T, hidden].
+  // The residual stream, [B·T, hidden].
   let x = b.reshape(emb, [-1, H]);
   const present: { key: Value; value: Value }[] = [];
 
   for (let l = 0; l < c.numHiddenLayers; l++) {
     const n = layerTensorNames(l);
+    const ad = (m: LoraTargetModule) => lora?.of(l, m);
     x = b.withScope(`layer${l}`, () => {
-      // Attention block.
+      // Attention: q, k, v projections, RoPE, the KV cache.
       const h = rmsNorm(x, n.inputNorm);
-      let q = heads4(linear(h, n.qProj, c.qkvBias ? n.qBias : undefined, loraOf(l, 'q_proj')), nh);
-      let k = heads4(linear(h, n.kProj, c.qkvBias ? n.kBias : undefined, loraOf(l, 'k_proj')), nkv);
-      const v0 = heads4(
-        linear(h, n.vProj, c.qkvBias ? n.vBias : undefined, loraOf(l, 'v_proj')),
-        nkv,
-      );
+      let q = heads(linear(h, n.qProj, c.qkvBias ? n.qBias : undefined, ad('q_proj')), nh);
+      let k = heads(linear(h, n.kProj, c.qkvBias ? n.kBias : undefined, ad('k_proj')), nkv);
+      const v0 = heads(linear(h, n.vProj, c.qkvBias ? n.vBias : undefined, ad('v_proj')), nkv);
       if (c.qkNorm) {
         q = rmsNorm(q, n.qNorm);
         k = rmsNorm(k, n.kNorm);
@@ -220,98 +202,105 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
       q = b.transpose(rope(q), [0, 2, 1, 3]); // [B, nh, T, d]
       k = b.transpose(rope(k), [0, 2, 1, 3]); // [B, nkv, T, d]
       let v = b.transpose(v0, [0, 2, 1, 3]);
-      if (kind === 'decode') {
-        k = b.concat([past[l]!.key, k], 2);
-        v = b.concat([past[l]!.value, v], 2);
+      const past = inputs.past?.[l];
+      if (past) {
+        k = b.concat([past.key, k], 2);
+        v = b.concat([past.value, v], 2);
       }
-      if (kind === 'prefill' || kind === 'decode') present.push({ key: k, value: v }); // [B, nkv, S, d]
+      present.push({ key: k, value: v }); // [B, nkv, S, d]
 
-      // Scores of each kv head's query group, [B, nkv, g·T, S], + the stacked bias [B, 1, g·T, S].
+      // Scores of each kv head's query group [B, nkv, g·T, S] + bias, softmax, weighted values.
       const qg = b.reshape(b.mul(q, 1 / Math.sqrt(hd)), [0, nkv, -1, hd]);
       const scores = b.matmul(qg, b.transpose(k, [0, 1, 3, 2]));
       const probs = b.softmax(b.add(scores, attnBias), -1);
       const att = b.matmul(probs, v); // [B, nkv, g·T, d]
-      // Heads side by side, [B·T, nh·d] (column h·d + e): Split over heads + Concat on the last
-      // axis rather than Transpose + Reshape. The same copy, but with a Transpose there, ORT
-      // rewrites the backward's Shape(Transpose(·)) into an int64 Gather that WebGPU lacks.
-      const perHead = b.reshape(att, [0, nh, -1, 0]); // [B, nh, T, d]
-      const sideBySide = nh > 1 ? b.concat(b.split(perHead, nh, 1), 3) : perHead; // [B, 1, T, nh·d]
-      const merged = b.reshape(sideBySide, [-1, nh * hd]);
-      const attnOut = linear(merged, n.oProj, c.oBias ? n.oBias : undefined, loraOf(l, 'o_proj'));
-      const x1 = b.add(x, attnOut);
+      const merged = mergeHeads(b, b.reshape(att, [0, nh, -1, 0]), nh, hd); // [B·T, nh·d]
+      const x1 = b.add(x, linear(merged, n.oProj, c.oBias ? n.oBias : undefined, ad('o_proj')));
 
-      // MLP block: SwiGLU.
+      // MLP: SwiGLU, down(silu(gate(h)) · up(h)).
       const h2 = rmsNorm(x1, n.postAttentionNorm);
-      const gate = linear(
-        h2,
-        n.gateProj,
-        c.mlpBias ? n.gateBias : undefined,
-        loraOf(l, 'gate_proj'),
-      );
-      const up = linear(h2, n.upProj, c.mlpBias ? n.upBias : undefined, loraOf(l, 'up_proj'));
+      const gate = linear(h2, n.gateProj, c.mlpBias ? n.gateBias : undefined, ad('gate_proj'));
+      const up = linear(h2, n.upProj, c.mlpBias ? n.upBias : undefined, ad('up_proj'));
       const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
-      const mlpOut = linear(
-        act,
-        n.downProj,
-        c.mlpBias ? n.downBias : undefined,
-        loraOf(l, 'down_proj'),
-      );
-      return b.add(x1, mlpOut);
+      const down = linear(act, n.downProj, c.mlpBias ? n.downBias : undefined, ad('down_proj'));
+      return b.add(x1, down);
     });
   }
+  return { hidden: x, embeddings: emb, present };
+}
 
-  // ---- heads ---------------------------------------------------------------------------------
-  const lmHead = w(c.tieWordEmbeddings ? EMBED_TOKENS : LM_HEAD);
-  if (kind === 'prefill' || kind === 'decode') {
-    let logits: Value;
-    if ((options.logits ?? 'last') === 'last') {
-      // With left padding the last position of every row is a real token.
-      const x3 = b.reshape(x, b.shape(emb));
-      const last = b.reshape(b.slice(x3, [-1], [2 ** 62], [1]), [-1, H]);
-      logits = b.gemm(rmsNorm(last, FINAL_NORM), lmHead, undefined, { transB: true });
-    } else {
-      const all = b.gemm(rmsNorm(x, FINAL_NORM), lmHead, undefined, { transB: true });
-      logits = b.reshape(all, btShape([c.vocabSize]));
-    }
-    b.output(logits, 'logits');
-    present.forEach((p, l) => {
-      b.output(p.key, presentKeyName(l));
-      b.output(p.value, presentValueName(l));
-    });
-  } else {
-    // Pick the hidden states of the requested positions first, then the LM head on those rows
-    // only; log-softmax as z − ReduceLogSumExp(z). Both picks are one-hot products (a 1 and exact
-    // zeros, so the picked values are bit-identical to a Gather) built from float compares: the
-    // Gather/GatherElements they replace would need int64 Reshape/Unsqueeze/Add (and their
-    // backward int64 Reshape/Expand), which WebGPU runs only on the CPU.
-    const posT = b.cumsum(ones(b.shape(emb, 1, 2)), 0, { exclusive: true }); // [T]: 0 … T−1
-    const posK = b.gather(posT, targetPositions!, 0); // [B, K], float
-    const select = b.cast(b.equal(b.unsqueeze(posK, [2]), posT), 'float32'); // [B, K, T]
-    const picked3 = b.matmul(select, b.reshape(x, b.shape(emb))); // [B, K, hidden]
-    const hidden = rmsNorm(b.reshape(picked3, [-1, H]), FINAL_NORM); // [B·K, hidden]
-    const z = b.div(b.gemm(hidden, lmHead, undefined, { transB: true }), temperature!);
-    // The vocabulary index of every logit, built from z's run-time shape: a [V] arange from
-    // static dims would be folded into a constant stored next to the weights.
-    const vocabIdx = b.cumsum(ones(b.shape(z)), 1, { exclusive: true }); // [B·K, V]: 0 … V−1
-    const vocab = b.reshape(b.slice(vocabIdx, [0], [1], [0]), [-1]);
-    const idsF = b.gather(vocab, targetIds!, 0); // [B, K], float
-    const oneHot = b.cast(b.equal(vocabIdx, b.reshape(idsF, [-1, 1])), 'float32'); // [B·K, V]
-    const picked = b.reduceSum(b.mul(z, oneHot), [1], true);
-    const logp = b.sub(picked, b.reduceLogSumExp(z, [1], true)); // [B·K, 1]
-    const logprobs = b.reshape(logp, b.shape(idsF));
-    b.output(logprobs, 'logprobs');
-    if (kind === 'train_step') {
-      // Test loss (SFT): −Σ mask·logp / max(Σ mask, 1). The GRPO loss replaces it later.
-      const count = b.max(b.reduceSum(lossMask!), 1);
-      const loss = b.neg(b.div(b.reduceSum(b.mul(logprobs, lossMask!)), count));
-      b.output(loss, 'loss');
-      b.grad(
-        loss,
-        loraSpecs.map((s) => loraInputs.get(s.name)!),
-      );
-    }
+/** Final RMSNorm then the LM head (tied to the embeddings or not): [rows, hidden] → [rows, V]. */
+export function lmHead(b: GraphBuilder, base: BaseWeights, hidden: Value): Value {
+  const c = base.config;
+  const weight = (name: string) => baseWeight(b, base, name);
+  const ms = b.reduceMean(b.mul(hidden, hidden), [-1], true);
+  const normed = b.mul(b.div(hidden, b.sqrt(b.add(ms, c.rmsNormEps))), weight(FINAL_NORM));
+  return b.gemm(normed, weight(c.tieWordEmbeddings ? EMBED_TOKENS : LM_HEAD), undefined, {
+    transB: true,
+  });
+}
+
+/** The `logprobs` variant's extra inputs: which positions predict which ids, at what temperature. */
+export interface TargetInputs {
+  positions: Value; // [B, K] int64: the position whose output predicts the target
+  ids: Value; // [B, K] int64
+  temperature: Value; // [] float
+}
+
+export function addTargetInputs(b: GraphBuilder): TargetInputs {
+  return {
+    positions: b.input(TARGET_POSITIONS, 'int64', ['batch', 'targets']),
+    ids: b.input(TARGET_IDS, 'int64', ['batch', 'targets']),
+    temperature: b.input(TEMPERATURE, 'float32', []),
+  };
+}
+
+/**
+ * log softmax(logits / T)[target] at the requested positions → [B, K], plus the logits' row
+ * log-sum-exp and the rows themselves for entropy. Hidden states are selected first, so the LM
+ * head runs on B·K rows only.
+ */
+export function targetLogprobs(
+  b: GraphBuilder,
+  base: BaseWeights,
+  forward: DecoderForward,
+  targets: TargetInputs,
+): { logprobs: Value; logits: Value; lse: Value } {
+  const x3 = b.reshape(forward.hidden, b.shape(forward.embeddings)); // [B, T, hidden]
+  const picked = selectRows(b, x3, targets.positions); // [B, K, hidden]
+  const rows = b.reshape(picked, [-1, base.config.hiddenSize]); // [B·K, hidden]
+  const z = b.div(lmHead(b, base, rows), targets.temperature); // [B·K, V]
+  const { logp, lse } = pickLogprobs(b, z, targets.ids);
+  return { logprobs: logp, logits: z, lse };
+}
+
+/** Adds the token inputs (and past KV for decode) every variant takes. */
+export function addDecoderInputs(
+  b: GraphBuilder,
+  base: BaseWeights,
+  kind: DecoderGraphKind,
+): DecoderInputs {
+  const c = base.config;
+  const inputs: DecoderInputs = {
+    inputIds: b.input(INPUT_IDS, 'int64', ['batch', 'seq']),
+    attentionMask: b.input(ATTENTION_MASK, 'int64', [
+      'batch',
+      kind === 'decode' ? 'total_seq' : 'seq',
+    ]),
+    positionIds: b.input(POSITION_IDS, 'int64', ['batch', 'seq']),
+  };
+  if (kind === 'decode') {
+    const shape = ['batch', c.numKeyValueHeads, 'past_seq', c.headDim];
+    inputs.past = Array.from({ length: c.numHiddenLayers }, (_, l) => ({
+      key: b.input(pastKeyName(l), 'float32', shape),
+      value: b.input(pastValueName(l), 'float32', shape),
+    }));
   }
+  return inputs;
+}
 
+/** The graph's inputs and outputs as artifacts.json records them. */
+export function decoderGraphOf(kind: DecoderGraphKind, b: GraphBuilder): DecoderGraph {
   const spec = (v: Value): GraphIOSpec => ({ name: v.name, dtype: v.dtype, shape: v.shape ?? [] });
   return {
     kind,
@@ -319,4 +308,36 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
     inputs: b.graph.inputs.map(spec),
     outputs: b.graph.outputs.map(spec),
   };
+}
+
+/** Builds prefill, decode or logprobs (train_step: see buildTrainStepGraph). */
+export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOptions): DecoderGraph {
+  const { kind } = options;
+  const b = new GraphBuilder(kind);
+  const inputs = addDecoderInputs(b, base, kind);
+  const targets = kind === 'logprobs' ? addTargetInputs(b) : undefined;
+  const lora = options.lora ? addLoraInputs(b, base, options.lora) : undefined;
+  const forward = decoderForward(b, base, inputs, lora);
+
+  if (targets) {
+    b.output(targetLogprobs(b, base, forward, targets).logprobs, 'logprobs');
+  } else {
+    const H = base.config.hiddenSize;
+    let logits: Value;
+    if ((options.logits ?? 'last') === 'last') {
+      // With left padding the last position of every row is a real token.
+      const x3 = b.reshape(forward.hidden, b.shape(forward.embeddings));
+      const last = b.reshape(b.slice(x3, [-1], [2 ** 62], [1]), [-1, H]);
+      logits = lmHead(b, base, last);
+    } else {
+      const all = lmHead(b, base, forward.hidden);
+      logits = b.reshape(all, runtimeShape(b, forward.embeddings, [base.config.vocabSize]));
+    }
+    b.output(logits, 'logits');
+    forward.present.forEach((p, l) => {
+      b.output(p.key, presentKeyName(l));
+      b.output(p.value, presentValueName(l));
+    });
+  }
+  return decoderGraphOf(kind, b);
 }
