@@ -93,7 +93,10 @@ const loadedWeights = new WeakMap<GraphBuilder, Map<string, Value>>();
 /** A base tensor of weights.data as an external initializer, added to the graph once. */
 export function baseWeight(b: GraphBuilder, base: BaseWeights, name: string): Value {
   let loaded = loadedWeights.get(b);
-  if (!loaded) loadedWeights.set(b, (loaded = new Map()));
+  if (!loaded) {
+    loaded = new Map();
+    loadedWeights.set(b, loaded);
+  }
   let v = loaded.get(name);
   if (!v) {
     const ref = base.refs.get(name);
