@@ -1,12 +1,210 @@
-export * from './datasets/index.js';
-export * from './dtype.js';
-export * from './dtype-convert.js';
-export * from './errors.js';
-export * from './llm.js';
-export * from './rng.js';
-export * from './safetensors/index.js';
-export * from './sample-row.js';
-export * from './trajectory.js';
-export * from './trajectory-arrow.js';
-export * from './trajectory-json.js';
-export * from './trajectory-parquet.js';
+// Public API of @flowgrpo/core: the data types and their zod schemas (trajectories, sample rows,
+// the LLM engine contract), typed errors, the seeded RNG, tensors and dtype conversions,
+// safetensors, and the data-set readers, writers and normalisers. Schema plumbing between
+// Parquet, Arrow and JS rows, safetensors header parsing and per-row normaliser helpers stay
+// internal.
+
+// Data sets: files (JSONL, Parquet, Arrow IPC), normalisers to SampleRow, combining, batching.
+export { type ArrowIpcFormat, readArrowIpc, writeArrowIpc } from './datasets/arrow-ipc.js';
+export {
+  arrowTableToRows,
+  type Int64Mode,
+  type RowsToTableOptions,
+  rowsToArrowTable,
+  type TableToRowsOptions,
+} from './datasets/arrow-table.js';
+export {
+  type Batch,
+  type BatchOptions,
+  type BatchPosition,
+  batches,
+  epochOrder,
+  nextBatchPosition,
+  stepsPerEpoch,
+} from './datasets/batches.js';
+export { type ColumnField, type ColumnType, inferFields } from './datasets/column-types.js';
+export {
+  type CombineDatasetsOptions,
+  combineDatasets,
+  countBySource,
+  DEFAULT_DATA_SEED,
+  reindexRows,
+  shuffleRows,
+} from './datasets/combine.js';
+export {
+  type JsonlRecord,
+  readJsonl,
+  readJsonlAll,
+  readJsonlRecords,
+  toJsonl,
+  writeJsonl,
+} from './datasets/jsonl.js';
+export {
+  DATASET_FORMATS,
+  type DatasetFormat,
+  type LoadDatasetOptions,
+  loadDataset,
+} from './datasets/load-dataset.js';
+export { normalizeAime, normalizeAimeRow } from './datasets/normalizers/aime.js';
+export { normalizeDeepMath, normalizeDeepMathRow } from './datasets/normalizers/deepmath.js';
+export { GOLDEN_ANSWER_SEPARATOR } from './datasets/normalizers/golden-answers.js';
+export { normalizeGsm8k, normalizeGsm8kRow } from './datasets/normalizers/gsm8k.js';
+export {
+  normalizeHotpotQa,
+  normalizeHotpotQaRow,
+  type SupportingFact,
+} from './datasets/normalizers/hotpotqa.js';
+export { normalizeMath500, normalizeMath500Row } from './datasets/normalizers/math500.js';
+export {
+  normalizeNq,
+  normalizeNqRow,
+  normalizeSearchR1,
+  normalizeSearchR1Row,
+} from './datasets/normalizers/nq.js';
+export type { NormalizeOptions } from './datasets/normalizers/row-fields.js';
+export {
+  type ParquetReadOptions,
+  type ParquetSource,
+  readParquetFields,
+  readParquetMetadata,
+  readParquetRows,
+  readParquetTable,
+} from './datasets/parquet-read.js';
+export {
+  type ParquetWriteOptions,
+  rowsToParquetBuffer,
+  writeParquet,
+  writeParquetTable,
+} from './datasets/parquet-write.js';
+export {
+  type DatasetSpec,
+  defaultSharedDataSpecs,
+  type PrepareCombinedTrainSetOptions,
+  type PrepareCombinedTrainSetResult,
+  prepareCombinedTrainSet,
+} from './datasets/prepare-combined.js';
+export { readSampleRows, writeSampleRows } from './datasets/sample-row-files.js';
+// Tensors and dtypes.
+export {
+  bytesOf,
+  createTensor,
+  DTYPES,
+  type DType,
+  type DTypeArray,
+  dtypeByteSize,
+  float32ToTensor,
+  isDType,
+  shapeSize,
+  type Tensor,
+  type TypedArray,
+  tensorToFloat32,
+  typedArrayFromBytes,
+} from './dtype.js';
+export {
+  bf16ArrayToF32,
+  bf16ToF32,
+  f16ArrayToF32,
+  f16ToF32,
+  f32ArrayToBf16,
+  f32ArrayToF16,
+  f32ToBf16,
+  f32ToF16,
+} from './dtype-convert.js';
+// Errors.
+export {
+  ConfigError,
+  DataFormatError,
+  FileNotFoundError,
+  FlowGrpoError,
+  type FlowGrpoErrorOptions,
+  ValidationError,
+} from './errors.js';
+// Key data types.
+export {
+  addUsage,
+  type ChatMessage,
+  type ChatRole,
+  emptyUsage,
+  type FinishReason,
+  type GenerateObjectOptions,
+  type GenerateObjectResult,
+  type GenerateOptions,
+  type GenerateTextResult,
+  type LLMEngine,
+  type LLMUsage,
+} from './llm.js';
+// Seeded randomness.
+export { createRng, RNG_ALGORITHM, type Rng, type RngState, rngFromState } from './rng.js';
+// Safetensors: single files and sharded sets (HF layout).
+export { SafetensorsError, type SafetensorsErrorReason } from './safetensors/errors.js';
+export type { SafetensorsHeader, SafetensorsTensorInfo } from './safetensors/header.js';
+export {
+  openSafetensors,
+  parseSafetensors,
+  readSafetensors,
+  type SafetensorsContents,
+  type SafetensorsFile,
+  type SafetensorsReader,
+} from './safetensors/read.js';
+export {
+  DEFAULT_MAX_SHARD_BYTES,
+  openSafetensorsModel,
+  openShardedSafetensors,
+  readSafetensorsIndex,
+  type SafetensorsIndex,
+  type ShardedSafetensors,
+  safetensorsIndexName,
+  type WriteShardedOptions,
+  type WrittenShardedSafetensors,
+  writeShardedSafetensors,
+} from './safetensors/sharded.js';
+export {
+  serializeSafetensors,
+  type TensorSource,
+  type TensorSources,
+  type WriteSafetensorsOptions,
+  type WrittenSafetensors,
+  writeSafetensors,
+} from './safetensors/write.js';
+export { type SampleRow, SampleRowExtraInfoSchema, SampleRowSchema } from './sample-row.js';
+export {
+  type Group,
+  GroupSchema,
+  type SegmentKind,
+  SegmentKindSchema,
+  type StopReason,
+  StopReasonSchema,
+  TimingsSchema,
+  type TokenSegment,
+  type TokenSegmentInput,
+  TokenSegmentSchema,
+  type Trajectory,
+  type TrajectoryInput,
+  TrajectorySchema,
+  type Turn,
+  type TurnInput,
+  TurnSchema,
+} from './trajectory.js';
+// Trajectories on disk: JSON, Arrow IPC, Parquet.
+export {
+  readTrajectoriesArrow,
+  TRAJECTORY_ARROW_SCHEMA,
+  type TrajectoryIpcFormat,
+  tableToTrajectories,
+  trajectoriesFromIPC,
+  trajectoriesToIPC,
+  trajectoriesToTable,
+  writeTrajectoriesArrow,
+} from './trajectory-arrow.js';
+export {
+  type GroupJson,
+  groupFromJson,
+  groupToJson,
+  type JsonFloat,
+  type TokenSegmentJson,
+  type TrajectoryJson,
+  type TurnJson,
+  trajectoryFromJson,
+  trajectoryToJson,
+} from './trajectory-json.js';
+export { readTrajectoriesParquet, writeTrajectoriesParquet } from './trajectory-parquet.js';

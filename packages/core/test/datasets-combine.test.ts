@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { SHARED_DIR, sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
+import { JSON_EXTRA_KEYS_METADATA } from '../src/datasets/sample-row-files.js';
 import {
   batches,
   ConfigError,
@@ -9,7 +10,6 @@ import {
   countBySource,
   epochOrder,
   FileNotFoundError,
-  JSON_EXTRA_KEYS_METADATA,
   nextBatchPosition,
   normalizeHotpotQa,
   normalizeMath500,

@@ -3,9 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
+import { canonicalIntegerAnswer } from '../src/datasets/normalizers/aime.js';
+import { cleanGoldenAnswers } from '../src/datasets/normalizers/golden-answers.js';
+import { parseGsm8kAnswer } from '../src/datasets/normalizers/gsm8k.js';
 import {
-  canonicalIntegerAnswer,
-  cleanGoldenAnswers,
   DataFormatError,
   loadDataset,
   normalizeAime,
@@ -15,7 +16,6 @@ import {
   normalizeMath500,
   normalizeNq,
   normalizeSearchR1,
-  parseGsm8kAnswer,
   SampleRowSchema,
   writeParquet,
 } from '../src/index.js';

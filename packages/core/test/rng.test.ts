@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  createRng,
-  type RngState,
-  rngFromState,
-  splitMix64,
-  ValidationError,
-  xoshiroStateFromSeed,
-} from '../src/index.js';
+import { createRng, type RngState, rngFromState, ValidationError } from '../src/index.js';
+import { splitMix64, xoshiroStateFromSeed } from '../src/rng.js';
 
 const M = (1n << 64n) - 1n;
 

@@ -16,7 +16,7 @@ export function reindexRows(rows: readonly SampleRow[]): SampleRow[] {
   return rows.map((row, id) => ({ ...row, id }));
 }
 
-export interface CombineOptions {
+export interface CombineDatasetsOptions {
   /** Shuffle seed (default 42). */
   seed?: number | bigint | string;
   /** Set false to keep the concatenation order (default true). */
@@ -32,7 +32,7 @@ export interface CombineOptions {
  */
 export function combineDatasets(
   parts: readonly (readonly SampleRow[])[],
-  options: CombineOptions = {},
+  options: CombineDatasetsOptions = {},
 ): SampleRow[] {
   const all = parts.flat();
   const ordered =
