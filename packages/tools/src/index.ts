@@ -1,31 +1,114 @@
-export * from './bm25.js';
+// Public API of @flowgrpo/tools: the Tool interface and registry, `defineTool` for your own tools,
+// the built-in tools' factories (python, calculator, Wikipedia, web RAG, web search, generalist)
+// and the backends, providers and retrieval pieces they are built from. Tokenizing, stemming,
+// BM25 internals, HTTP plumbing, the sandbox's launcher and the RAG prompt helpers stay internal.
+
+export type { Bm25Options } from './bm25.js';
+// The python sandbox.
 export { SANDBOX_WORKSPACE, type SandboxSupport, sandboxSupport } from './bubblewrap.js';
-export * from './calculator.js';
-export * from './calculator-tool.js';
-export * from './chunk-text.js';
-export * from './define-tool.js';
-export * from './embeddings.js';
-export * from './errors.js';
-export * from './generalist-tool.js';
-export * from './guarded-fetch.js';
-export * from './html-to-text.js';
-export * from './http.js';
-export * from './local-corpus.js';
-export * from './mediawiki-client.js';
-export * from './porter-stemmer.js';
-export * from './python-sandbox.js';
-export * from './python-tool.js';
-export * from './rag.js';
-export * from './retrieval-server-provider.js';
-export * from './search.js';
-export * from './text-tokenizer.js';
-export * from './tool.js';
-export * from './tool-names.js';
-export * from './tool-registry.js';
-export * from './url-policy.js';
-export * from './web-page.js';
-export * from './web-rag-tool.js';
-export * from './web-search-providers.js';
-export * from './web-search-tool.js';
-export * from './wikipedia-tool.js';
-export * from './workspace.js';
+export { calculate } from './calculator.js';
+// Built-in tools.
+export { type CalculatorToolInput, createCalculatorTool } from './calculator-tool.js';
+export { type ChunkOptions, chunkText } from './chunk-text.js';
+export { type DefineToolOptions, defineTool, type ToolOutput } from './define-tool.js';
+export {
+  createOpenAIEmbedder,
+  type EmbedFunction,
+  type OpenAIEmbedderOptions,
+} from './embeddings.js';
+export {
+  CalculatorError,
+  HttpRequestError,
+  SandboxUnavailableError,
+  ToolAbortedError,
+  ToolError,
+  ToolInputError,
+  type ToolInputIssue,
+  ToolNotFoundError,
+  ToolTimeoutError,
+  UrlPolicyError,
+} from './errors.js';
+export {
+  createGeneralistTool,
+  type GeneralistToolInput,
+  type GeneralistToolOptions,
+} from './generalist-tool.js';
+export {
+  createGuardedFetch,
+  type GuardedFetch,
+  type GuardedFetchOptions,
+} from './guarded-fetch.js';
+export { type HtmlDocumentText, htmlToText } from './html-to-text.js';
+// Web pages: fetching under the URL policy, text extraction, chunking, embeddings.
+export type { FetchLike } from './http.js';
+export {
+  LocalCorpus,
+  type LocalCorpusOptions,
+  loadFlashRagPassages,
+  loadHotpotQaPassages,
+  type Passage,
+} from './local-corpus.js';
+export { MediaWikiClient, type MediaWikiClientOptions } from './mediawiki-client.js';
+export {
+  type EnforcedLimits,
+  type LimitEnforcement,
+  type PythonIsolation,
+  type PythonLimits,
+  type PythonRunResult,
+  type RunPythonOptions,
+  runPython,
+} from './python-sandbox.js';
+export { createPythonTool, type PythonToolInput, type PythonToolOptions } from './python-tool.js';
+export {
+  type RetrievalServerOptions,
+  RetrievalServerProvider,
+  type RetrievedDoc,
+} from './retrieval-server-provider.js';
+// Search backends and providers.
+export type {
+  SearchHit,
+  SearchOptions,
+  SearchProvider,
+  WikiPage,
+  WikipediaBackend,
+} from './search.js';
+// Tools and the registry.
+export {
+  failureResult,
+  type JsonValue,
+  successResult,
+  type Tool,
+  type ToolContext,
+  type ToolExample,
+  type ToolMetadata,
+  type ToolResult,
+} from './tool.js';
+export { BUILTIN_TOOL_ALIASES, builtinToolAlias, canonicalToolName } from './tool-names.js';
+export {
+  type PlannerToolMetadata,
+  ToolRegistry,
+  type ToolRegistryOptions,
+} from './tool-registry.js';
+export { checkUrl, type LookupAll, type UrlPolicyOptions } from './url-policy.js';
+export { type FetchPageOptions, fetchWebPage, type WebPage } from './web-page.js';
+export {
+  answerFromWebPage,
+  createWebRagTool,
+  type WebRagAnswer,
+  type WebRagInput,
+  type WebRagOptions,
+} from './web-rag-tool.js';
+export { GoogleCustomSearchProvider, SerperSearchProvider } from './web-search-providers.js';
+export {
+  createWebSearchTool,
+  formatSearchHits,
+  type SearchResultStyle,
+  type WebSearchToolInput,
+  type WebSearchToolOptions,
+} from './web-search-tool.js';
+export {
+  createWikipediaTool,
+  type WikipediaToolInput,
+  type WikipediaToolOptions,
+} from './wikipedia-tool.js';
+export { Workspace, type WorkspaceOptions, withWorkspace } from './workspace.js';
