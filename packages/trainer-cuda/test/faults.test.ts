@@ -116,11 +116,11 @@ describe('config.json vs weights', () => {
     num_key_value_heads: 1,
     tie_word_embeddings: true,
   };
-  const tensors = (override: Record<string, number[] | null> = {}) => {
+  const tensors = (override: Readonly<Record<string, readonly number[] | null>> = {}) => {
     const shapes = new Map(expectedTensorShapes(parseDecoderConfig(config)));
     for (const [name, shape] of Object.entries(override)) {
       if (shape === null) shapes.delete(name);
-      else shapes.set(name, shape);
+      else shapes.set(name, [...shape]);
     }
     return [...shapes].map(([name, shape]) => {
       const data = new Float32Array(shape.reduce((a, b) => a * b, 1)).fill(0.25);
