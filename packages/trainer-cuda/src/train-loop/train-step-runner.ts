@@ -275,6 +275,70 @@ export class TrainStepRunner {
   ): Promise<TrainStepResult> {
     this.#live();
     const micro = Array.isArray(batch) ? batch : [batch as Readonly<Record<string, FeedValue>>];
+    const fed = (n: string): FeedValue => this.#store.get(n) ?? this.#host.get(n)!;
+    const { grads, outputs, loss } = await this.#accumulate(micro);
+    if (!Number.isFinite(loss)) {
+      for (const g of Object.values(grads)) g.dispose();
+      return { step: this.#step, loss, gradNorm: Number.NaN, outputs, skipped: 'nonfinite_loss' };
+    }
+
+    const t = this.#step + 1;
+    const optFeeds: Record<string, FeedValue> = { lr: scalar(options.lr), step: scalar(t) };
+    for (const p of this.paramNames) {
+      optFeeds[p] = fed(p);
+      optFeeds[mName(p)] = fed(mName(p));
+      optFeeds[vName(p)] = fed(vName(p));
+      optFeeds[gName(p)] = grads[gName(p)]!;
+    }
+    let u: Awaited<ReturnType<Session['run']>>;
+    try {
+      u = await this.#optimizer.run(optFeeds);
+    } finally {
+      for (const g of Object.values(grads)) g.dispose();
+    }
+    const gradNorm = Number(u.outputs.grad_norm!.data[0]);
+    if (!Number.isFinite(gradNorm)) {
+      for (const d of Object.values(u.device)) d.dispose();
+      return { step: this.#step, loss, gradNorm, outputs, skipped: 'nonfinite_grad_norm' };
+    }
+    const carry: Record<string, string> = {};
+    for (const p of this.paramNames) {
+      carry[`new.${p}`] = p;
+      carry[`new.${mName(p)}`] = mName(p);
+      carry[`new.${vName(p)}`] = vName(p);
+    }
+    this.#store.carry(u.device, carry); // disposes the previous step's tensors
+    this.#host.clear();
+    this.#step = t;
+    return { step: t, loss, gradNorm, outputs };
+  }
+
+  /**
+   * The gradients of the summed loss over `micro` (accumulated as `step` accumulates them), as
+   * host copies, without updating anything. CPU-located gradients only (a test and debugging
+   * aid: on WebGPU they live in GPU buffers).
+   */
+  async gradients(
+    micro: readonly Readonly<Record<string, FeedValue>>[],
+  ): Promise<{ loss: number; grads: Record<string, Float32Array> }> {
+    this.#live();
+    const { grads, loss } = await this.#accumulate(micro);
+    const out: Record<string, Float32Array> = {};
+    try {
+      for (const p of this.paramNames)
+        out[p] = Float32Array.from(grads[gName(p)]!.read() as Float32Array);
+    } finally {
+      for (const g of Object.values(grads)) g.dispose();
+    }
+    return { loss, grads: out };
+  }
+
+  /** Runs the train step over micro-batches, gradients accumulating in `acc.<param>`. */
+  async #accumulate(micro: readonly Readonly<Record<string, FeedValue>>[]): Promise<{
+    grads: Record<string, DeviceTensor>;
+    outputs: Record<string, ort.Tensor>[];
+    loss: number;
+  }> {
     if (micro.length === 0) throw new TrainLoopError('a step needs at least one micro-batch');
     if (micro.length > 1 && !this.accumulates)
       throw new TrainLoopError(
@@ -310,40 +374,7 @@ export class TrainStepRunner {
       for (const g of Object.values(grads ?? {})) g.dispose();
       throw e;
     }
-    if (!Number.isFinite(loss)) {
-      for (const g of Object.values(grads!)) g.dispose();
-      return { step: this.#step, loss, gradNorm: Number.NaN, outputs, skipped: 'nonfinite_loss' };
-    }
-
-    const t = this.#step + 1;
-    const optFeeds: Record<string, FeedValue> = { lr: scalar(options.lr), step: scalar(t) };
-    for (const p of this.paramNames) {
-      optFeeds[p] = fed(p);
-      optFeeds[mName(p)] = fed(mName(p));
-      optFeeds[vName(p)] = fed(vName(p));
-      optFeeds[gName(p)] = grads![gName(p)]!;
-    }
-    let u: Awaited<ReturnType<Session['run']>>;
-    try {
-      u = await this.#optimizer.run(optFeeds);
-    } finally {
-      for (const g of Object.values(grads!)) g.dispose();
-    }
-    const gradNorm = Number(u.outputs.grad_norm!.data[0]);
-    if (!Number.isFinite(gradNorm)) {
-      for (const d of Object.values(u.device)) d.dispose();
-      return { step: this.#step, loss, gradNorm, outputs, skipped: 'nonfinite_grad_norm' };
-    }
-    const carry: Record<string, string> = {};
-    for (const p of this.paramNames) {
-      carry[`new.${p}`] = p;
-      carry[`new.${mName(p)}`] = mName(p);
-      carry[`new.${vName(p)}`] = vName(p);
-    }
-    this.#store.carry(u.device, carry); // disposes the previous step's tensors
-    this.#host.clear();
-    this.#step = t;
-    return { step: t, loss, gradNorm, outputs };
+    return { grads: grads!, outputs, loss };
   }
 
   /**

@@ -1,0 +1,322 @@
+import { join } from 'node:path';
+import { type LossAggregation, tokenWeights } from '@flowgrpo/grpo';
+import * as ort from 'onnxruntime-node';
+import { type ArtifactsManifest, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
+import type { LoraConfig } from '../lora/lora-config.js';
+import { loraParamSpecs } from '../lora/lora-config.js';
+import type { LoraParams } from '../lora/lora-weights.js';
+import { LORA_SCALE, TEMPERATURE } from '../models/graph/decoder-graph.js';
+import type { DeviceRequest } from '../runtime/devices.js';
+import { createSession, type Session } from '../runtime/session.js';
+import { TrainLoopError } from '../train-loop/errors.js';
+import { TrainStepRunner, type TrainStepState } from '../train-loop/train-step-runner.js';
+import {
+  packMicroBatches,
+  perTargetFeed,
+  scatterTargets,
+  type Targets,
+  type TrainRow,
+  tokenFeeds,
+} from './collate.js';
+import {
+  ADVANTAGES,
+  BETA,
+  CLIP_RATIO_C,
+  EPSILON_HIGH,
+  EPSILON_LOW,
+  KL_COEFFS,
+  NLL_WEIGHTS,
+  OLD_LOGPROBS,
+  PG_WEIGHTS,
+  REF_LOGPROBS,
+  STAT_WEIGHTS,
+  TRAIN_STEP_STATS,
+  type TrainStepStat,
+} from './train-step-graph.js';
+
+// A decoder with a trainable LoRA adapter, over an artifacts directory: log-probabilities of
+// given tokens (the `logprobs` graph — old log-probs with the adapter, reference log-probs with
+// lora_scale = 0: the same weights, no second model), and optimizer steps (the `train_step`
+// graph + AdamW, gradients accumulated over token-budgeted micro-batches). It holds a host copy of
+// the adapter for the rollout engine, refreshed after every update.
+
+export type KlEstimatorName = 'k1' | 'k2' | 'k3';
+
+export interface LoraPolicyOptions {
+  /** An artifacts directory built with a LoRA config (logprobs + train_step graphs). */
+  artifacts: string;
+  /** The adapter to start from (PEFT names). */
+  params: LoraParams;
+  device?: DeviceRequest;
+  /** ORT intra-op threads for the logprobs and train-step sessions. */
+  intraOpThreads?: number;
+  /** AdamW (torch semantics) and global-norm clipping. */
+  optimizer?: {
+    beta1?: number;
+    beta2?: number;
+    eps?: number;
+    weightDecay?: number;
+    maxGradNorm?: number;
+  };
+  /** Resume: optimizer moments and step count (parameters come from `params`). */
+  state?: { step: number; m: Record<string, ort.Tensor>; v: Record<string, ort.Tensor> };
+}
+
+/** The objective of one update, per target (see train-step-graph.ts). */
+export interface UpdateInputs {
+  /** Per target: log-probs of the policy before the update (needed when pgWeights ≠ 0). */
+  old?: Float32Array;
+  /** Per target: reference log-probs (needed when beta ≠ 0). */
+  ref?: Float32Array;
+  /** Per target weights of the policy-gradient term; omit for pure SFT. */
+  pgWeights?: Float64Array;
+  /** Per target weights of the −logp term (SFT); omit for pure GRPO. */
+  nllWeights?: Float64Array;
+}
+
+export interface UpdateHyperParams {
+  learningRate: number;
+  temperature: number;
+  epsilonLow: number;
+  epsilonHigh: number;
+  /** Dual-clip constant; undefined = off. */
+  clipRatioC?: number;
+  beta: number;
+  klEstimator: KlEstimatorName;
+  maxTokensPerMicrobatch: number;
+}
+
+export interface UpdateResult {
+  /** Sums over the batch: the loss, its parts, and token means of the statistics. */
+  stats: Record<TrainStepStat, number>;
+  gradNorm: number;
+  /** Per target log-probs at the parameters before the update. */
+  logprobs: Float32Array;
+  microBatches: number;
+  skipped?: 'nonfinite_loss' | 'nonfinite_grad_norm';
+  step: number;
+}
+
+const KL_ONE_HOT: Record<KlEstimatorName, number[]> = {
+  k1: [1, 0, 0],
+  k2: [0, 1, 0],
+  k3: [0, 0, 1],
+};
+// "Off" for the dual clip: a cap −c·A that no finite PPO loss reaches.
+const NO_DUAL_CLIP = 1e30;
+
+const scalar = (x: number) => new ort.Tensor('float32', Float32Array.of(x), []);
+
+export class LoraPolicy {
+  readonly manifest: ArtifactsManifest;
+  readonly lora: LoraConfig;
+  readonly #runner: TrainStepRunner;
+  readonly #logprobs: Session;
+  #params: LoraParams;
+
+  private constructor(
+    manifest: ArtifactsManifest,
+    runner: TrainStepRunner,
+    logprobs: Session,
+    params: LoraParams,
+  ) {
+    this.manifest = manifest;
+    this.lora = manifest.lora!;
+    this.#runner = runner;
+    this.#logprobs = logprobs;
+    this.#params = params;
+  }
+
+  static async open(o: LoraPolicyOptions): Promise<LoraPolicy> {
+    const manifest = readArtifactsManifest(o.artifacts);
+    if (!manifest.lora || !manifest.graphs.train_step || !manifest.graphs.logprobs)
+      throw new TrainLoopError(
+        `${o.artifacts} has no LoRA train_step and logprobs graphs; build the artifacts with a LoRA config`,
+      );
+    const specs = loraParamSpecs(manifest.config, manifest.lora);
+    const params: Record<string, ort.Tensor> = {};
+    for (const s of specs) {
+      const data = o.params.get(s.name);
+      if (!data || data.length !== s.shape[0] * s.shape[1])
+        throw new TrainLoopError(
+          `LoRA parameter ${s.name} is missing or not of shape [${s.shape}]`,
+        );
+      params[s.name] = new ort.Tensor('float32', Float32Array.from(data), s.shape);
+    }
+    const session = {
+      ...(o.intraOpThreads !== undefined && { intraOpThreads: o.intraOpThreads }),
+    };
+    const device = o.device ?? 'cpu';
+    const logprobs = await createSession(join(o.artifacts, manifest.graphs.logprobs.file), {
+      ...session,
+      device,
+    });
+    let runner: TrainStepRunner;
+    try {
+      runner = await TrainStepRunner.create({
+        trainStep: join(o.artifacts, manifest.graphs.train_step.file),
+        params,
+        device: logprobs.device,
+        session,
+        optimizer: o.optimizer ?? {},
+        ...(o.state && { state: o.state }),
+      });
+    } catch (e) {
+      await logprobs.release();
+      throw e;
+    }
+    const host: LoraParams = new Map(
+      specs.map((s) => [s.name, Float32Array.from(o.params.get(s.name)!)]),
+    );
+    return new LoraPolicy(manifest, runner, logprobs, host);
+  }
+
+  /** Optimizer updates done so far. */
+  get step(): number {
+    return this.#runner.globalStep;
+  }
+
+  get device() {
+    return this.#runner.device;
+  }
+
+  /** The current adapter (host copy; do not mutate). */
+  get params(): LoraParams {
+    return this.#params;
+  }
+
+  #loraFeeds(scale: number): Record<string, ort.Tensor> {
+    const feeds: Record<string, ort.Tensor> = { [LORA_SCALE]: scalar(scale) };
+    for (const s of loraParamSpecs(this.manifest.config, this.lora))
+      feeds[s.name] = new ort.Tensor('float32', this.#params.get(s.name)!, s.shape);
+    return feeds;
+  }
+
+  /** log π(target) per target at the current adapter (loraScale 1) or the base model (0). */
+  async logprobs(
+    rows: readonly TrainRow[],
+    targets: Targets,
+    options: { loraScale: number; temperature: number; maxTokensPerMicrobatch: number },
+  ): Promise<Float32Array> {
+    const out = new Float32Array(targets.count);
+    const lora = this.#loraFeeds(options.loraScale);
+    for (const mb of packMicroBatches(rows, targets, options.maxTokensPerMicrobatch)) {
+      const r = await this.#logprobs.run({
+        ...tokenFeeds(mb, rows, targets),
+        ...lora,
+        [TEMPERATURE]: scalar(options.temperature),
+      });
+      scatterTargets(mb, targets, r.outputs.logprobs!, out);
+    }
+    return out;
+  }
+
+  /** One optimizer update on the whole batch (micro-batches accumulated). */
+  async update(
+    rows: readonly TrainRow[],
+    targets: Targets,
+    inputs: UpdateInputs,
+    hp: UpdateHyperParams,
+  ): Promise<UpdateResult> {
+    const { mbs, feeds } = this.#objectiveFeeds(rows, targets, inputs, hp);
+    const n = targets.count;
+    const r = await this.#runner.step(feeds, { lr: hp.learningRate });
+    const stats = Object.fromEntries(TRAIN_STEP_STATS.map((k) => [k, 0])) as Record<
+      TrainStepStat,
+      number
+    >;
+    const logprobs = new Float32Array(n);
+    r.outputs.forEach((o, i) => {
+      for (const k of TRAIN_STEP_STATS) if (k !== 'loss') stats[k] += Number(o[k]!.data[0]);
+      scatterTargets(mbs[i]!, targets, o.logprobs!, logprobs);
+    });
+    stats.loss = r.loss;
+    if (!r.skipped) this.#params = await this.#hostParams();
+    return {
+      stats,
+      gradNorm: r.gradNorm,
+      logprobs,
+      microBatches: mbs.length,
+      step: r.step,
+      ...(r.skipped && { skipped: r.skipped }),
+    };
+  }
+
+  /**
+   * The loss and LoRA gradients of the objective at the current adapter, without an update
+   * (accumulated over micro-batches exactly as `update` accumulates them). CPU device only.
+   */
+  async gradients(
+    rows: readonly TrainRow[],
+    targets: Targets,
+    inputs: UpdateInputs,
+    hp: UpdateHyperParams,
+  ): Promise<{ loss: number; grads: Record<string, Float32Array>; microBatches: number }> {
+    const { mbs, feeds } = this.#objectiveFeeds(rows, targets, inputs, hp);
+    const r = await this.#runner.gradients(feeds);
+    return { ...r, microBatches: mbs.length };
+  }
+
+  #objectiveFeeds(
+    rows: readonly TrainRow[],
+    targets: Targets,
+    inputs: UpdateInputs,
+    hp: UpdateHyperParams,
+  ) {
+    const n = targets.count;
+    const zeros = new Float32Array(n);
+    const mask = new Float64Array(n).fill(n === 0 ? 0 : 1 / n);
+    const mbs = packMicroBatches(rows, targets, hp.maxTokensPerMicrobatch);
+    const shared = {
+      [TEMPERATURE]: scalar(hp.temperature),
+      [LORA_SCALE]: scalar(1),
+      [EPSILON_LOW]: scalar(hp.epsilonLow),
+      [EPSILON_HIGH]: scalar(hp.epsilonHigh),
+      [CLIP_RATIO_C]: scalar(hp.clipRatioC ?? NO_DUAL_CLIP),
+      [BETA]: scalar(hp.beta),
+      [KL_COEFFS]: new ort.Tensor('float32', Float32Array.from(KL_ONE_HOT[hp.klEstimator]), [3]),
+    };
+    const feeds = mbs.map((mb) => ({
+      ...tokenFeeds(mb, rows, targets),
+      ...shared,
+      [OLD_LOGPROBS]: perTargetFeed(mb, targets, inputs.old ?? zeros),
+      [REF_LOGPROBS]: perTargetFeed(mb, targets, inputs.ref ?? inputs.old ?? zeros),
+      [ADVANTAGES]: perTargetFeed(mb, targets, targets.advantage),
+      [PG_WEIGHTS]: perTargetFeed(mb, targets, inputs.pgWeights ?? zeros),
+      [NLL_WEIGHTS]: perTargetFeed(mb, targets, inputs.nllWeights ?? zeros),
+      [STAT_WEIGHTS]: perTargetFeed(mb, targets, mask),
+    }));
+    return { mbs, feeds };
+  }
+
+  async #hostParams(): Promise<LoraParams> {
+    const t = await this.#runner.exportParams();
+    return new Map(Object.entries(t).map(([k, v]) => [k, v.data as Float32Array<ArrayBuffer>]));
+  }
+
+  /** Parameters, optimizer moments and step count (for checkpoints and exact resume). */
+  exportState(): Promise<TrainStepState> {
+    return this.#runner.exportState();
+  }
+
+  async release(): Promise<void> {
+    await this.#runner.release();
+    await this.#logprobs.release();
+  }
+}
+
+/**
+ * Aggregation weights of the policy-gradient term for a batch of targets, over the WHOLE batch:
+ * `flow` treats each trajectory as a sequence of turns; the other aggregations treat each row
+ * (one completion) as a sequence, as TRL does for single-turn completions.
+ */
+export function aggregationWeights(
+  targets: Targets,
+  aggregation: LossAggregation,
+  options: { maxLen?: number } = {},
+): Float64Array {
+  const mask = new Uint8Array(targets.count).fill(1);
+  if (aggregation === 'flow')
+    return tokenWeights({ mask, seqIndex: targets.trajectory, turnIndex: targets.turn }, 'flow');
+  return tokenWeights({ mask, seqIndex: targets.row }, aggregation, options);
+}
