@@ -4,7 +4,6 @@
 // Parquet, Arrow and JS rows, safetensors header parsing and per-row normaliser helpers stay
 // internal.
 
-// Data sets: files (JSONL, Parquet, Arrow IPC), normalisers to SampleRow, combining, batching.
 export { type ArrowIpcFormat, readArrowIpc, writeArrowIpc } from './datasets/arrow-ipc.js';
 export {
   arrowTableToRows,
@@ -84,7 +83,6 @@ export {
   prepareCombinedTrainSet,
 } from './datasets/prepare-combined.js';
 export { readSampleRows, writeSampleRows } from './datasets/sample-row-files.js';
-// Tensors and dtypes.
 export {
   bytesOf,
   createTensor,
@@ -110,7 +108,6 @@ export {
   f32ToBf16,
   f32ToF16,
 } from './dtype-convert.js';
-// Errors.
 export {
   ConfigError,
   DataFormatError,
@@ -119,7 +116,6 @@ export {
   type FlowGrpoErrorOptions,
   ValidationError,
 } from './errors.js';
-// Key data types.
 export {
   addUsage,
   type ChatMessage,
@@ -133,9 +129,7 @@ export {
   type LLMEngine,
   type LLMUsage,
 } from './llm.js';
-// Seeded randomness.
 export { createRng, RNG_ALGORITHM, type Rng, type RngState, rngFromState } from './rng.js';
-// Safetensors: single files and sharded sets (HF layout).
 export { SafetensorsError, type SafetensorsErrorReason } from './safetensors/errors.js';
 export type { SafetensorsHeader, SafetensorsTensorInfo } from './safetensors/header.js';
 export {
@@ -185,7 +179,6 @@ export {
   type TurnInput,
   TurnSchema,
 } from './trajectory.js';
-// Trajectories on disk: JSON, Arrow IPC, Parquet.
 export {
   readTrajectoriesArrow,
   TRAJECTORY_ARROW_SCHEMA,

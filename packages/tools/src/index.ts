@@ -1,13 +1,11 @@
 // Public API of @flowgrpo/tools: the Tool interface and registry, `defineTool` for your own tools,
 // the built-in tools' factories (python, calculator, Wikipedia, web RAG, web search, generalist)
-// and the backends, providers and retrieval pieces they are built from. Tokenizing, stemming,
-// BM25 internals, HTTP plumbing, the sandbox's launcher and the RAG prompt helpers stay internal.
+// and the backends, providers and retrieval pieces they are built from. Tokenizing and stemming
+// internals, HTTP plumbing, the sandbox's launcher and the RAG prompt helpers stay internal.
 
-export type { Bm25Options } from './bm25.js';
-// The python sandbox.
+export { Bm25Index, type Bm25Match, type Bm25Options } from './bm25.js';
 export { SANDBOX_WORKSPACE, type SandboxSupport, sandboxSupport } from './bubblewrap.js';
 export { calculate } from './calculator.js';
-// Built-in tools.
 export { type CalculatorToolInput, createCalculatorTool } from './calculator-tool.js';
 export { type ChunkOptions, chunkText } from './chunk-text.js';
 export { type DefineToolOptions, defineTool, type ToolOutput } from './define-tool.js';
@@ -39,7 +37,6 @@ export {
   type GuardedFetchOptions,
 } from './guarded-fetch.js';
 export { type HtmlDocumentText, htmlToText } from './html-to-text.js';
-// Web pages: fetching under the URL policy, text extraction, chunking, embeddings.
 export type { FetchLike } from './http.js';
 export {
   LocalCorpus,
@@ -64,7 +61,6 @@ export {
   RetrievalServerProvider,
   type RetrievedDoc,
 } from './retrieval-server-provider.js';
-// Search backends and providers.
 export type {
   SearchHit,
   SearchOptions,
@@ -72,7 +68,7 @@ export type {
   WikiPage,
   WikipediaBackend,
 } from './search.js';
-// Tools and the registry.
+export type { TokenizeOptions } from './text-tokenizer.js';
 export {
   failureResult,
   type JsonValue,
