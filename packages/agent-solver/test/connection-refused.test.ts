@@ -3,14 +3,16 @@ import { createCalculatorTool } from '@flowgrpo/tools';
 import { describe, expect, it } from 'vitest';
 import {
   classifyFailure,
+  resolveRetryOptions,
+  runWithRetries,
+  systemErrorCode,
+} from '../src/engines/retry.js';
+import {
   FlowSolver,
   LLMRequestError,
   OpenAIEngine,
   OpenAIPolicyEngine,
-  resolveRetryOptions,
-  runWithRetries,
   SolveFailedError,
-  systemErrorCode,
 } from '../src/index.js';
 
 // A dead server fails fast: a refused connection is not retried (nothing listens there; a

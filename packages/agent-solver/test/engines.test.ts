@@ -1,15 +1,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { backoffDelayMs, parseRetryAfterMs, resolveRetryOptions } from '../src/engines/retry.js';
+import { Semaphore } from '../src/engines/semaphore.js';
 import {
-  backoffDelayMs,
   LLMAbortError,
   LLMMalformedReplyError,
   LLMRefusalError,
   LLMRequestError,
   LLMTimeoutError,
   OpenAIEngine,
-  parseRetryAfterMs,
-  resolveRetryOptions,
-  Semaphore,
 } from '../src/index.js';
 import { OpenAITestServer, reply } from '../src/testing/index.js';
 

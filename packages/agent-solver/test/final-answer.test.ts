@@ -1,6 +1,7 @@
 import { exactMatchReward } from '@flowgrpo/reward';
 import { describe, expect, it } from 'vitest';
-import { cleanAnswer, type FinalAnswerSource, parseFinalAnswer } from '../src/index.js';
+import { type FinalAnswerSource, parseFinalAnswer } from '../src/index.js';
+import { cleanAnswer } from '../src/solver/final-answer.js';
 
 // The rules of parseFinalAnswer (src/solver/final-answer.ts), one row each: the generator's text,
 // the answer a person reads out of it, and the rule that must find it. Expected answers are

@@ -3,13 +3,13 @@ import { createCalculatorTool, defineTool, ToolRegistry } from '@flowgrpo/tools'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
-  compactPlannerPrompt,
   FlowRollout,
   OpenAIEngine,
   OpenAIPolicyEngine,
   rolloutGroup,
   type SolverEvent,
 } from '../src/index.js';
+import { compactPlannerPrompt } from '../src/solver/prompts.js';
 import {
   OpenAITestServer,
   type RecordedRequest,

@@ -3,16 +3,15 @@ import { createCalculatorTool, createPythonTool, defineTool, ToolRegistry } from
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
-  FlowRun,
   FlowSolver,
   LLMAbortError,
   OpenAIEngine,
-  resolveEngines,
   SOLVER_ROLES,
   SolveFailedError,
   type SolverEvent,
-  toSerializableTruncated,
 } from '../src/index.js';
+import { toSerializableTruncated } from '../src/memory/serialize.js';
+import { FlowRun, resolveEngines } from '../src/solver/flow-run.js';
 import {
   countWords,
   OpenAITestServer,

@@ -1,17 +1,18 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
-  bracketSlices,
-  dropNullOptionals,
   LLMRefusalError,
   LLMRequestError,
   OpenAIEngine,
-  parseModelJson,
   StructuredOutputError,
-  schemaNameFor,
+} from '../src/index.js';
+import {
+  dropNullOptionals,
   toStrictJsonSchema,
   zodToJsonSchema,
-} from '../src/index.js';
+} from '../src/structured/json-schema.js';
+import { bracketSlices, parseModelJson } from '../src/structured/parse-json.js';
+import { schemaNameFor } from '../src/structured/structured-output.js';
 import { exampleFromJsonSchema, OpenAITestServer, reply } from '../src/testing/index.js';
 
 // Expected parses are written out by hand from the literal model replies below; the structured

@@ -8,12 +8,8 @@ import {
 } from '@flowgrpo/tools';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import {
-  OpenAIPolicyEngine,
-  type PolicyTokenizer,
-  parseTagAction,
-  TagAgent,
-} from '../src/index.js';
+import { OpenAIPolicyEngine, type PolicyTokenizer, TagAgent } from '../src/index.js';
+import { parseTagAction } from '../src/tag-agent/tag-protocol.js';
 import { OpenAITestServer, reply } from '../src/testing/index.js';
 
 // The tag agent over a vLLM-like /v1/completions server (test/support) with a real tokenizer:
