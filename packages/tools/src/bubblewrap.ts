@@ -123,6 +123,9 @@ export function bwrapArgs(o: SandboxMountOptions): string[] {
     OMP_NUM_THREADS: '1',
     OPENBLAS_NUM_THREADS: '1',
     MKL_NUM_THREADS: '1',
+    // glibc reserves 64 MiB of address space per thread arena, which under RLIMIT_AS caps a
+    // program at a dozen threads; two arenas keep threads at their stack's cost.
+    MALLOC_ARENA_MAX: '2',
     ...o.env,
   };
   for (const [key, value] of Object.entries(env)) args.push('--setenv', key, value);

@@ -97,6 +97,7 @@ describe('runPython', () => {
         'OMP_NUM_THREADS',
         'OPENBLAS_NUM_THREADS',
         'MKL_NUM_THREADS',
+        'MALLOC_ARENA_MAX',
         'LC_CTYPE',
         'PWD',
       ]);
@@ -140,6 +141,20 @@ describe('runPython', () => {
     });
     // Past RLIMIT_FSIZE the kernel sends SIGXFSZ (Python ignores it, so write() fails with EFBIG).
     expect(big.exitCode === 1 || big.signal === 'SIGXFSZ').toBe(true);
+  });
+
+  it('starts 40 threads under the default limits (threads cost their stack, not 64 MiB arenas)', async () => {
+    // 40 < the default 64 processes of a run; each thread sleeps so all are alive at once.
+    const code = [
+      'import threading, time',
+      'ts = [threading.Thread(target=time.sleep, args=(0.5,)) for _ in range(40)]',
+      'for t in ts: t.start()',
+      'for t in ts: t.join()',
+      "print('threads', len(ts))",
+    ].join('\n');
+    const run = await runPython(code, {});
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toBe('threads 40\n');
   });
 
   it('reports a syntax error readably, pointing into the user code', async () => {
