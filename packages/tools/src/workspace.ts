@@ -11,8 +11,10 @@ export interface WorkspaceOptions {
 }
 
 /**
- * A per-trajectory scratch directory. The python tool runs its code with this as working directory
- * and HOME, so relative paths written by the code land here; `cleanup()` removes it all.
+ * A per-trajectory scratch directory. The python tool copies its files into the sandbox's tmpfs
+ * workspace before each run and copies the workspace back after a run that ended on its own, so
+ * files written in one call are there in the next (without isolation it is the working directory
+ * and HOME). `cleanup()` removes it all.
  */
 export class Workspace {
   readonly dir: string;
