@@ -9,10 +9,11 @@ import {
   LLMTimeoutError,
   OpenAIEngine,
 } from '../src/index.js';
-import { OpenAITestServer, reply } from '../src/testing/index.js';
+import { gate, OpenAITestServer, reply } from '../src/testing/index.js';
 
-// Every test talks to a real HTTP server on 127.0.0.1 (src/testing/openai-server.ts, also `@flowgrpo/agent/testing`) through the
-// real `openai` client. Expected values are derived by hand from the scripted replies.
+// Every test talks to a real HTTP server on 127.0.0.1 (src/testing/openai-server.ts, also
+// `@flowgrpo/agent/testing`) through the real `openai` client. Expected values are derived by hand
+// from the scripted replies.
 
 let server: OpenAITestServer;
 beforeEach(async () => {
@@ -85,15 +86,53 @@ describe('OpenAIEngine.generateText', () => {
 
   it('retries a 429 after the retry-after delay, then succeeds', async () => {
     server.enqueue('chat', reply.rateLimit(1), reply.text('after wait'));
-    const t0 = Date.now();
-    const r = await engine().generateText(hello);
-    const elapsed = Date.now() - t0;
+    // The retry's wait goes through an injected sleep that records it and returns at once.
+    const waits: number[] = [];
+    const sleep = async (ms: number) => {
+      waits.push(ms);
+    };
+    const r = await engine({ retry: { initialDelayMs: 5, maxDelayMs: 20, sleep } }).generateText(
+      hello,
+    );
     expect(r.text).toBe('after wait');
     expect(server.requestsTo('chat')).toHaveLength(2);
-    // retry-after: 1 → 1000 ms between the two requests; the backoff alone would be ≤ 5 ms.
-    const gap = server.requests[1]!.receivedAt - server.requests[0]!.receivedAt;
-    expect(gap).toBeGreaterThanOrEqual(950);
-    expect(elapsed).toBeLessThan(4_000);
+    // retry-after: 1 → one wait of 1000 ms; the backoff alone would have been ≤ 5 ms.
+    expect(waits).toEqual([1000]);
+  });
+
+  it('clamps a long retry-after to maxRetryAfterMs, and backs off exponentially without one', async () => {
+    server.enqueue(
+      'chat',
+      reply.rateLimit(3600),
+      reply.error(503),
+      reply.error(503),
+      reply.text('ok'),
+    );
+    const waits: number[] = [];
+    const sleep = async (ms: number) => {
+      waits.push(ms);
+    };
+    const r = await engine({
+      retry: { initialDelayMs: 100, maxDelayMs: 1000, jitter: 0, maxRetryAfterMs: 250, sleep },
+    }).generateText(hello);
+    expect(r.text).toBe('ok');
+    // 3600 s asked → 250 ms (the cap); then the 2nd and 3rd retries back off 100·2¹ and 100·2².
+    expect(waits).toEqual([250, 200, 400]);
+  });
+
+  it('an abort during the wait before a retry ends the call with LLMAbortError', async () => {
+    server.enqueue('chat', reply.error(503), reply.text('never'));
+    const controller = new AbortController();
+    // The injected sleep is where the caller gives up: deterministic, no timer.
+    const sleep = async () => {
+      controller.abort(new Error('user stop'));
+    };
+    const err = await engine({ retry: { sleep } })
+      .generateText(hello, { signal: controller.signal })
+      .catch((e: unknown) => e);
+    expect(LLMAbortError.isInstance(err)).toBe(true);
+    expect(((err as LLMAbortError).reason as Error).message).toBe('user stop');
+    expect(server.requestsTo('chat')).toHaveLength(1);
   });
 
   it('retries 5xx errors, truncated bodies, resets and unparsable bodies', async () => {
@@ -144,14 +183,14 @@ describe('OpenAIEngine.generateText', () => {
   });
 
   it('times out on a hang (LLMTimeoutError), and a retry after a hang succeeds', async () => {
+    // The server never answers a hang, so the call can only end through the 200 ms timeout.
     server.enqueue('chat', reply.hang());
-    const t0 = Date.now();
     const err = await engine({ timeoutMs: 200, retry: { maxRetries: 0 } })
       .generateText(hello)
       .catch((e: unknown) => e);
     expect(LLMTimeoutError.isInstance(err)).toBe(true);
     expect((err as LLMTimeoutError).timeoutMs).toBe(200);
-    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect((err as LLMTimeoutError).attempts).toBe(1);
 
     server.enqueue('chat', reply.hang(), reply.text('second try'));
     const r = await engine({ retry: { maxRetries: 1, initialDelayMs: 1 } }).generateText(hello, {
@@ -161,16 +200,21 @@ describe('OpenAIEngine.generateText', () => {
   });
 
   it('stops at once when the caller aborts', async () => {
-    server.enqueue('chat', reply.hang());
+    // The caller aborts once the server holds the request, which it never answers; with a
+    // 10-minute timeout only the abort can end the call (a timeout would be LLMTimeoutError).
     const controller = new AbortController();
-    setTimeout(() => controller.abort(new Error('user stop')), 50);
-    const t0 = Date.now();
-    const err = await engine({ timeoutMs: 10_000 })
+    server.enqueue(
+      'chat',
+      reply.dynamic(() => {
+        controller.abort(new Error('user stop'));
+        return reply.hang();
+      }),
+    );
+    const err = await engine({ timeoutMs: 600_000 })
       .generateText(hello, { signal: controller.signal })
       .catch((e: unknown) => e);
     expect(LLMAbortError.isInstance(err)).toBe(true);
     expect(((err as LLMAbortError).reason as Error).message).toBe('user stop');
-    expect(Date.now() - t0).toBeLessThan(2_000);
     expect(server.requestsTo('chat')).toHaveLength(1);
   });
 
@@ -185,12 +229,19 @@ describe('OpenAIEngine.generateText', () => {
   });
 
   it('an abort while waiting for a concurrency slot leaves the queue without a request', async () => {
-    server.enqueue('chat', reply.text('first', { delayMs: 150 }));
+    // The second call is aborted while the first holds the only slot (its request is on the
+    // server, which answers it after the abort).
+    const controller = new AbortController();
+    server.enqueue(
+      'chat',
+      reply.dynamic(() => {
+        controller.abort(new Error('no longer needed'));
+        return reply.text('first');
+      }),
+    );
     const e = engine({ maxConcurrency: 1 });
     const first = e.generateText(hello);
-    const controller = new AbortController();
     const second = e.generateText(hello, { signal: controller.signal }).catch((x: unknown) => x);
-    setTimeout(() => controller.abort(new Error('no longer needed')), 30);
     expect(LLMAbortError.isInstance(await second)).toBe(true);
     expect((await first).text).toBe('first');
     expect(server.requestsTo('chat')).toHaveLength(1);
@@ -246,11 +297,27 @@ describe('OpenAIEngine.generateText', () => {
   });
 
   it('holds at most maxConcurrency requests in flight (counted by the server)', async () => {
-    server.setFallback('chat', reply.text('slow', { delayMs: 150 }));
-    const e = engine({ maxConcurrency: 2 });
+    // Replies are held until every request the engine has sent is on the server and at least two
+    // are, so the cap is reached for certain, and a third request sent past the cap would be
+    // waited for (and counted) before anything is answered.
+    let sent = 0;
+    const countingFetch = (url: string | URL | Request, init?: RequestInit) => {
+      sent++;
+      return fetch(url, init);
+    };
+    const held = gate();
+    server.setFallback(
+      'chat',
+      reply.dynamic(() => {
+        if (server.inFlight >= 2 && server.inFlight === sent) held.open();
+        return reply.text('slow', { waitFor: held.promise });
+      }),
+    );
+    const e = engine({ maxConcurrency: 2, fetch: countingFetch });
     const results = await Promise.all(Array.from({ length: 6 }, () => e.generateText(hello)));
     expect(results.map((r) => r.text)).toEqual(Array(6).fill('slow'));
     expect(server.maxInFlight).toBe(2);
+    expect(sent).toBe(6);
     expect(e.inFlight).toBe(0);
   });
 

@@ -12,10 +12,11 @@ import {
 import { OpenAITestServer, reply } from '../src/testing/index.js';
 
 // The fault matrix of the LLM edge (@flowgrpo/agent's OpenAIEngine) against a real
-// OpenAI-compatible server on 127.0.0.1 (src/testing/openai-server.ts, also `@flowgrpo/agent/testing`): each case scripts one
-// failure, states what the engine must do (retry or not, which typed error), and then checks that
-// the run continued — the same engine answers the next request — and that nothing leaked: the API
-// key travels only in the Authorization header, never in a request body.
+// OpenAI-compatible server on 127.0.0.1 (src/testing/openai-server.ts, also
+// `@flowgrpo/agent/testing`): each case scripts one failure, states what the engine must do (retry
+// or not, which typed error), and then checks that the run continued — the same engine answers the
+// next request — and that nothing leaked: the API key travels only in the Authorization header,
+// never in a request body.
 
 const KEY = 'sk-fault-matrix-key';
 let server: OpenAITestServer;

@@ -6,11 +6,12 @@ import {
   type PolicyTokenizer,
   ServerPool,
 } from '../src/index.js';
-import { OpenAITestServer, reply } from '../src/testing/index.js';
+import { gate, OpenAITestServer, reply } from '../src/testing/index.js';
 
 // The policy engine against real HTTP servers on 127.0.0.1 that answer like vLLM's OpenAI server
-// with return_token_ids / return_tokens_as_token_ids (src/testing/openai-server.ts, also `@flowgrpo/agent/testing`). Expected
-// ids and logprobs are the scripted ones; float32 rounding is applied to the expectation.
+// with return_token_ids / return_tokens_as_token_ids (src/testing/openai-server.ts, also
+// `@flowgrpo/agent/testing`). Expected ids and logprobs are the scripted ones; float32 rounding is
+// applied to the expectation.
 
 let a: OpenAITestServer;
 let b: OpenAITestServer;
@@ -247,9 +248,15 @@ describe('balancing across servers', () => {
   });
 
   it('least-in-flight spreads concurrent requests', async () => {
-    const slow = reply.tokens('s', { ids: [1], logprobs: [-1] }, { delayMs: 250 });
-    a.setFallback('completions', slow);
-    b.setFallback('completions', slow);
+    // Every reply is held until all six requests are on the servers, so each server's peak is
+    // exactly what the pool sent it.
+    const all = gate();
+    const held = reply.dynamic(() => {
+      if (a.inFlight + b.inFlight >= 6) all.open();
+      return reply.tokens('s', { ids: [1], logprobs: [-1] }, { waitFor: all.promise });
+    });
+    a.setFallback('completions', held);
+    b.setFallback('completions', held);
     const p = policy({ baseURLs: [a.baseURL, b.baseURL] });
     await Promise.all(
       Array.from({ length: 6 }, () => p.generate({ promptTokens: [1], maxTokens: 1 })),
@@ -274,11 +281,18 @@ describe('balancing across servers', () => {
     a.enqueue('completions', reply.error(503, 'overloaded'));
     a.setFallback('completions', sample);
     b.setFallback('completions', sample);
-    const p = policy({ baseURLs: [a.baseURL, b.baseURL], serverCooldownMs: 600 });
+    // The pool reads a clock the test moves: the cooldown passes without waiting for it.
+    let now = 1_000_000;
+    const p = policy({
+      baseURLs: [a.baseURL, b.baseURL],
+      serverCooldownMs: 600,
+      now: () => now,
+    });
     await p.generate({ promptTokens: [1], maxTokens: 1 }); // a: 503 → b
+    now += 599;
     await p.generate({ promptTokens: [1], maxTokens: 1 }); // a cooling down → b
     expect([a.requests.length, b.requests.length]).toEqual([1, 2]);
-    await new Promise((r) => setTimeout(r, 650));
+    now += 1; // 600 ms after the failure
     // a is healthy again and next in turn (both idle), then b.
     await p.generate({ promptTokens: [1], maxTokens: 1 });
     await p.generate({ promptTokens: [1], maxTokens: 1 });

@@ -6,11 +6,13 @@ import {
   FlowRollout,
   OpenAIEngine,
   OpenAIPolicyEngine,
+  type RolloutAgent,
   rolloutGroup,
   type SolverEvent,
 } from '../src/index.js';
 import { compactPlannerPrompt } from '../src/solver/prompts.js';
 import {
+  gate,
   OpenAITestServer,
   type RecordedRequest,
   reply,
@@ -298,23 +300,44 @@ describe('FlowRollout.run', () => {
 
 describe('rolloutGroup', () => {
   it('runs G rollouts with at most `concurrency` at once and returns them in index order', async () => {
-    // Slow the policy down so rollouts overlap.
-    policyServer.setFallback('chat', {
-      ...reply.tokens(plan('None', 'done', 'Final Answer'), {
-        ids: [1, 2],
-        logprobs: [-0.5, -0.5],
-        promptIds: [3],
+    // The policy's replies are held until two rollouts are waiting on it at once, so the
+    // overlap is certain rather than hoped for from a delay.
+    const two = gate();
+    policyServer.setFallback(
+      'chat',
+      reply.dynamic(() => {
+        if (policyServer.inFlight >= 2) two.open();
+        return reply.tokens(
+          plan('None', 'done', 'Final Answer'),
+          { ids: [1, 2], logprobs: [-0.5, -0.5], promptIds: [3] },
+          { waitFor: two.promise },
+        );
       }),
-      delayMs: 40,
-    });
+    );
+    // The agent is counted as it starts and ends each rollout: a third rollout started past the
+    // limit would be counted at once, before any reply.
+    const inner = new FlowRollout({ policy: policy(), engine: fixed(), tools: tools() });
+    let running = 0;
+    let maxRunning = 0;
+    const agent: RolloutAgent = {
+      async run(question, context) {
+        maxRunning = Math.max(maxRunning, ++running);
+        try {
+          return await inner.run(question, context);
+        } finally {
+          running--;
+        }
+      },
+    };
     const group = await rolloutGroup('q', 5, {
-      agent: new FlowRollout({ policy: policy(), engine: fixed(), tools: tools() }),
+      agent,
       concurrency: 2,
       queryId: 'query-7',
       seed: 10,
     });
     expect(group.queryId).toBe('query-7');
     expect(group.trajectories).toHaveLength(5);
+    expect(maxRunning).toBe(2);
     expect(policyServer.maxInFlight).toBe(2);
     for (const [i, t] of group.trajectories.entries()) {
       expect(t.groupId).toBe(group.groupId);

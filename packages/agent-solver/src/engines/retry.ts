@@ -27,9 +27,15 @@ export interface RetryOptions {
   jitter?: number;
   /** Longest `retry-after` honoured (default 60 s); longer hints are clamped to it. */
   maxRetryAfterMs?: number;
+  /**
+   * Waits out the delay before a retry (default: a timer that the caller's abort ends early).
+   * A simulation or a test passes its own to see the delays chosen without waiting for them.
+   */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
-export type ResolvedRetryOptions = Required<RetryOptions>;
+export type ResolvedRetryOptions = Required<Omit<RetryOptions, 'sleep'>> &
+  Pick<RetryOptions, 'sleep'>;
 
 export function resolveRetryOptions(options: RetryOptions = {}): ResolvedRetryOptions {
   return {
@@ -39,6 +45,7 @@ export function resolveRetryOptions(options: RetryOptions = {}): ResolvedRetryOp
     multiplier: options.multiplier ?? 2,
     jitter: options.jitter ?? 0.5,
     maxRetryAfterMs: options.maxRetryAfterMs ?? 60_000,
+    sleep: options.sleep,
   };
 }
 
@@ -270,7 +277,8 @@ export async function runWithRetries<T>(
       hinted !== undefined
         ? Math.min(hinted, retry.maxRetryAfterMs)
         : backoffDelayMs(attempt - 1, retry, options.random);
-    await sleep(delay, signal, what);
+    if (retry.sleep) await retry.sleep(delay, signal);
+    else await sleep(delay, signal, what);
   }
   throw finalError(last!, attempts, options, what);
 }

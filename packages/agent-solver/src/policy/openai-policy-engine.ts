@@ -48,6 +48,8 @@ export interface OpenAIPolicyEngineOptions {
   balance?: BalanceStrategy;
   /** How long a failing server is skipped before being tried again (default 10 s). */
   serverCooldownMs?: number;
+  /** The clock the server cooldowns are measured with (default Date.now; tests pass their own). */
+  now?: () => number;
   tokenizer?: PolicyTokenizer;
   /**
    * How `messages` prompts are sent: 'server' uses /chat/completions (the server applies the chat
@@ -125,7 +127,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
           fetch: options.fetch,
         }),
       })),
-      { strategy: options.balance, cooldownMs: options.serverCooldownMs },
+      { strategy: options.balance, cooldownMs: options.serverCooldownMs, now: options.now },
     );
     this.#retry = resolveRetryOptions(options.retry);
     this.#semaphore = new Semaphore(options.maxConcurrency ?? 64);

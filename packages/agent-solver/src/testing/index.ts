@@ -2,6 +2,7 @@
 // OpenAI-compatible HTTP server on 127.0.0.1 whose replies a test scripts, and a responder that
 // answers the Flow solver's structured requests from the JSON schema they carry. Runtime-free
 // of any test framework (no vitest import), so an app's own tests can use them with any runner.
+export { type Gate, gate } from './gate.js';
 export {
   type Behaviour,
   countWords,

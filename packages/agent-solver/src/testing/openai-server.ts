@@ -3,10 +3,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 
 // A scripted OpenAI-compatible server for tests (ours and apps built on @flowgrpo/agent, through
-// `@flowgrpo/agent/testing`): a real node:http server on 127.0.0.1 (random port). Each route has a queue of behaviours consumed one per request; when a queue is empty the
-// route's fallback answers. Every request is recorded (route, body, headers, arrival and end
-// times) and the server counts requests in flight, so tests can assert retries, concurrency and
-// what was sent.
+// `@flowgrpo/agent/testing`): a real node:http server on 127.0.0.1 (random port). Each route has a
+// queue of behaviours consumed one per request; when a queue is empty the route's fallback answers.
+// Every request is recorded (route, body, headers, arrival and end times) and the server counts
+// requests in flight, so tests can assert retries, concurrency and what was sent.
 
 export type TestServerRoute =
   | 'chat'
@@ -95,6 +95,11 @@ export interface TextReply {
   usage?: ReplyUsage;
   tokens?: TokenInfo;
   delayMs?: number;
+  /**
+   * Holds the answer until this settles (e.g. a `gate()` the test opens once the requests it
+   * wants to see at the same time have arrived): concurrency without racing a timer.
+   */
+  waitFor?: PromiseLike<unknown>;
 }
 
 export type Behaviour =
@@ -388,6 +393,7 @@ export class OpenAITestServer {
 
   async #respond(b: Behaviour, req: RecordedRequest, res: ServerResponse): Promise<void> {
     if ('delayMs' in b && b.delayMs) await delay(b.delayMs);
+    if ('waitFor' in b && b.waitFor) await b.waitFor;
     switch (b.kind) {
       case 'dynamic':
         await this.#respond(b.choose(req), req, res);
