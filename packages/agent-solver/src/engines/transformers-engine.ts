@@ -64,7 +64,13 @@ export class TransformersEngine implements LLMEngine {
   }
 
   /** Loads tokenizer and ONNX session (done by the first call otherwise). */
-  load(): Promise<{ tokenizer: PreTrainedTokenizer; model: PreTrainedModel }> {
+  async load(): Promise<void> {
+    await this.#session();
+  }
+
+  // The transformers.js objects stay private: the public declarations must not name
+  // @huggingface/transformers types (an optional peer, and its .d.ts do not check under NodeNext).
+  #session(): Promise<{ tokenizer: PreTrainedTokenizer; model: PreTrainedModel }> {
     this.#loaded ??= (async () => {
       const previous = loadQueue;
       let done: () => void = () => {};
@@ -85,7 +91,7 @@ export class TransformersEngine implements LLMEngine {
   }
 
   async #loadNow(): Promise<{ tokenizer: PreTrainedTokenizer; model: PreTrainedModel }> {
-    const hf = await import('@huggingface/transformers');
+    const hf = await importTransformers();
     // Local files only: no request to the Hub, ever.
     hf.env.allowRemoteModels = false;
     hf.env.allowLocalModels = true;
@@ -136,13 +142,13 @@ export class TransformersEngine implements LLMEngine {
     if (options.signal?.aborted) {
       throw new LLMAbortError('local generation aborted', { reason: options.signal.reason });
     }
-    const { tokenizer, model } = await this.load();
+    const { tokenizer, model } = await this.#session();
     const d = this.#options.defaults ?? {};
     const temperature = options.temperature ?? d.temperature ?? 0;
     const maxNewTokens = options.maxTokens ?? d.maxTokens ?? 512;
     const stop = options.stop ?? d.stop ?? [];
     const seed = options.seed ?? d.seed;
-    if (seed !== undefined) (await import('@huggingface/transformers')).random.seed(seed);
+    if (seed !== undefined) (await importTransformers()).random.seed(seed);
 
     const inputs = tokenizer.apply_chat_template(
       messages.map((m) => ({ role: m.role, content: m.content })),
@@ -195,6 +201,31 @@ function firstStop(text: string, stop: string[]): number | undefined {
     if (i >= 0 && (best === undefined || i < best)) best = i;
   }
   return best;
+}
+
+/**
+ * transformers.js is an optional peer dependency (it brings ONNX Runtime for Node and the web,
+ * hundreds of MB that an app talking to a server never uses): a missing install is a ConfigError
+ * that says what to install.
+ */
+async function importTransformers(): Promise<typeof import('@huggingface/transformers')> {
+  try {
+    return await import('@huggingface/transformers');
+  } catch (error) {
+    const e = error as { code?: unknown; message?: unknown };
+    if (
+      e.code === 'ERR_MODULE_NOT_FOUND' &&
+      String(e.message).includes('@huggingface/transformers')
+    ) {
+      throw new ConfigError(
+        'TransformersEngine needs the optional peer dependency @huggingface/transformers ' +
+          '(npm install @huggingface/transformers@^4.3.1)',
+        { key: 'TransformersEngine' },
+        { cause: error },
+      );
+    }
+    throw error;
+  }
 }
 
 /** Fails early, naming what is missing, rather than deep inside transformers.js. */
