@@ -34,4 +34,10 @@ export const projects: TestProjectInlineConfiguration[] = [
   pkg('trainer', 'packages/trainer-cuda', { testTimeout: 120_000 }),
   pkg('cli', 'packages/cli', { testTimeout: 120_000 }),
   pkg('examples', 'examples/autodiff-mlp', { testTimeout: 120_000 }),
+  // Builds and packs the packages, installs them with npm into an app under the OS temp dir and
+  // runs it (README "Use it in your app"): minutes on a cold npm cache, hence the timeout.
+  {
+    extends: true,
+    test: { name: 'app', root: 'test-app', include: ['*.test.ts'], testTimeout: 300_000 },
+  },
 ];

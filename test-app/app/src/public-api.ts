@@ -1,0 +1,15 @@
+// Not part of the app: loads every package's public entry points, so that building this app
+// typechecks all their declarations (NodeNext, skipLibCheck off) and running it loads them all.
+import * as agent from '@flowgrpo/agent';
+import * as agentTesting from '@flowgrpo/agent/testing';
+import * as core from '@flowgrpo/core';
+import * as graph from '@flowgrpo/graph';
+import * as graphTesting from '@flowgrpo/graph/testing';
+import * as grpo from '@flowgrpo/grpo';
+import * as reward from '@flowgrpo/reward';
+import * as tools from '@flowgrpo/tools';
+
+const entries = { agent, agentTesting, core, graph, graphTesting, grpo, reward, tools };
+for (const [name, exports] of Object.entries(entries)) {
+  console.log(`${name}: ${Object.keys(exports).length} exports`);
+}
