@@ -36,7 +36,7 @@ describe.skipIf(skipWithoutShared('Qwen tokenizer'))('HfTokenizer on the Qwen to
     expect(tok.vocabSize).toBe(151669);
     expect(Array.from(tok.encode('<|im_start|>user<|im_end|>'))).toEqual([
       IM_START,
-      tok.inner.token_to_id('user'),
+      tok.tokenToId('user'),
       IM_END,
     ]);
     expect(tok.decode([IM_START, IM_END], { skipSpecialTokens: true })).toBe('');

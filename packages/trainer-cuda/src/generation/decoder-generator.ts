@@ -30,7 +30,7 @@ import { type SamplingParams, sampleToken } from './sampling.js';
 // Sampling happens on the host from each step's last-position logits (see sampling.ts for the
 // temperature / logprob convention).
 
-export interface GenerateOptions extends SamplingParams {
+export interface DecoderGenerateOptions extends SamplingParams {
   maxNewTokens: number;
   /** Generation of a row ends when it samples one of these; the token is kept in `tokens`. */
   stopTokenIds?: readonly number[];
@@ -64,7 +64,24 @@ const int64 = (values: readonly number[], dims: number[]) =>
     dims,
   );
 
+/** One request of a batch: its options and the random stream it samples from. */
+export interface GenerationRequest extends SamplingParams {
+  prompt: ArrayLike<number>;
+  maxNewTokens: number;
+  stopTokenIds?: readonly number[];
+  stopStrings?: readonly string[];
+  /** Same seed, prompt and options → same tokens, whatever else is in the batch. */
+  seed?: number | bigint | string;
+}
+
+interface RowRequest extends Omit<GenerationRequest, 'seed'> {
+  rng: Rng;
+}
+
 interface Row {
+  request: RowRequest;
+  stopIds: Set<number>;
+  stopStrings: string[];
   prompt: number[];
   tokens: number[];
   logprobs: number[];
@@ -88,6 +105,11 @@ export interface GenerationBackend {
   step(feeds: Record<string, ort.Tensor>): Promise<Float32Array>;
   /** Calls that share a cache must not interleave. */
   readonly exclusive: boolean;
+  /**
+   * Keeps only batch rows `keep` (in order) of the last call's logits and cache: finished rows
+   * leave the batch. Backends that cannot reach the cache leave this out.
+   */
+  compact?(logits: Float32Array, keep: readonly number[]): Float32Array;
   release(): Promise<void>;
 }
 
@@ -120,6 +142,27 @@ function localBackend(artifacts: DecoderArtifacts): GenerationBackend {
     async step(feeds) {
       const r = await decode.run(feeds);
       return Object.assign(r.outputs.logits!.data as Float32Array, { cache: r.outputs });
+    },
+    compact(logits, keep) {
+      const cache = (logits as CachedLogits).cache!;
+      const V = artifacts.config.vocabSize;
+      const kept = new Float32Array(keep.length * V);
+      keep.forEach((b, i) => {
+        kept.set(logits.subarray(b * V, (b + 1) * V), i * V);
+      });
+      const out: Record<string, ort.Tensor> = {};
+      for (const [name, t] of Object.entries(cache)) {
+        if (!name.startsWith('present.')) continue;
+        const [, ...rest] = t.dims; // [B, kvHeads, S, d]
+        const row = rest.reduce((a, d) => a * d, 1);
+        const src = t.data as Float32Array;
+        const data = new Float32Array(keep.length * row);
+        keep.forEach((b, i) => {
+          data.set(src.subarray(b * row, (b + 1) * row), i * row);
+        });
+        out[name] = new ort.Tensor('float32', data, [keep.length, ...rest]);
+      }
+      return Object.assign(kept, { cache: out });
     },
     async release() {},
   };
@@ -247,36 +290,64 @@ export class DecoderGenerator {
     await this.#backend.release();
   }
 
+  /**
+   * Generates from every prompt with the same options: row i samples from
+   * `createRng(seed).fork('row:<i>')`.
+   */
   generate(
     prompts: readonly ArrayLike<number>[],
-    options: GenerateOptions,
+    options: DecoderGenerateOptions,
   ): Promise<GenerationOutput[]> {
-    if (!this.#backend.exclusive) return this.#generate(prompts, options);
-    const run = this.#queue.then(() => this.#generate(prompts, options));
+    const root = createRng(options.seed ?? randomBytes(8).readBigUInt64LE());
+    return this.#queued(
+      prompts.map((prompt, i) => ({ ...options, prompt, rng: root.fork(`row:${i}`) })),
+      options,
+    );
+  }
+
+  /**
+   * Generates one batch from requests with their own options (sampling, length, stops, seed).
+   * A request's tokens do not depend on the others in the batch: it samples from
+   * `createRng(seed).fork('row:0')`, exactly as `generate([prompt], { seed })` would.
+   */
+  generateEach(
+    requests: readonly GenerationRequest[],
+    shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'> = {},
+  ): Promise<GenerationOutput[]> {
+    return this.#queued(
+      requests.map((r) => ({
+        ...r,
+        rng: createRng(r.seed ?? randomBytes(8).readBigUInt64LE()).fork('row:0'),
+      })),
+      shared,
+    );
+  }
+
+  #queued(rows: RowRequest[], shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>) {
+    if (!this.#backend.exclusive) return this.#generate(rows, shared);
+    const run = this.#queue.then(() => this.#generate(rows, shared));
     this.#queue = run.catch(() => undefined);
     return run;
   }
 
   async #generate(
-    prompts: readonly ArrayLike<number>[],
-    options: GenerateOptions,
+    requests: readonly RowRequest[],
+    shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>,
   ): Promise<GenerationOutput[]> {
-    const B = prompts.length;
-    if (B === 0) return [];
-    const { maxNewTokens } = options;
-    if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)
-      throw new RangeError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
+    const B0 = requests.length;
+    if (B0 === 0) return [];
     const backend = this.#backend;
     const { config, maxPositions } = this.manifest;
     const V = config.vocabSize;
     const L = config.numHiddenLayers;
-    const stopIds = new Set(options.stopTokenIds ?? []);
-    const stopStrings = (options.stopStrings ?? []).filter((s) => s.length > 0);
-    if (stopStrings.length > 0 && !options.decode)
-      throw new RangeError('stop strings need a decode function (a tokenizer)');
-    const root = createRng(options.seed ?? randomBytes(8).readBigUInt64LE());
-    const rows: Row[] = prompts.map((p, i) => {
-      const prompt = Array.from(p);
+    const rows: Row[] = requests.map((q, i) => {
+      const { maxNewTokens } = q;
+      if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)
+        throw new RangeError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
+      const stopStrings = (q.stopStrings ?? []).filter((x) => x.length > 0);
+      if (stopStrings.length > 0 && !shared.decode)
+        throw new RangeError('stop strings need a decode function (a tokenizer)');
+      const prompt = Array.from(q.prompt);
       if (prompt.length === 0) throw new RangeError(`prompt ${i} is empty (add BOS)`);
       for (const t of prompt)
         if (!Number.isInteger(t) || t < 0 || t >= V)
@@ -286,10 +357,13 @@ export class DecoderGenerator {
           `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
         );
       return {
+        request: q,
+        stopIds: new Set(q.stopTokenIds ?? []),
+        stopStrings,
         prompt,
         tokens: [],
         logprobs: [],
-        rng: root.fork(`row:${i}`),
+        rng: q.rng,
         done: maxNewTokens === 0,
         finish: 'length',
         nextPos: prompt.length,
@@ -298,7 +372,7 @@ export class DecoderGenerator {
 
     // Prefill: left padding to the longest prompt.
     const T = Math.max(...rows.map((r) => r.prompt.length));
-    const pad = options.padTokenId ?? 0;
+    const pad = shared.padTokenId ?? 0;
     const ids: number[] = [];
     const mask: number[] = [];
     const pos: number[] = [];
@@ -310,38 +384,40 @@ export class DecoderGenerator {
         pos.push(j < n ? 0 : j - n);
       }
     }
+    // `live` are the rows still in the batch, in batch order; `attention` is their [B, S] mask.
+    let live = rows.map((_, i) => i);
     let attention = mask;
     let S = T;
     const lora = this.loraFeeds();
     let logits: CachedLogits = await backend.start(
       {
-        [INPUT_IDS]: int64(ids, [B, T]),
-        [ATTENTION_MASK]: int64(mask, [B, T]),
-        [POSITION_IDS]: int64(pos, [B, T]),
+        [INPUT_IDS]: int64(ids, [B0, T]),
+        [ATTENTION_MASK]: int64(mask, [B0, T]),
+        [POSITION_IDS]: int64(pos, [B0, T]),
         ...lora,
       },
-      B,
+      B0,
     );
 
-    for (let step = 0; step < maxNewTokens; step++) {
+    for (;;) {
       const next: number[] = [];
-      for (let i = 0; i < B; i++) {
-        const r = rows[i]!;
+      live.forEach((ri, b) => {
+        const r = rows[ri]!;
         if (r.done) {
           next.push(pad);
-          continue;
+          return;
         }
-        const s = sampleToken(logits, options, r.rng, i * V, V);
+        const s = sampleToken(logits, r.request, r.rng, b * V, V);
         r.tokens.push(s.token);
         r.logprobs.push(s.logprob);
         next.push(s.token);
-        if (stopIds.has(s.token)) {
+        if (r.stopIds.has(s.token)) {
           r.done = true;
           r.finish = 'stop';
           r.stopTokenId = s.token;
-        } else if (stopStrings.length > 0) {
-          const text = options.decode!(r.tokens);
-          const hit = firstStop(text, stopStrings);
+        } else if (r.stopStrings.length > 0) {
+          const text = shared.decode!(r.tokens);
+          const hit = firstStop(text, r.stopStrings);
           if (hit) {
             r.done = true;
             r.finish = 'stop';
@@ -349,24 +425,34 @@ export class DecoderGenerator {
             r.text = text.slice(0, hit.index);
           }
         }
-        if (r.tokens.length >= maxNewTokens) r.done = true;
-      }
-      if (rows.every((r) => r.done)) break;
+        if (r.tokens.length >= r.request.maxNewTokens) r.done = true;
+      });
+      if (live.every((ri) => rows[ri]!.done)) break;
 
-      // One decode step: the new token of every row (finished rows feed padding, masked out).
-      const stepMask: number[] = [];
-      for (let i = 0; i < B; i++) {
-        for (let j = 0; j < S; j++) stepMask.push(attention[i * S + j]!);
-        stepMask.push(rows[i]!.done ? 0 : 1);
+      // Finished rows leave the batch when the backend can shrink its cache; otherwise they
+      // feed padding (masked out) until the batch ends.
+      let keep = live.map((_, b) => b);
+      if (backend.compact && live.some((ri) => rows[ri]!.done)) {
+        keep = keep.filter((b) => !rows[live[b]!]!.done);
+        logits = backend.compact(logits, keep);
       }
+      const kept = keep.map((b) => live[b]!);
+      const stepMask: number[] = [];
+      for (const b of keep) {
+        for (let j = 0; j < S; j++) stepMask.push(attention[b * S + j]!);
+        stepMask.push(rows[live[b]!]!.done ? 0 : 1);
+      }
+      const nextIds = keep.map((b) => next[b]!);
+      live = kept;
       attention = stepMask;
       S += 1;
+      const Bn = live.length;
       const feeds: Record<string, ort.Tensor> = {
-        [INPUT_IDS]: int64(next, [B, 1]),
-        [ATTENTION_MASK]: int64(attention, [B, S]),
+        [INPUT_IDS]: int64(nextIds, [Bn, 1]),
+        [ATTENTION_MASK]: int64(attention, [Bn, S]),
         [POSITION_IDS]: int64(
-          rows.map((r) => (r.done ? 0 : r.nextPos++)),
-          [B, 1],
+          live.map((ri) => (rows[ri]!.done ? 0 : rows[ri]!.nextPos++)),
+          [Bn, 1],
         ),
         ...lora,
       };
@@ -388,9 +474,9 @@ export class DecoderGenerator {
       };
       if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
       if (r.stopString !== undefined) out.stopString = r.stopString;
-      if (options.decode) {
+      if (shared.decode) {
         out.text =
-          r.text ?? options.decode(r.stopTokenId === undefined ? r.tokens : r.tokens.slice(0, -1));
+          r.text ?? shared.decode(r.stopTokenId === undefined ? r.tokens : r.tokens.slice(0, -1));
       }
       return out;
     });

@@ -12,7 +12,12 @@ import { loraScaling } from '../lora/lora-config.js';
 import { loadLoraAdapter } from '../lora/lora-weights.js';
 import { eosTokenIds } from '../models/config.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
-import { DecoderGenerator, type GenerateOptions } from './decoder-generator.js';
+import {
+  type DecoderGenerateOptions,
+  DecoderGenerator,
+  type GenerationOutput,
+  type GenerationRequest,
+} from './decoder-generator.js';
 
 // The agent's PolicyEngine over the local ONNX graphs: text, chat messages (rendered with the
 // tokenizer's chat template) or token ids in; the prompt ids, sampled ids and their logprobs out,
@@ -31,7 +36,21 @@ export interface LocalPolicyEngineOptions {
   /** End-of-generation ids (default: the tokenizer's EOS and the config's eos_token_id). */
   stopTokenIds?: readonly number[];
   /** Sampling defaults for requests that leave them out. */
-  defaults?: Partial<Pick<GenerateOptions, 'temperature' | 'topP' | 'topK'>>;
+  defaults?: Partial<Pick<DecoderGenerateOptions, 'temperature' | 'topP' | 'topK'>>;
+  /**
+   * Requests that arrive while the engine is busy (or in the same tick) run together as one batch
+   * of at most this many rows (default 64; 1 = one request at a time). Concurrent rollouts —
+   * a GRPO group — then share every decode step. A request's tokens do not depend on its
+   * batch-mates: each samples from its own seeded stream.
+   */
+  maxBatchSize?: number;
+}
+
+interface Pending {
+  request: GenerationRequest;
+  signal: AbortSignal | undefined;
+  resolve: (r: GenerationOutput) => void;
+  reject: (e: unknown) => void;
 }
 
 export class LocalPolicyEngine implements PolicyEngine {
@@ -42,6 +61,10 @@ export class LocalPolicyEngine implements PolicyEngine {
   readonly #options: LocalPolicyEngineOptions;
   /** The adapter generations use, once one was loaded. */
   adapter: AdapterRef | undefined;
+  readonly #pending: Pending[] = [];
+  #running = false;
+  /** Batches run so far and their sizes (for metrics). */
+  readonly batchStats = { batches: 0, requests: 0 };
 
   constructor(options: LocalPolicyEngineOptions) {
     this.#options = options;
@@ -89,17 +112,19 @@ export class LocalPolicyEngine implements PolicyEngine {
     request.signal?.throwIfAborted();
     const prompt = this.promptIds(request);
     const d = this.#options.defaults ?? {};
-    const [out] = await this.generator.generate([prompt], {
-      maxNewTokens: request.maxTokens,
-      temperature: request.temperature ?? d.temperature ?? 1,
-      ...((request.topP ?? d.topP) !== undefined && { topP: request.topP ?? d.topP }),
-      ...(d.topK !== undefined && { topK: d.topK }),
-      stopTokenIds: this.stopTokenIds(),
-      ...(request.stop && { stopStrings: request.stop }),
-      ...(request.seed !== undefined && { seed: request.seed }),
-      decode: (ids) => this.#tok.decode(ids, { skipSpecialTokens: true }),
-    });
-    const r = out!;
+    const r = await this.#enqueue(
+      {
+        prompt,
+        maxNewTokens: request.maxTokens,
+        temperature: request.temperature ?? d.temperature ?? 1,
+        ...((request.topP ?? d.topP) !== undefined && { topP: request.topP ?? d.topP }),
+        ...(d.topK !== undefined && { topK: d.topK }),
+        stopTokenIds: this.stopTokenIds(),
+        ...(request.stop && { stopStrings: request.stop }),
+        ...(request.seed !== undefined && { seed: request.seed }),
+      },
+      request.signal,
+    );
     return {
       text: r.text ?? '',
       promptTokens: r.promptTokens,
@@ -113,6 +138,45 @@ export class LocalPolicyEngine implements PolicyEngine {
       },
       model: this.adapter?.name ?? this.model,
     };
+  }
+
+  #enqueue(request: GenerationRequest, signal?: AbortSignal): Promise<GenerationOutput> {
+    return new Promise((resolve, reject) => {
+      this.#pending.push({ request, signal, resolve, reject });
+      // Flush after the current tick, so every rollout that asks in this tick joins the batch.
+      if (!this.#running) setImmediate(() => void this.#drain());
+    });
+  }
+
+  async #drain(): Promise<void> {
+    if (this.#running) return;
+    this.#running = true;
+    try {
+      while (this.#pending.length > 0) {
+        const max = Math.max(1, this.#options.maxBatchSize ?? 64);
+        const batch = this.#pending.splice(0, max).filter((p) => {
+          if (!p.signal?.aborted) return true;
+          p.reject(p.signal.reason);
+          return false;
+        });
+        if (batch.length === 0) continue;
+        this.batchStats.batches++;
+        this.batchStats.requests += batch.length;
+        try {
+          const out = await this.generator.generateEach(
+            batch.map((p) => p.request),
+            { decode: (ids) => this.#tok.decode(ids, { skipSpecialTokens: true }) },
+          );
+          batch.forEach((p, i) => {
+            p.resolve(out[i]!);
+          });
+        } catch (e) {
+          for (const p of batch) p.reject(e);
+        }
+      }
+    } finally {
+      this.#running = false;
+    }
   }
 
   /** Loads a PEFT adapter folder (local path) into the generator. */

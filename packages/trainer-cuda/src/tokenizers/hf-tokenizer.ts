@@ -41,24 +41,29 @@ export class HfTokenizer implements Tokenizer {
   readonly specialTokens: ReadonlyMap<string, number>;
   /** The chat template source, when tokenizer_config.json has one. */
   readonly chatTemplate: string | undefined;
-  /** The underlying @huggingface/tokenizers instance. */
-  readonly inner: HfTokenizersJs;
+  // The @huggingface/tokenizers instance stays private: its types must not leak into our .d.ts.
+  readonly #inner: HfTokenizersJs;
   private readonly config: HfTokenizerConfig;
   private template: Template | undefined;
 
+  /** The id of a token's text (a vocabulary entry or an added token), if any. */
+  tokenToId(token: string): number | undefined {
+    return this.#inner.token_to_id(token) ?? undefined;
+  }
+
   constructor(tokenizerJson: object, tokenizerConfig: HfTokenizerConfig) {
-    this.inner = new HfTokenizersJs(tokenizerJson, tokenizerConfig);
+    this.#inner = new HfTokenizersJs(tokenizerJson, tokenizerConfig);
     this.config = tokenizerConfig;
     let maxId = -1;
-    for (const id of this.inner.get_vocab(true).values()) if (id > maxId) maxId = id;
+    for (const id of this.#inner.get_vocab(true).values()) if (id > maxId) maxId = id;
     this.vocabSize = maxId + 1;
     const special = new Map<string, number>();
-    for (const [id, t] of this.inner.get_added_tokens_decoder())
+    for (const [id, t] of this.#inner.get_added_tokens_decoder())
       if (t.special) special.set(t.content, id);
     this.specialTokens = special;
     const idOf = (field: TokenField) => {
       const text = tokenText(field);
-      return text === undefined ? undefined : this.inner.token_to_id(text);
+      return text === undefined ? undefined : this.#inner.token_to_id(text);
     };
     this.bosTokenId = idOf(tokenizerConfig.bos_token);
     this.eosTokenId = idOf(tokenizerConfig.eos_token);
@@ -108,7 +113,7 @@ export class HfTokenizer implements Tokenizer {
    * tokens written in the text (e.g. `<|im_start|>`) become their ids. BOS is added on request.
    */
   encode(text: string, options: EncodeOptions = {}): Int32Array {
-    const ids = this.inner.encode(text, { add_special_tokens: false }).ids;
+    const ids = this.#inner.encode(text, { add_special_tokens: false }).ids;
     if (options.addBos && this.bosTokenId !== undefined && ids[0] !== this.bosTokenId) {
       return Int32Array.from([this.bosTokenId, ...ids]);
     }
@@ -116,7 +121,7 @@ export class HfTokenizer implements Tokenizer {
   }
 
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
-    return this.inner.decode(Array.from(ids), {
+    return this.#inner.decode(Array.from(ids), {
       skip_special_tokens: options.skipSpecialTokens ?? false,
     });
   }
