@@ -358,3 +358,31 @@ describe('export and evaluation', () => {
     expect(Array.from(tensorBytes(tensor('bfloat16', [1], [1])))).toEqual([0x80, 0x3f]);
   });
 });
+
+describe('symbolic dims as monomials', () => {
+  it('names products and sums canonically, so broadcasts of equal sizes need no run-time test', () => {
+    const b = new GraphBuilder('monomials');
+    const x = b.input('x', 'float32', ['batch', 'seq', 8]);
+    const flat = b.reshape(x, [-1, 8]); // batch·seq rows
+    expect(flat.shape).toEqual(['batch*seq', 8]);
+    const back = b.reshape(flat, [0, 4, -1]); // (batch·seq·8) / (batch·seq·4) = 2
+    expect(back.shape).toEqual(['batch*seq', 4, 2]);
+    const pos = b.input('p', 'float32', ['seq']);
+    const twice = b.concat([pos, pos], 0);
+    expect(twice.shape).toEqual(['2*seq']);
+    const heads = b.reshape(x, [0, 0, 2, 4]); // [batch, seq, 2, 4]
+    const stacked = b.reshape(b.transpose(heads, [0, 2, 1, 3]), [0, -1, 4]); // [batch, 2·seq, 4]
+    expect(stacked.shape).toEqual(['batch', '2*seq', 4]);
+    // scores [batch, 2·seq, seq] + bias [batch, 1 → broadcast, seq]: the gradient of the add
+    // w.r.t. the scores is the incoming gradient itself, with no Where/Slice un-broadcast test.
+    const keys = b.input('k', 'float32', ['batch', 'seq', 4]);
+    const scores = b.matmul(stacked, b.transpose(keys, [0, 2, 1])); // [batch, 2·seq, seq]
+    const bias = b.unsqueeze(b.concat([pos, pos], 0), [0, 2]); // [1, 2·seq, 1]
+    const loss = b.reduceSum(b.add(scores, bias));
+    b.grad(loss, [x]);
+    const grads = b.graph.nodes.filter((n) => n.name.includes('.grad'));
+    expect(
+      grads.some((n) => n.name.includes('Add') && (n.op === 'Where' || n.op === 'Slice')),
+    ).toBe(false);
+  });
+});

@@ -1,5 +1,6 @@
 // Shape-inference helpers shared by the op rules.
 import type { InferCtx, ValueType } from '../ops/op.js';
+import { dimMul } from './dim-algebra.js';
 import type { Dim, Shape } from './types.js';
 
 export const isStatic = (s: Shape | undefined): s is readonly number[] =>
@@ -56,7 +57,5 @@ export function knownInts(ctx: InferCtx, i: number): number[] | undefined {
   return k?.every((d) => typeof d === 'number') ? (k as number[]) : undefined;
 }
 
-export const dimProduct = (dims: readonly Dim[]): Dim | undefined =>
-  dims.every((d) => typeof d === 'number')
-    ? dims.reduce<number>((a, d) => a * (d as number), 1)
-    : undefined;
+/** The product of dims: a number when all are numbers, a symbolic monomial (dim-algebra.ts) otherwise. */
+export const dimProduct = (dims: readonly Dim[]): Dim | undefined => dimMul(dims);

@@ -1,5 +1,7 @@
 // Ops that reshape or retype data: Shape, Size, Reshape, Transpose, Unsqueeze, Squeeze, Expand,
 // Cast, Range, ConstantOfShape. Their gradients only move data back.
+
+import { dimDiv } from '../ir/dim-algebra.js';
 import type { Value } from '../ir/graph.js';
 import { broadcast, dimProduct, isStatic, knownInts, normAxis, req } from '../ir/shape.js';
 import { tensor } from '../ir/tensor.js';
@@ -39,7 +41,9 @@ function reshapeDims(c: InferCtx, from: readonly Dim[] | undefined, target: read
         c.fail(`cannot reshape ${total} elements into [${target.join(', ')}]`);
       out[neg] = total / rest;
     } else if (from) {
-      // Cancel equal dims (symbolic or not) and see what one dim is left.
+      // Symbolic: divide the monomials (batch*seq*H / H = batch*seq); else cancel equal dims and
+      // see what one dim is left.
+      const quotient = total !== undefined && rest !== undefined ? dimDiv(total, rest) : undefined;
       const left = [...from];
       const others = out.filter((_, i) => i !== neg);
       const unmatched = others.filter((d) => {
@@ -49,7 +53,8 @@ function reshapeDims(c: InferCtx, from: readonly Dim[] | undefined, target: read
         return false;
       });
       const leftOver = left.length === 1 ? left[0] : dimProduct(left);
-      out[neg] = unmatched.length === 0 && leftOver !== undefined ? leftOver : c.fresh();
+      out[neg] =
+        quotient ?? (unmatched.length === 0 && leftOver !== undefined ? leftOver : c.fresh());
     } else out[neg] = c.fresh();
   } else if (from && isStatic(from) && isStatic(out) && shapeSize(from) !== shapeSize(out)) {
     c.fail(`cannot reshape [${from.join(', ')}] into [${out.join(', ')}]`);

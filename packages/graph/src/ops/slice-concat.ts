@@ -1,4 +1,6 @@
 // Ops that cut and join along axes: Concat, Split, Slice, Pad. Their gradients put the pieces back.
+
+import { dimSum } from '../ir/dim-algebra.js';
 import type { Value } from '../ir/graph.js';
 import { knownInts, normAxis, req } from '../ir/shape.js';
 import type { Dim, HostTensor } from '../ir/types.js';
@@ -67,7 +69,7 @@ export const sliceConcatOps = defineOps(
       }
       shape[axis] = xs.every((x) => typeof x.shape![axis] === 'number')
         ? xs.reduce((s, x) => s + (x.shape![axis] as number), 0)
-        : c.fresh();
+        : (dimSum(xs.map((x) => x.shape![axis]!)) ?? c.fresh());
       const known = r === 1 && xs.every((x) => x.known) ? xs.flatMap((x) => x.known!) : undefined;
       return [{ dtype: xs[0]!.dtype, shape, known }];
     },
