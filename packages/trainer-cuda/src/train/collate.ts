@@ -153,9 +153,11 @@ export interface MicroBatch {
 }
 
 /**
- * Greedy packing in row order: a micro-batch grows while (rows × longest row) stays within
- * `maxTokens` (padding counted, since the graph computes it). A row longer than the budget
- * goes alone. Rows with no target are skipped.
+ * Rows sorted by length (ties in row order), then packed greedily: a micro-batch grows while
+ * (rows × longest row) stays within `maxTokens` — padding counts, since the graph computes it,
+ * and attention costs the square of the longest row, so rows of similar length go together. A
+ * row longer than the budget goes alone; rows with no target are skipped. The split changes no
+ * result: the loss weights are the whole batch's, so micro-batches only add up.
  */
 export function packMicroBatches(
   rows: readonly TrainRow[],
@@ -165,9 +167,13 @@ export function packMicroBatches(
   if (!(maxTokens >= 1)) throw new RangeError(`maxTokens must be ≥ 1, got ${maxTokens}`);
   const out: MicroBatch[] = [];
   let cur: MicroBatch | undefined;
-  rows.forEach((r, ri) => {
+  const order = rows
+    .map((_, i) => i)
+    .sort((a, b) => rows[a]!.tokens.length - rows[b]!.tokens.length || a - b);
+  for (const ri of order) {
+    const r = rows[ri]!;
     const k = targets.rowCount[ri]!;
-    if (k === 0) return;
+    if (k === 0) continue;
     const len = r.tokens.length;
     if (cur && (cur.rows.length + 1) * Math.max(cur.seqLen, len) <= maxTokens) {
       cur.rows.push(ri);
@@ -177,7 +183,7 @@ export function packMicroBatches(
       cur = { rows: [ri], seqLen: len, numTargets: k };
       out.push(cur);
     }
-  });
+  }
   return out;
 }
 
