@@ -1,6 +1,7 @@
 // Public API of @flowgrpo/trainer.
 
 export * from './artifacts/decoder-artifacts.js';
+export * from './demo/index.js';
 export * from './generation/decoder-generator.js';
 export * from './generation/local-policy-engine.js';
 export * from './generation/sampling.js';
@@ -17,7 +18,17 @@ export * from './models/tiny-factory.js';
 export * from './models/weights/index.js';
 export * from './runtime/index.js';
 export * from './tokenizers/index.js';
+export * from './train/checkpoint.js';
 export * from './train/collate.js';
+export * from './train/config.js';
+export * from './train/data-order.js';
+export * from './train/evaluate.js';
+export * from './train/grpo-trainer.js';
 export * from './train/lora-policy.js';
+export * from './train/progress.js';
+export * from './train/report.js';
+export * from './train/run-dir.js';
+export * from './train/sampling-override.js';
+export * from './train/sft-trainer.js';
 export * from './train/train-step-graph.js';
 export * from './train-loop/index.js';

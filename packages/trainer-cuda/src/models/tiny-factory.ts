@@ -5,7 +5,7 @@ import { ByteLevelTokenizer } from '../tokenizers/byte-level-tokenizer.js';
 import type { DecoderConfig } from './config.js';
 import { saveHfModel } from './weights/hf-folder.js';
 import type { ModelWeights, WeightDType } from './weights/model-weights.js';
-import { expectedTensorShapes } from './weights/tensor-names.js';
+import { EMBED_TOKENS, expectedTensorShapes } from './weights/tensor-names.js';
 
 // A tiny Qwen2-architecture model created from a seed, written as a real HF folder (config.json,
 // model.safetensors, generation_config.json, tokenizer.json, tokenizer_config.json). It is the
@@ -27,6 +27,11 @@ export interface TinyQwen2Options {
   tieWordEmbeddings?: boolean;
   maxPositionEmbeddings?: number;
   initializerRange?: number;
+  /**
+   * Std of the token embeddings (default: initializerRange). With tied embeddings it also sets
+   * the logit range a model with untrained norms can reach: max logit ≈ hidden · std.
+   */
+  embeddingInitRange?: number;
   /** Storage dtype of model.safetensors and of the returned weights (default F32). */
   dtype?: WeightDType;
 }
@@ -82,6 +87,7 @@ export function tinyQwen2Config(
 export function initTinyWeights(
   config: DecoderConfig,
   seed: number | bigint | string,
+  options: { embeddingInitRange?: number } = {},
 ): ModelWeights {
   const root = createRng(seed);
   const tensors = new Map<string, Tensor<WeightDType>>();
@@ -91,7 +97,11 @@ export function initTinyWeights(
     if (name.endsWith('norm.weight')) values.fill(1);
     else if (!name.endsWith('.bias')) {
       const rng = root.fork(name);
-      for (let i = 0; i < n; i++) values[i] = rng.normal() * config.initializerRange;
+      const std =
+        name === EMBED_TOKENS
+          ? (options.embeddingInitRange ?? config.initializerRange)
+          : config.initializerRange;
+      for (let i = 0; i < n; i++) values[i] = rng.normal() * std;
     }
     tensors.set(name, createTensor('F32', shape, values));
   }
@@ -104,7 +114,11 @@ export async function createTinyQwen2(dir: string, options: TinyQwen2Options): P
   const dtype = options.dtype ?? 'F32';
   const torchDtype = { F32: 'float32', F16: 'float16', BF16: 'bfloat16' }[dtype];
   const config = { ...tinyQwen2Config(options, tokenizer), torchDtype };
-  const init = initTinyWeights(config, options.seed);
+  const init = initTinyWeights(config, options.seed, {
+    ...(options.embeddingInitRange !== undefined && {
+      embeddingInitRange: options.embeddingInitRange,
+    }),
+  });
   const weights: ModelWeights = {
     config,
     tensors: new Map(

@@ -1,0 +1,4 @@
+export * from './almanac.js';
+export * from './roles.js';
+export * from './task.js';
+export * from './teacher.js';

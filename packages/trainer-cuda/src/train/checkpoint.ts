@@ -1,0 +1,176 @@
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  DataFormatError,
+  FlowGrpoError,
+  readSafetensors,
+  tensorToFloat32,
+  writeSafetensors,
+} from '@flowgrpo/core';
+import * as ort from 'onnxruntime-node';
+import type { LoraConfig } from '../lora/lora-config.js';
+import { type LoraParams, loadLoraAdapter, saveLoraAdapter } from '../lora/lora-weights.js';
+import type { DecoderConfig } from '../models/config.js';
+import type { TrainStepState } from '../train-loop/train-step-runner.js';
+import { writeDirAtomically } from '../util/atomic-dir.js';
+
+// Checkpoints as HF Trainer lays them out: output_dir/checkpoint-<step>/ with the PEFT adapter
+// (adapter_config.json + adapter_model.safetensors: loadable by PEFT and vLLM as they are), the
+// optimizer state (optimizer.safetensors: AdamW's m and v per LoRA matrix) and trainer_state.json
+// (global step, data cursor, RNG description, config, the metrics so far). Written to a
+// temporary folder and renamed, so a kill never leaves a half checkpoint.
+
+export const TRAINER_STATE = 'trainer_state.json';
+export const OPTIMIZER_STATE = 'optimizer.safetensors';
+
+export interface TrainerState {
+  /** Optimizer steps done (TRL's global_step). */
+  global_step: number;
+  /** Rollout batches (GRPO) or batches (SFT) consumed. */
+  batches: number;
+  epoch: number;
+  /** The next example of the current epoch's seeded permutation. */
+  data_cursor: number;
+  /**
+   * How every random stream is derived: from `seed` and the step, so nothing else is needed to
+   * continue exactly (dataset order: permutation(seed, epoch); rollouts: seed + batch index).
+   */
+  rng: { seed: number; scheme: string };
+  nan_steps_skipped: number;
+  /** The metrics logged so far, one record per logged step. */
+  log_history: Record<string, number>[];
+  /** Anything else the trainer wants back (e.g. best eval metric). */
+  extra?: Record<string, unknown>;
+  config: Record<string, unknown>;
+}
+
+export class CheckpointError extends FlowGrpoError {
+  static override readonly code = 'CHECKPOINT_ERROR';
+  readonly path: string;
+  constructor(message: string, fields: { path: string }, options?: { cause?: unknown }) {
+    super(`${fields.path}: ${message}`, options);
+    this.path = fields.path;
+  }
+}
+
+export const checkpointName = (step: number) => `checkpoint-${step}`;
+
+/** Writes checkpoint-<step> atomically; returns its path. */
+export async function saveCheckpoint(
+  outputDir: string,
+  o: {
+    config: DecoderConfig;
+    lora: LoraConfig;
+    state: TrainStepState;
+    trainer: TrainerState;
+    baseModel?: string;
+  },
+): Promise<string> {
+  const dir = join(outputDir, checkpointName(o.trainer.global_step));
+  await writeDirAtomically(dir, async (tmp) => {
+    const params: LoraParams = new Map(
+      Object.entries(o.state.params).map(([k, t]) => [k, t.data as Float32Array<ArrayBuffer>]),
+    );
+    await saveLoraAdapter(tmp, o.config, o.lora, params, { baseModel: o.baseModel });
+    const moments = [
+      ...Object.entries(o.state.m).map(([k, t]) => [`m.${k}`, t] as const),
+      ...Object.entries(o.state.v).map(([k, t]) => [`v.${k}`, t] as const),
+    ].map(
+      ([name, t]) =>
+        [
+          name,
+          { dtype: 'F32' as const, shape: [...t.dims], data: t.data as Float32Array },
+        ] as const,
+    );
+    await writeSafetensors(join(tmp, OPTIMIZER_STATE), moments, {
+      metadata: { format: 'pt', optimizer: 'adamw', step: String(o.state.step) },
+    });
+    await writeFile(join(tmp, TRAINER_STATE), `${JSON.stringify(o.trainer, null, 2)}\n`);
+  });
+  return dir;
+}
+
+export interface LoadedCheckpoint {
+  dir: string;
+  lora: LoraConfig;
+  params: LoraParams;
+  optimizer: { step: number; m: Record<string, ort.Tensor>; v: Record<string, ort.Tensor> };
+  trainer: TrainerState;
+}
+
+/** Reads a checkpoint folder; a missing or corrupt part is a CheckpointError naming the file. */
+export async function loadCheckpoint(
+  dir: string,
+  config: DecoderConfig,
+): Promise<LoadedCheckpoint> {
+  const statePath = join(dir, TRAINER_STATE);
+  let trainer: TrainerState;
+  try {
+    trainer = JSON.parse(readFileSync(statePath, 'utf8')) as TrainerState;
+  } catch (cause) {
+    throw new CheckpointError(
+      `cannot read ${TRAINER_STATE}: ${(cause as Error).message}`,
+      { path: dir },
+      { cause },
+    );
+  }
+  if (!Number.isInteger(trainer.global_step) || !Number.isInteger(trainer.data_cursor))
+    throw new CheckpointError(`${TRAINER_STATE} has no integer global_step / data_cursor`, {
+      path: dir,
+    });
+  let adapter: Awaited<ReturnType<typeof loadLoraAdapter>>;
+  try {
+    adapter = await loadLoraAdapter(dir, config);
+  } catch (cause) {
+    throw new CheckpointError(`adapter: ${(cause as Error).message}`, { path: dir }, { cause });
+  }
+  let tensors: Awaited<ReturnType<typeof readSafetensors>>;
+  try {
+    tensors = await readSafetensors(join(dir, OPTIMIZER_STATE));
+  } catch (cause) {
+    if (DataFormatError.isInstance(cause) || cause instanceof Error)
+      throw new CheckpointError(
+        `${OPTIMIZER_STATE}: ${(cause as Error).message}`,
+        { path: dir },
+        { cause },
+      );
+    throw cause;
+  }
+  const m: Record<string, ort.Tensor> = {};
+  const v: Record<string, ort.Tensor> = {};
+  for (const [name, p] of adapter.params) {
+    const tm = tensors.tensors.get(`m.${name}`);
+    const tv = tensors.tensors.get(`v.${name}`);
+    if (!tm || !tv)
+      throw new CheckpointError(`${OPTIMIZER_STATE} lacks the moments of ${name}`, { path: dir });
+    const dims = [...tm.shape];
+    if (dims.reduce((a, b) => a * b, 1) !== p.length)
+      throw new CheckpointError(`${OPTIMIZER_STATE}: moments of ${name} have the wrong shape`, {
+        path: dir,
+      });
+    m[name] = new ort.Tensor('float32', Float32Array.from(tensorToFloat32(tm)), dims);
+    v[name] = new ort.Tensor('float32', Float32Array.from(tensorToFloat32(tv)), dims);
+  }
+  const step = Number(tensors.metadata?.step ?? trainer.global_step);
+  return { dir, lora: adapter.lora, params: adapter.params, optimizer: { step, m, v }, trainer };
+}
+
+/** checkpoint-<n> folders of a run, oldest first. */
+export function listCheckpoints(outputDir: string): { step: number; dir: string }[] {
+  if (!existsSync(outputDir)) return [];
+  return readdirSync(outputDir)
+    .map((name) => /^checkpoint-(\d+)$/.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ step: Number(m[1]), dir: join(outputDir, m[0]) }))
+    .filter((c) => existsSync(join(c.dir, TRAINER_STATE)))
+    .sort((a, b) => a.step - b.step);
+}
+
+/** Removes the oldest checkpoints beyond `limit` (0 = keep all). */
+export function rotateCheckpoints(outputDir: string, limit: number): void {
+  if (limit <= 0) return;
+  const all = listCheckpoints(outputDir);
+  for (const c of all.slice(0, Math.max(0, all.length - limit)))
+    rmSync(c.dir, { recursive: true, force: true });
+}

@@ -1,0 +1,172 @@
+import { ConfigError } from '@flowgrpo/core';
+import { z } from 'zod';
+import { LORA_TARGET_MODULES } from '../lora/lora-config.js';
+
+// Trainer configurations, keyed as TRL's GRPOConfig / SFTConfig (and HF TrainingArguments) where
+// a key means the same thing, plus flowgrpo's own keys for what TRL has no word for (multi-turn
+// rollouts, token budgets). Validated by zod; an error names the key.
+
+const positiveInt = z.number().int().positive();
+const nonNegative = z.number().nonnegative();
+
+/** LoRA as PEFT's LoraConfig names it. */
+export const LoraOptionsSchema = z.object({
+  r: positiveInt.default(16),
+  lora_alpha: z.number().positive().default(32),
+  target_modules: z
+    .array(z.enum(LORA_TARGET_MODULES))
+    .min(1)
+    .default(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']),
+  use_rslora: z.boolean().default(false),
+});
+
+const common = {
+  /** Run directory: config.json, metrics.jsonl, checkpoints, report.html. */
+  output_dir: z.string().min(1),
+  learning_rate: z.number().positive(),
+  lr_scheduler_type: z
+    .enum(['constant', 'constant_with_warmup', 'linear', 'cosine'])
+    .default('constant'),
+  warmup_ratio: z.number().min(0).max(1).default(0),
+  warmup_steps: z.number().int().nonnegative().default(0),
+  weight_decay: nonNegative.default(0),
+  adam_beta1: z.number().min(0).lt(1).default(0.9),
+  adam_beta2: z.number().min(0).lt(1).default(0.999),
+  adam_epsilon: z.number().positive().default(1e-8),
+  max_grad_norm: nonNegative.default(1),
+  /** Optimizer steps in all (TRL's `max_steps`). */
+  max_steps: positiveInt,
+  logging_steps: positiveInt.default(1),
+  /** Save a checkpoint every this many optimizer steps (0 = only at the end). */
+  save_steps: z.number().int().nonnegative().default(0),
+  /** Keep at most this many checkpoints (oldest removed first); 0 = all. */
+  save_total_limit: z.number().int().nonnegative().default(0),
+  /** Evaluate every this many optimizer steps (0 = only at the end, when an eval set is given). */
+  eval_steps: z.number().int().nonnegative().default(0),
+  seed: z.number().int().default(42),
+  /** A checkpoint folder to resume from, or true for the latest one in output_dir. */
+  resume_from_checkpoint: z.union([z.string(), z.boolean()]).default(false),
+  lora: LoraOptionsSchema.default(LoraOptionsSchema.parse({})),
+  /** flowgrpo: padded tokens per micro-batch (gradient accumulation is automatic and exact). */
+  max_tokens_per_microbatch: positiveInt.default(8192),
+  /** flowgrpo: stop the run after this many non-finite updates in a row. */
+  max_nan_steps_in_a_row: positiveInt.default(3),
+  /** ORT intra-op threads for the training sessions (default: ORT's choice). */
+  intra_op_threads: positiveInt.optional(),
+};
+
+export const GRPOConfigSchema = z
+  .object({
+    ...common,
+    learning_rate: z.number().positive().default(1e-5),
+    /** G: completions (trajectories) per query. */
+    num_generations: z.number().int().min(2).default(8),
+    /** flowgrpo: queries per rollout batch (the batch holds queries × G trajectories). */
+    queries_per_step: positiveInt.default(8),
+    /** μ: optimizer updates per rollout batch, against the true old log-probs (PPO epochs). */
+    num_iterations: positiveInt.default(1),
+    /** KL coefficient (TRL default 0: no reference model pass). */
+    beta: nonNegative.default(0),
+    /** flowgrpo: the KL estimator: k1, k2 or k3 (TRL's and verl's low-variance KL). */
+    kl_estimator: z.enum(['k1', 'k2', 'k3']).default('k3'),
+    /** Lower clip ε. */
+    epsilon: z.number().min(0).max(1).default(0.2),
+    /** Upper clip ε (DAPO clip-higher); default = epsilon. */
+    epsilon_high: nonNegative.optional(),
+    /** verl's dual-clip constant c > 1 (for A < 0 the loss is capped at −c·A); off when unset. */
+    clip_ratio_c: z.number().gt(1).optional(),
+    /**
+     * TRL's loss types plus Flow-GRPO's: grpo (mean over completions of token means), dapo and
+     * bnpo (token mean over the batch), dr_grpo (Σ / (completions × max_completion_length)),
+     * flow (mean over trajectories of mean over turns of mean over tokens — AgentFlow).
+     */
+    loss_type: z.enum(['grpo', 'dapo', 'bnpo', 'dr_grpo', 'flow']).default('flow'),
+    /** How rewards are scaled into advantages: group std (GRPO), batch std, or none (Dr.GRPO). */
+    scale_rewards: z
+      .union([z.enum(['group', 'batch', 'none']), z.boolean()])
+      .default('group')
+      .transform((v) => (v === true ? 'group' : v === false ? 'none' : v)),
+    /** Most tokens the policy samples per planner turn. */
+    max_completion_length: positiveInt.default(256),
+    temperature: z.number().positive().default(1),
+    top_p: z.number().gt(0).max(1).default(1),
+    top_k: z.number().int().nonnegative().default(0),
+    /** Truncated completions carry no loss (TRL's mask_truncated_completions). */
+    mask_truncated_completions: z.boolean().default(false),
+    /** flowgrpo: drop groups whose rewards are all equal (no gradient; DAPO dynamic sampling). */
+    filter_zero_variance_groups: z.boolean().default(false),
+    /** flowgrpo: rollouts running at once. */
+    rollout_concurrency: positiveInt.default(64),
+    /** flowgrpo: planner turns per rollout (FlowRollout's maxTurns when the trainer builds it). */
+    max_turns: positiveInt.default(5),
+    /**
+     * Truncated importance sampling for rollouts from another engine (TRL's vLLM correction):
+     * the loss of each token is weighted by min(π_old / π_sampler, cap).
+     */
+    vllm_importance_sampling_correction: z.boolean().default(false),
+    vllm_importance_sampling_cap: z.number().positive().default(2),
+    /** Reward that counts as a correct answer for accuracy metrics. */
+    success_threshold: z.number().default(1),
+  })
+  .strict();
+export type GRPOConfig = z.output<typeof GRPOConfigSchema>;
+export type GRPOConfigInput = z.input<typeof GRPOConfigSchema>;
+
+export const SFTConfigSchema = z
+  .object({
+    ...common,
+    learning_rate: z.number().positive().default(2e-4),
+    /** Examples per optimizer step. */
+    per_device_train_batch_size: positiveInt.default(16),
+    /** Loss on the assistant turns only (TRL's assistant_only_loss); false = every token. */
+    assistant_only_loss: z.boolean().default(true),
+    /** Longest example kept (tokens); longer ones are truncated from the left. */
+    max_length: positiveInt.default(1024),
+    /** Stop when the eval loss has not improved for this many evaluations (0 = never). */
+    early_stopping_patience: z.number().int().nonnegative().default(0),
+  })
+  .strict();
+export type SFTConfig = z.output<typeof SFTConfigSchema>;
+export type SFTConfigInput = z.input<typeof SFTConfigSchema>;
+
+/** Parses a config; an invalid one throws ConfigError naming the first offending key. */
+export function parseConfig<S extends z.ZodType>(
+  schema: S,
+  input: unknown,
+  what: string,
+): z.output<S> {
+  const r = schema.safeParse(input);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const key =
+    issue.path.join('.') || (issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : '');
+  const message =
+    issue.code === 'unrecognized_keys'
+      ? `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => `'${k}'`).join(', ')}`
+      : issue.message;
+  throw new ConfigError(`${what}: ${key ? `${key}: ` : ''}${message}`, { key });
+}
+
+/** The learning rate at (1-based) optimizer step `step` under HF's schedules. */
+export function learningRateAt(
+  step: number,
+  c: Pick<
+    GRPOConfig,
+    'learning_rate' | 'lr_scheduler_type' | 'warmup_ratio' | 'warmup_steps' | 'max_steps'
+  >,
+): number {
+  const warmup = c.warmup_steps > 0 ? c.warmup_steps : Math.ceil(c.warmup_ratio * c.max_steps);
+  const s = step - 1; // HF counts the first update as step 0
+  if (c.lr_scheduler_type !== 'constant' && s < warmup)
+    return (c.learning_rate * s) / Math.max(1, warmup);
+  const progress = (s - warmup) / Math.max(1, c.max_steps - warmup);
+  switch (c.lr_scheduler_type) {
+    case 'constant':
+    case 'constant_with_warmup':
+      return c.learning_rate;
+    case 'linear':
+      return c.learning_rate * Math.max(0, 1 - progress);
+    case 'cosine':
+      return c.learning_rate * 0.5 * (1 + Math.cos(Math.PI * Math.min(1, progress)));
+  }
+}

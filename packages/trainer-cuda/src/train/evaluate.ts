@@ -1,0 +1,224 @@
+import type { RolloutAgent } from '@flowgrpo/agent';
+import type { SampleRow, Trajectory } from '@flowgrpo/core';
+import { type RewardFunction, rewardInputFromTrajectory } from '@flowgrpo/reward';
+
+// Evaluation of a policy inside its agent on a dataset: each question once, the reward function
+// scoring the final answer. Reports what the seeds' tables report — accuracy (with a 95% Wilson
+// interval), format compliance, mean turns, tool calls per trajectory, tool error rate, mean
+// completion length, time — overall and per source, and renders several policies side by side.
+
+export interface EvaluateOptions {
+  /** The agent around the policy under test (greedy sampling for a deterministic score). */
+  agent: RolloutAgent;
+  dataset: readonly SampleRow[];
+  reward: RewardFunction<object>;
+  /** Rollouts at once (default 32). */
+  concurrency?: number;
+  /** A reward at or above this counts as correct (default 1). */
+  successThreshold?: number;
+  /** Rollout seeds are seed + index (default 0). */
+  seed?: number;
+  /** Label of the policy in tables (default 'policy'). */
+  name?: string;
+  signal?: AbortSignal;
+  /** Called after each finished rollout with the count so far. */
+  onProgress?: (done: number, total: number, correct: number) => void;
+  /** Keep the trajectories in the result (default false). */
+  keepTrajectories?: boolean;
+}
+
+export interface EvalSummary {
+  n: number;
+  accuracy: number;
+  /** Wilson score interval at 95%. */
+  accuracy_ci95: [number, number];
+  reward_mean: number;
+  /** Trajectories whose every planner turn parsed and that ended with an answer. */
+  format_compliance: number;
+  turns_mean: number;
+  tool_calls_per_trajectory: number;
+  /** Failed tool calls / tool calls. */
+  tool_error_rate: number;
+  /** Sampled tokens per trajectory. */
+  completion_length_mean: number;
+}
+
+export interface EvalResult extends EvalSummary {
+  name: string;
+  time_s: number;
+  per_source: Record<string, EvalSummary>;
+  trajectories?: Trajectory[];
+}
+
+/** Wilson score interval for k successes in n trials at z = 1.96. */
+export function wilsonInterval(k: number, n: number, z = 1.959964): [number, number] {
+  if (n === 0) return [0, 0];
+  const p = k / n;
+  const d = 1 + (z * z) / n;
+  const c = (p + (z * z) / (2 * n)) / d;
+  const h = (z * Math.sqrt((p * (1 - p)) / n + (z * z) / (4 * n * n))) / d;
+  return [Math.max(0, c - h), Math.min(1, c + h)];
+}
+
+interface Scored {
+  trajectory: Trajectory;
+  reward: number;
+  source: string;
+}
+
+function toolCalls(t: Trajectory): number {
+  return (t.turns ?? []).filter((u) => u.toolName !== undefined && u.toolName !== 'None').length;
+}
+
+function toolErrors(t: Trajectory): number {
+  const errors = (t.metadata?.errors as { role: string }[] | undefined) ?? [];
+  return errors.filter((e) => e.role === 'tools').length;
+}
+
+function compliant(t: Trajectory): boolean {
+  const parsed = (t.turns ?? []).every((u) => u.parsed !== false);
+  return parsed && t.stopReason !== 'parse_error' && t.stopReason !== 'error';
+}
+
+function completionLength(t: Trajectory): number {
+  if (t.turns) return t.turns.reduce((s, u) => s + u.actionTokens.length, 0);
+  return (t.segments ?? []).filter((s) => s.trainable).reduce((s, g) => s + g.tokens.length, 0);
+}
+
+function summarize(items: readonly Scored[], threshold: number): EvalSummary {
+  const n = items.length;
+  const mean = (f: (s: Scored) => number) =>
+    n === 0 ? 0 : items.reduce((a, s) => a + f(s), 0) / n;
+  const correct = items.filter((s) => s.reward >= threshold).length;
+  const calls = items.reduce((a, s) => a + toolCalls(s.trajectory), 0);
+  const errors = items.reduce((a, s) => a + toolErrors(s.trajectory), 0);
+  return {
+    n,
+    accuracy: n === 0 ? 0 : correct / n,
+    accuracy_ci95: wilsonInterval(correct, n),
+    reward_mean: mean((s) => s.reward),
+    format_compliance: mean((s) => (compliant(s.trajectory) ? 1 : 0)),
+    turns_mean: mean((s) => s.trajectory.turns?.length ?? 0),
+    tool_calls_per_trajectory: mean((s) => toolCalls(s.trajectory)),
+    tool_error_rate: calls === 0 ? 0 : errors / calls,
+    completion_length_mean: mean((s) => completionLength(s.trajectory)),
+  };
+}
+
+/** Runs the agent once per row and scores it. Failed rollouts count as wrong, never as a crash. */
+export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
+  const start = performance.now();
+  const threshold = o.successThreshold ?? 1;
+  const results: Scored[] = new Array(o.dataset.length);
+  let next = 0;
+  let done = 0;
+  let correct = 0;
+  const worker = async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= o.dataset.length) return;
+      o.signal?.throwIfAborted();
+      const row = o.dataset[i]!;
+      const trajectory = await runOne(o.agent, row, (o.seed ?? 0) + i, o.signal);
+      let reward = 0;
+      try {
+        reward = (await o.reward.score(rewardInputFromTrajectory(trajectory))).score;
+      } catch {
+        reward = 0;
+      }
+      results[i] = { trajectory, reward, source: row.source };
+      done++;
+      if (reward >= threshold) correct++;
+      o.onProgress?.(done, o.dataset.length, correct);
+    }
+  };
+  const width = Math.max(1, Math.min(o.concurrency ?? 32, o.dataset.length));
+  await Promise.all(Array.from({ length: width }, worker));
+  const perSource: Record<string, EvalSummary> = {};
+  for (const source of [...new Set(results.map((r) => r.source))].sort())
+    perSource[source] = summarize(
+      results.filter((r) => r.source === source),
+      threshold,
+    );
+  return {
+    name: o.name ?? 'policy',
+    ...summarize(results, threshold),
+    time_s: (performance.now() - start) / 1000,
+    per_source: perSource,
+    ...(o.keepTrajectories && { trajectories: results.map((r) => r.trajectory) }),
+  };
+}
+
+/** One rollout of a dataset row; an agent that throws gives an 'error' trajectory. */
+export async function runOne(
+  agent: RolloutAgent,
+  row: SampleRow,
+  seed: number,
+  signal?: AbortSignal,
+  ids: { queryId?: string; groupId?: string; index?: number } = {},
+): Promise<Trajectory> {
+  const queryId = ids.queryId ?? String(row.id);
+  const groupId = ids.groupId ?? queryId;
+  try {
+    return await agent.run(row.question, {
+      queryId,
+      groupId,
+      groundTruth: row.result,
+      seed,
+      ...(ids.index !== undefined && { index: ids.index }),
+      ...(signal && { signal }),
+    });
+  } catch (e) {
+    if (signal?.aborted) throw e;
+    const error = e instanceof Error ? e : new Error(String(e));
+    return {
+      queryId,
+      groupId,
+      question: row.question,
+      groundTruth: row.result,
+      turns: [],
+      finalAnswer: '',
+      stopReason: 'error',
+      timings: {},
+      metadata: {
+        rolloutError: { name: error.name, message: error.message },
+        errors: [
+          {
+            role: 'rollout',
+            code: (error as { code?: string }).code ?? error.name,
+            message: error.message,
+          },
+        ],
+      },
+    };
+  }
+}
+
+/** Base / SFT / GRPO side by side: a text table (for a terminal) and the rows as JSON. */
+export function comparisonTable(results: readonly EvalResult[]): string {
+  const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+  const header = [
+    'policy',
+    'accuracy [95% CI]',
+    'format',
+    'turns',
+    'tool calls',
+    'tool errors',
+    'tokens',
+    'time',
+  ];
+  const rows = results.map((r) => [
+    r.name,
+    `${pct(r.accuracy)} [${(100 * r.accuracy_ci95[0]).toFixed(1)}, ${(100 * r.accuracy_ci95[1]).toFixed(1)}]`,
+    pct(r.format_compliance),
+    r.turns_mean.toFixed(2),
+    r.tool_calls_per_trajectory.toFixed(2),
+    pct(r.tool_error_rate),
+    r.completion_length_mean.toFixed(1),
+    `${r.time_s.toFixed(1)} s`,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}

@@ -1,0 +1,354 @@
+import { resolve } from 'node:path';
+import { type ChatMessage, ConfigError, type Trajectory } from '@flowgrpo/core';
+import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
+import { initLoraParams, type LoraParams, loadLoraAdapter } from '../lora/lora-weights.js';
+import type { DeviceRequest } from '../runtime/devices.js';
+import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import {
+  listCheckpoints,
+  loadCheckpoint,
+  rotateCheckpoints,
+  saveCheckpoint,
+  type TrainerState,
+} from './checkpoint.js';
+import { rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
+import {
+  learningRateAt,
+  parseConfig,
+  type SFTConfig,
+  type SFTConfigInput,
+  SFTConfigSchema,
+} from './config.js';
+import { EpochCursor } from './data-order.js';
+import { LoraPolicy } from './lora-policy.js';
+import { type Progress, silentProgress } from './progress.js';
+import { writeReport } from './report.js';
+import { type MetricsRecord, RunDirectory } from './run-dir.js';
+
+// Supervised fine-tuning with LoRA — the SFT → GRPO seed's warm start. Examples in TRL's dataset
+// formats (conversational `messages`, `prompt`/`completion`, plain `text`) or recorded
+// trajectories (the loss on the planner's action tokens only), tokenized once; loss on the
+// assistant tokens only; batches of examples split into token-budgeted micro-batches whose
+// gradients add up exactly; evaluation loss with early stopping; the same checkpoints, metrics
+// and report as GRPO.
+
+export type SFTExample =
+  | { messages: ChatMessage[] }
+  | { prompt: string; completion: string }
+  | { text: string }
+  | { trajectory: Trajectory };
+
+export interface SFTTrainerOptions {
+  config: SFTConfigInput;
+  /** An artifacts directory built with a LoRA config matching `config.lora`. */
+  artifacts: string;
+  tokenizer: Tokenizer;
+  trainDataset: readonly SFTExample[];
+  /** Held-out examples: the eval loss (and early stopping) is computed on them. */
+  evalDataset?: readonly SFTExample[];
+  adapter?: string | LoraParams;
+  device?: DeviceRequest;
+  progress?: Progress;
+  signal?: AbortSignal;
+  onLog?: (record: MetricsRecord) => void;
+  baseModel?: string;
+}
+
+export interface SFTResult {
+  globalStep: number;
+  /** The checkpoint with the lowest eval loss (or the last one without an eval set). */
+  bestCheckpoint: string;
+  bestEvalLoss: number | undefined;
+  checkpoint: string;
+  metrics: MetricsRecord[];
+  report: string;
+  stopped: 'max_steps' | 'early_stopping' | 'aborted';
+}
+
+/** One example as a training row: ids, the loss mask, and nothing sampled. */
+export function sftRows(
+  example: SFTExample,
+  tokenizer: Tokenizer,
+  o: { assistantOnly: boolean; maxLength: number },
+): TrainRow[] {
+  const eos = tokenizer.eosTokenId === undefined ? [] : [tokenizer.eosTokenId];
+  let rows: TrainRow[];
+  const row = (tokens: number[], mask: number[]): TrainRow => ({
+    tokens: Int32Array.from(tokens),
+    mask: Uint8Array.from(mask),
+    logprobs: new Float32Array(tokens.length).fill(Number.NaN),
+    advantage: 1,
+    trajectory: 0,
+    turn: 0,
+  });
+  if ('trajectory' in example) {
+    rows = rowsFromTrajectories([example.trajectory], [1]);
+  } else if ('text' in example) {
+    const ids = [...tokenizer.encode(example.text, { addBos: true }), ...eos];
+    rows = [
+      row(
+        ids,
+        ids.map(() => 1),
+      ),
+    ];
+  } else if ('prompt' in example) {
+    const p = Array.from(tokenizer.encode(example.prompt, { addBos: true }));
+    const c = [...tokenizer.encode(example.completion), ...eos];
+    rows = [row([...p, ...c], [...p.map(() => 0), ...c.map(() => 1)])];
+  } else {
+    if (!tokenizer.applyChatTemplate)
+      throw new ConfigError('conversational examples need a tokenizer with a chat template', {
+        key: 'tokenizer',
+      });
+    // Assistant spans by prefix rendering: the tokens of messages[0..i] with the generation
+    // prompt are a prefix of those of messages[0..i] (ChatML and the Qwen templates keep this).
+    const msgs = example.messages;
+    const full = Array.from(
+      tokenizer.encode(tokenizer.applyChatTemplate(msgs, { addGenerationPrompt: false })),
+    );
+    const mask = full.map(() => (o.assistantOnly ? 0 : 1));
+    if (o.assistantOnly)
+      msgs.forEach((m, i) => {
+        if (m.role !== 'assistant') return;
+        const start = tokenizer.encode(
+          tokenizer.applyChatTemplate!(msgs.slice(0, i), { addGenerationPrompt: true }),
+        ).length;
+        const end = tokenizer.encode(
+          tokenizer.applyChatTemplate!(msgs.slice(0, i + 1), { addGenerationPrompt: false }),
+        ).length;
+        for (let k = start; k < Math.min(end, full.length); k++) mask[k] = 1;
+      });
+    rows = [row(full, mask)];
+  }
+  // Longer than max_length: keep the end (where the answer is).
+  return rows.map((r) => {
+    if (r.tokens.length <= o.maxLength) return r;
+    const cut = r.tokens.length - o.maxLength;
+    return {
+      ...r,
+      tokens: r.tokens.slice(cut),
+      mask: r.mask.slice(cut),
+      logprobs: r.logprobs.slice(cut),
+    };
+  });
+}
+
+export class SFTTrainer {
+  readonly config: SFTConfig;
+  readonly #o: SFTTrainerOptions;
+  readonly #run: RunDirectory;
+
+  constructor(options: SFTTrainerOptions) {
+    this.config = parseConfig(SFTConfigSchema, options.config, 'SFT config');
+    this.#o = options;
+    if (options.trainDataset.length === 0)
+      throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
+    this.#run = new RunDirectory(resolve(this.config.output_dir));
+  }
+
+  async train(): Promise<SFTResult> {
+    const c = this.config;
+    const o = this.#o;
+    const progress = o.progress ?? silentProgress;
+    const manifest = readArtifactsManifest(o.artifacts);
+    if (!manifest.lora || manifest.lora.r !== c.lora.r || manifest.lora.alpha !== c.lora.lora_alpha)
+      throw new ConfigError(
+        `config.lora (r=${c.lora.r}, alpha=${c.lora.lora_alpha}) does not match the artifacts' LoRA (${manifest.lora ? `r=${manifest.lora.r}, alpha=${manifest.lora.alpha}` : 'none'})`,
+        { key: 'lora' },
+      );
+    const tok = { assistantOnly: c.assistant_only_loss, maxLength: c.max_length };
+    const examples = o.trainDataset.map((e) => sftRows(e, o.tokenizer, tok));
+    const evalRows = (o.evalDataset ?? []).flatMap((e) => sftRows(e, o.tokenizer, tok));
+
+    let state: TrainerState = {
+      global_step: 0,
+      batches: 0,
+      epoch: 0,
+      data_cursor: 0,
+      rng: { seed: c.seed, scheme: 'order = permutation(seed, epoch)' },
+      nan_steps_skipped: 0,
+      log_history: [],
+      extra: { best_eval_loss: null, best_checkpoint: null, evals_without_improvement: 0 },
+      config: { ...c },
+    };
+    let params: LoraParams;
+    let optimizerState: Awaited<ReturnType<typeof loadCheckpoint>>['optimizer'] | undefined;
+    const resumeFrom =
+      c.resume_from_checkpoint === true
+        ? listCheckpoints(this.#run.dir).at(-1)?.dir
+        : c.resume_from_checkpoint || undefined;
+    if (resumeFrom) {
+      const ck = await loadCheckpoint(resumeFrom, manifest.config);
+      state = { ...ck.trainer, config: { ...c } };
+      params = ck.params;
+      optimizerState = ck.optimizer;
+      this.#run.truncateMetrics(state.global_step);
+    } else if (typeof o.adapter === 'string')
+      params = (await loadLoraAdapter(o.adapter, manifest.config)).params;
+    else params = o.adapter ?? initLoraParams(manifest.config, manifest.lora, `${c.seed}:lora`);
+    this.#run.writeJson('config.json', { trainer: 'sft', ...c, artifacts: resolve(o.artifacts) });
+
+    const policy = await LoraPolicy.open({
+      artifacts: o.artifacts,
+      params,
+      device: o.device ?? 'cpu',
+      ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
+      optimizer: {
+        beta1: c.adam_beta1,
+        beta2: c.adam_beta2,
+        eps: c.adam_epsilon,
+        weightDecay: c.weight_decay,
+        maxGradNorm: c.max_grad_norm,
+      },
+      ...(optimizerState && { state: optimizerState }),
+    });
+    const extra = state.extra as {
+      best_eval_loss: number | null;
+      best_checkpoint: string | null;
+      evals_without_improvement: number;
+    };
+    const evalLoss = async (): Promise<number> => {
+      const targets = targetsOf(evalRows);
+      const lp = await policy.logprobs(evalRows, targets, {
+        loraScale: 1,
+        temperature: 1,
+        maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
+      });
+      let s = 0;
+      for (const x of lp) s -= x;
+      return s / Math.max(1, lp.length);
+    };
+    let stopped: SFTResult['stopped'] = 'max_steps';
+    let lastCheckpoint = '';
+    const save = async () => {
+      lastCheckpoint = await saveCheckpoint(this.#run.dir, {
+        config: manifest.config,
+        lora: manifest.lora!,
+        state: await policy.exportState(),
+        trainer: state,
+        ...(o.baseModel && { baseModel: o.baseModel }),
+      });
+      // Never rotate the best checkpoint away.
+      const best = extra.best_checkpoint;
+      if (c.save_total_limit > 0) {
+        const keep = listCheckpoints(this.#run.dir).filter((k) => k.dir !== best);
+        if (keep.length > c.save_total_limit)
+          rotateCheckpoints(this.#run.dir, c.save_total_limit + (best ? 1 : 0));
+      }
+      return lastCheckpoint;
+    };
+    try {
+      const bar = progress.start('SFT', c.max_steps);
+      bar.update(state.global_step);
+      let inARow = 0;
+      const cursor = new EpochCursor(examples.length, c.seed, state);
+      while (state.global_step < c.max_steps) {
+        if (o.signal?.aborted) {
+          stopped = 'aborted';
+          break;
+        }
+        const t0 = performance.now();
+        const rows = cursor.take(c.per_device_train_batch_size).flatMap((i) => examples[i]!);
+        const targets = targetsOf(rows);
+        const lr = learningRateAt(state.global_step + 1, c);
+        const r = await policy.update(
+          rows,
+          targets,
+          { nllWeights: new Float64Array(targets.count).fill(1 / Math.max(1, targets.count)) },
+          {
+            learningRate: lr,
+            temperature: 1,
+            epsilonLow: 0.2,
+            epsilonHigh: 0.2,
+            beta: 0,
+            klEstimator: 'k3',
+            maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
+          },
+        );
+        state.global_step++;
+        state.batches++;
+        if (r.skipped) {
+          state.nan_steps_skipped++;
+          if (++inARow >= c.max_nan_steps_in_a_row)
+            throw new ConfigError(
+              `SFT: ${inARow} updates in a row were not finite (step ${state.global_step}); lower learning_rate`,
+              {
+                key: 'learning_rate',
+              },
+            );
+        } else inARow = 0;
+        const record: MetricsRecord = {
+          step: state.global_step,
+          epoch: cursor.epochs,
+          loss: r.stats.nll_loss,
+          train_loss: r.stats.nll_loss,
+          grad_norm: r.gradNorm,
+          learning_rate: lr,
+          entropy: r.stats.entropy_sum,
+          num_tokens: targets.count,
+          nan_steps_skipped: state.nan_steps_skipped,
+          'timing/train_s': (performance.now() - t0) / 1000,
+        };
+        const evalNow =
+          evalRows.length > 0 &&
+          ((c.eval_steps > 0 && state.global_step % c.eval_steps === 0) ||
+            state.global_step >= c.max_steps);
+        if (evalNow) {
+          const loss = await evalLoss();
+          record.eval_loss = loss;
+          if (extra.best_eval_loss === null || loss < extra.best_eval_loss) {
+            extra.best_eval_loss = loss;
+            extra.evals_without_improvement = 0;
+            extra.best_checkpoint = await save();
+          } else extra.evals_without_improvement++;
+        }
+        state.log_history.push(record as Record<string, number>);
+        if (
+          (state.global_step - 1) % c.logging_steps === 0 ||
+          evalNow ||
+          state.global_step >= c.max_steps
+        ) {
+          this.#run.logMetrics(record);
+          o.onLog?.(record);
+        }
+        bar.update(state.global_step, {
+          loss: r.stats.nll_loss,
+          ...(extra.best_eval_loss !== null && { eval_loss: extra.best_eval_loss }),
+        });
+        if (
+          c.save_steps > 0 &&
+          state.global_step % c.save_steps === 0 &&
+          !lastCheckpoint.endsWith(`-${state.global_step}`)
+        )
+          await save();
+        if (
+          c.early_stopping_patience > 0 &&
+          extra.evals_without_improvement >= c.early_stopping_patience
+        ) {
+          stopped = 'early_stopping';
+          progress.log(
+            `SFT: eval loss has not improved for ${extra.evals_without_improvement} evaluations; stopping at step ${state.global_step} (best ${extra.best_eval_loss?.toFixed(4)})`,
+          );
+          break;
+        }
+      }
+      bar.stop();
+      if (!lastCheckpoint.endsWith(`-${state.global_step}`)) await save();
+      const report = await writeReport(this.#run.dir, {
+        title: `SFT run — ${this.#run.dir}`,
+        metrics: this.#run.readMetrics(),
+      });
+      return {
+        globalStep: state.global_step,
+        bestCheckpoint: extra.best_checkpoint ?? lastCheckpoint,
+        bestEvalLoss: extra.best_eval_loss ?? undefined,
+        checkpoint: lastCheckpoint,
+        metrics: this.#run.readMetrics(),
+        report,
+        stopped,
+      };
+    } finally {
+      await policy.release();
+    }
+  }
+}
