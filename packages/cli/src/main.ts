@@ -3,10 +3,20 @@ import { parseArgs } from 'node:util';
 import { FlowGrpoError } from '@flowgrpo/core';
 import { type CliIO, type Command, UsageError } from './command.js';
 import { dataCommand } from './commands/data.js';
+import { evalCommand } from './commands/eval.js';
+import { exportCommand } from './commands/export.js';
 import { generateCommand } from './commands/generate.js';
 import { solveCommand } from './commands/solve.js';
+import { trainCommand } from './commands/train.js';
 
-export const commands: Command[] = [dataCommand, solveCommand, generateCommand];
+export const commands: Command[] = [
+  dataCommand,
+  solveCommand,
+  generateCommand,
+  trainCommand,
+  evalCommand,
+  exportCommand,
+];
 
 function help(): string {
   const rows = commands.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n');

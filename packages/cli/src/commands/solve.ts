@@ -60,7 +60,8 @@ ${toolTable}
   --tool-timeout SECONDS  per tool call (default 60)
   --json                print the full result as JSON instead of the trace`;
 
-function buildTools(list: string, engine: LLMEngine, env: NodeJS.ProcessEnv): Tool[] {
+/** Built-in tools by short or full name (`--tools`, and a run config's `agent.tools`). */
+export function buildTools(list: string, engine: LLMEngine, env: NodeJS.ProcessEnv): Tool[] {
   const given = list
     .split(',')
     .map((s) => s.trim())

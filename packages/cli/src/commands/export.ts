@@ -1,0 +1,192 @@
+import { existsSync, readdirSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { ConfigError } from '@flowgrpo/core';
+import {
+  ALL_GRAPHS,
+  ARTIFACTS_MANIFEST,
+  buildDecoderArtifacts,
+  type DecoderGraphKind,
+  LORA_TARGET_MODULES,
+  type LoraConfig,
+  type LoraTargetModule,
+  loadDecoderConfig,
+  loadHfModel,
+  loadLoraAdapter,
+  mergeLora,
+  saveHfModel,
+  type WeightDType,
+} from '@flowgrpo/trainer';
+import {
+  type CliIO,
+  type Command,
+  numberOption,
+  type ParsedArgs,
+  stringOption,
+  UsageError,
+} from '../command.js';
+import { modelKind } from '../model-artifacts.js';
+
+const usage = `Usage:
+  flowgrpo export --model HF_FOLDER --out DIR [--adapter PATH] [LoRA options]
+      Builds the ONNX artifacts directory (prefill, decode, logprobs and — with LoRA —
+      train_step graphs, weights.data, artifacts.json) that train and eval reuse. The LoRA
+      shape comes from --adapter's adapter_config.json, or from the LoRA options.
+  flowgrpo export --model HF_FOLDER --adapter PATH --out DIR --merge [--dtype D]
+      Writes a HF model folder with the adapter merged into the weights
+      (W + alpha/r · B·A, as PEFT's merge_and_unload), plus the tokenizer and generation files:
+      loadable by transformers, vLLM and flowgrpo without PEFT.
+
+  --adapter PATH         a PEFT adapter folder, or a checkpoint-<step> folder of a run
+  --lora-r N             LoRA rank (without --adapter; default: no LoRA inputs)
+  --lora-alpha A         lora_alpha (default 2·r)
+  --lora-target-modules  comma-separated (default q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj)
+  --use-rslora           alpha/√r scaling
+  --graphs LIST          graphs to build (default: all that apply)
+  --max-positions N      rows of the RoPE tables (default min(max_position_embeddings, 32768))
+  --dtype D              --merge: float32 | bfloat16 | float16 (default: the model's torch_dtype)
+  --overwrite            replace an existing --out`;
+
+const DTYPES: Record<string, WeightDType> = {
+  float32: 'F32',
+  bfloat16: 'BF16',
+  float16: 'F16',
+};
+
+/** Files of a HF folder that are not weights but belong with them. */
+const COMPANION_FILES = [
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'special_tokens_map.json',
+  'added_tokens.json',
+  'vocab.json',
+  'merges.txt',
+  'tokenizer.model',
+  'chat_template.jinja',
+  'chat_template.json',
+  'generation_config.json',
+];
+
+function loraFromFlags(args: ParsedArgs): LoraConfig | undefined {
+  const r = numberOption(args, 'lora-r');
+  if (r === undefined) {
+    for (const k of ['lora-alpha', 'lora-target-modules', 'use-rslora'])
+      if (args.values[k] !== undefined) throw new UsageError(`--${k} needs --lora-r`);
+    return undefined;
+  }
+  if (!Number.isInteger(r) || r < 1) throw new UsageError(`--lora-r must be a positive integer`);
+  const targets = (stringOption(args, 'lora-target-modules') ?? LORA_TARGET_MODULES.join(','))
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const t of targets)
+    if (!(LORA_TARGET_MODULES as readonly string[]).includes(t))
+      throw new UsageError(
+        `unknown LoRA target module '${t}' (known: ${LORA_TARGET_MODULES.join(', ')})`,
+      );
+  return {
+    r,
+    alpha: numberOption(args, 'lora-alpha') ?? 2 * r,
+    targetModules: targets as LoraTargetModule[],
+    useRslora: args.values['use-rslora'] === true,
+  };
+}
+
+/** --out must be new, empty, or (with --overwrite) replaceable. */
+function checkOut(out: string, args: ParsedArgs): void {
+  if (!existsSync(out) || readdirSync(out).length === 0) return;
+  if (args.values.overwrite !== true)
+    throw new UsageError(`--out ${out} exists and is not empty; pass --overwrite to replace it`);
+}
+
+async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
+  const modelArg = stringOption(args, 'model');
+  if (!modelArg) throw new UsageError('--model is required');
+  const outArg = stringOption(args, 'out');
+  if (!outArg) throw new UsageError('--out is required');
+  const model = resolve(io.cwd, modelArg);
+  const out = resolve(io.cwd, outArg);
+  if (modelKind(model) !== 'hf')
+    throw new ConfigError(`--model ${model} must be a HF model folder (it holds artifacts)`, {
+      key: 'model',
+    });
+  const adapterArg = stringOption(args, 'adapter');
+  const adapterDir = adapterArg ? resolve(io.cwd, adapterArg) : undefined;
+  checkOut(out, args);
+
+  if (args.values.merge === true) {
+    if (!adapterDir) throw new UsageError('--merge needs --adapter');
+    const dtypeArg = stringOption(args, 'dtype');
+    if (dtypeArg !== undefined && !DTYPES[dtypeArg])
+      throw new UsageError(`--dtype must be ${Object.keys(DTYPES).join(', ')}, got '${dtypeArg}'`);
+    const weights = await loadHfModel(model);
+    const { lora, params } = await loadLoraAdapter(adapterDir, weights.config);
+    const merged = mergeLora(weights, lora, params);
+    const dtype = DTYPES[dtypeArg ?? weights.config.torchDtype ?? 'float32'] ?? 'F32';
+    // Written beside --out and renamed into place: a kill never leaves a half-written model.
+    await mkdir(dirname(out), { recursive: true });
+    const tmp = await mkdtemp(join(dirname(out), `.${basename(out)}.tmp-`));
+    try {
+      await saveHfModel(tmp, merged, { dtype });
+      for (const f of COMPANION_FILES)
+        if (existsSync(join(model, f))) await copyFile(join(model, f), join(tmp, f));
+      await rm(out, { recursive: true, force: true });
+      await rename(tmp, out);
+    } catch (e) {
+      await rm(tmp, { recursive: true, force: true });
+      throw e;
+    }
+    io.stdout(
+      `merged ${adapterDir} (r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}) into ${out} (${dtype})\n`,
+    );
+    return 0;
+  }
+
+  if (existsSync(out) && readdirSync(out).length > 0 && !existsSync(join(out, ARTIFACTS_MANIFEST)))
+    throw new UsageError(
+      `--out ${out} holds something other than artifacts; refusing to replace it`,
+    );
+  const config = await loadDecoderConfig(model);
+  const lora = adapterDir ? (await loadLoraAdapter(adapterDir, config)).lora : loraFromFlags(args);
+  if (adapterDir && numberOption(args, 'lora-r') !== undefined)
+    throw new UsageError('--adapter gives the LoRA shape; drop --lora-r');
+  const graphsArg = stringOption(args, 'graphs');
+  const graphs = graphsArg?.split(',').map((g) => g.trim()) as DecoderGraphKind[] | undefined;
+  for (const g of graphs ?? [])
+    if (!ALL_GRAPHS.includes(g))
+      throw new UsageError(`unknown graph '${g}' (known: ${ALL_GRAPHS.join(', ')})`);
+  if (graphs?.includes('train_step') && !lora)
+    throw new UsageError('the train_step graph needs LoRA (--adapter or --lora-r)');
+  const maxPositions = numberOption(args, 'max-positions');
+  const weights = await loadHfModel(model);
+  const manifest = buildDecoderArtifacts(weights, out, {
+    ...(lora && { lora }),
+    ...(graphs && { graphs }),
+    maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
+  });
+  io.stdout(
+    `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
+  );
+  return 0;
+}
+
+export const exportCommand: Command = {
+  name: 'export',
+  summary: 'build ONNX artifacts from a HF model, or merge a LoRA adapter into a HF model folder',
+  usage,
+  options: {
+    model: { type: 'string' },
+    out: { type: 'string' },
+    adapter: { type: 'string' },
+    merge: { type: 'boolean' },
+    dtype: { type: 'string' },
+    'lora-r': { type: 'string' },
+    'lora-alpha': { type: 'string' },
+    'lora-target-modules': { type: 'string' },
+    'use-rslora': { type: 'boolean' },
+    graphs: { type: 'string' },
+    'max-positions': { type: 'string' },
+    overwrite: { type: 'boolean' },
+  },
+  run: (args, io) => exportModel(args, io),
+};

@@ -1,0 +1,148 @@
+import { join } from 'node:path';
+import { GRPOTrainer, type MetricsRecord, SFTTrainer } from '@flowgrpo/trainer';
+import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
+import { ensureArtifacts, loraFromOptions, resolveTokenizer } from '../model-artifacts.js';
+import { agentFactory, rewardFunction, rolloutEngine } from '../run-agent.js';
+import { DEVICES, type DeviceName, loadRunConfig, type RunConfig } from '../run-config.js';
+import { readQueryRows, readSftExamples } from '../run-data.js';
+import { cliProgress, interruptSignal, metricsLine } from '../run-progress.js';
+
+const usage = `Usage:
+  flowgrpo train --config run.json [--device D] [--resume]
+
+Trains a LoRA adapter on a local decoder: SFT or (Flow-)GRPO, chosen by the config's "trainer".
+The run directory (output_dir) receives config.json, metrics.jsonl, rollouts/*.parquet,
+checkpoint-<step>/ (PEFT adapter + optimizer state + trainer_state.json) and report.html.
+
+run.json holds the trainer's keys as TRL names them (learning_rate, max_steps, num_generations,
+beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the run's own:
+  "trainer"      "sft" | "grpo"
+  "model"        HF model folder (artifacts are built into output_dir/artifacts) or an
+                 artifacts directory (from flowgrpo export)
+  "tokenizer"    folder with tokenizer.json (default: the model folder)
+  "base_model"   base_model_name_or_path in adapter_config.json (default: the model path)
+  "train_file"   .jsonl or .parquet — GRPO: SampleRows (or "data_format": gsm8k, nq, …);
+                 SFT: TRL formats, rows with "messages", "prompt" + "completion", or "text"
+  "eval_file"    held-out rows in the same format (GRPO: accuracy; SFT: eval loss)
+  "device"       cpu | auto | cuda | webgpu (default cpu)
+GRPO only:
+  "agent"        {"type": "flow", "tools": ["calculator", …], "max_turns": 5,
+                  "engine": {"base_url", "model", "api_key_env"}}   fixed roles on that endpoint
+                 or {"type": "tag", "tools": [...], "max_turns": 5}
+  "reward"       "exact_match" | "f1" | "math" | "judge"
+  "judge"        {"base_url", "model", "api_key_env"} (default: agent.engine)
+  "rollout"      {"engine": "local"} (default) or {"engine": "openai", "base_urls": [...],
+                  "model": served name, "lora_routes": "vllm" | "sglang"} — rollouts on vLLM /
+                  SGLang, the adapter hot-loaded after every update
+Paths are relative to the working directory. See docs/recipes/ for complete configs.
+
+Options:
+  --config FILE   the run config (JSON)
+  --device D      overrides "device"
+  --resume        continue from the latest checkpoint in output_dir (resume_from_checkpoint: true)
+
+Ctrl-C stops after the current step and writes a checkpoint (exit code 130); --resume goes on.`;
+
+async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<number> {
+  const { run, config } = rc;
+  const progress = cliProgress(io);
+  const log = (line: string) => io.stderr(`${line}\n`);
+  const { dir: artifacts, manifest } = await ensureArtifacts(
+    run.model,
+    join(config.output_dir, 'artifacts'),
+    {
+      lora: loraFromOptions(config.lora),
+      ...(run.max_positions && { maxPositions: run.max_positions }),
+      log,
+    },
+  );
+  const tokenizer = await resolveTokenizer(run.model, run.tokenizer, manifest.config.vocabSize);
+  const common = {
+    artifacts,
+    tokenizer,
+    device,
+    progress,
+    baseModel: run.base_model ?? run.model,
+    ...(!io.interactive && { onLog: (r: MetricsRecord) => io.stderr(metricsLine(r)) }),
+  };
+  const interrupt = interruptSignal(io);
+  try {
+    let result: { checkpoint: string | undefined; report: string; stopped: string };
+    if (rc.kind === 'sft') {
+      const trainDataset = await readSftExamples(rc.run.train_file);
+      const evalDataset = rc.run.eval_file ? await readSftExamples(rc.run.eval_file) : undefined;
+      const r = await new SFTTrainer({
+        ...common,
+        config: rc.config,
+        trainDataset,
+        ...(evalDataset && { evalDataset }),
+        signal: interrupt.signal,
+      }).train();
+      result = r;
+      if (r.bestEvalLoss !== undefined)
+        io.stdout(
+          `best checkpoint: ${r.bestCheckpoint} (eval loss ${r.bestEvalLoss.toFixed(4)})\n`,
+        );
+    } else {
+      const g = rc.run;
+      const trainDataset = await readQueryRows(g.train_file, g.data_format);
+      const evalDataset = g.eval_file ? await readQueryRows(g.eval_file, g.data_format) : undefined;
+      const remote = rolloutEngine(g.rollout, tokenizer, io.env);
+      const r = await new GRPOTrainer({
+        ...common,
+        config: rc.config,
+        agent: agentFactory(
+          g.agent,
+          {
+            maxTurns: rc.config.max_turns,
+            maxTokens: rc.config.max_completion_length,
+            temperature: rc.config.temperature,
+            topP: rc.config.top_p,
+          },
+          io.env,
+        ),
+        reward: rewardFunction(g.reward, g.judge ?? g.agent.engine, io.env),
+        trainDataset,
+        ...(evalDataset && { evalDataset }),
+        ...(remote && { rolloutEngine: remote }),
+        signal: interrupt.signal,
+      }).train();
+      result = r;
+      if (r.eval)
+        io.stdout(
+          `eval accuracy: ${(100 * r.eval.accuracy).toFixed(1)}% (n=${r.eval.n}, 95% CI ${(100 * r.eval.accuracy_ci95[0]).toFixed(1)}–${(100 * r.eval.accuracy_ci95[1]).toFixed(1)})\n`,
+        );
+    }
+    io.stdout(`checkpoint: ${result.checkpoint ?? '(none)'}\nreport: ${result.report}\n`);
+    if (result.stopped === 'aborted') {
+      io.stderr(`interrupted: resume with --resume (${rc.file})\n`);
+      return 130;
+    }
+    return 0;
+  } finally {
+    interrupt.dispose();
+  }
+}
+
+export const trainCommand: Command = {
+  name: 'train',
+  summary: 'train a LoRA adapter with SFT or Flow-GRPO from a run config (JSON, TRL keys)',
+  usage,
+  options: {
+    config: { type: 'string' },
+    device: { type: 'string' },
+    resume: { type: 'boolean' },
+  },
+  async run(args, io) {
+    const file = stringOption(args, 'config') ?? args.positionals[0];
+    if (!file) throw new UsageError('--config is required');
+    const device = stringOption(args, 'device');
+    if (device !== undefined && !(DEVICES as readonly string[]).includes(device))
+      throw new UsageError(`--device must be ${DEVICES.join(', ')}, got '${device}'`);
+    const rc = loadRunConfig(file, io.cwd, {
+      ...(args.values.resume === true && { resume: true }),
+      ...(device && { device: device as DeviceName }),
+    });
+    return train(rc, rc.run.device ?? 'cpu', io);
+  },
+};

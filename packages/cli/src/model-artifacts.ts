@@ -1,0 +1,122 @@
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
+import {
+  ARTIFACTS_MANIFEST,
+  type ArtifactsManifest,
+  buildDecoderArtifacts,
+  type DecoderGraphKind,
+  type LoraConfig,
+  type LoraOptionsSchema,
+  loadDecoderModel,
+  loadTokenizer,
+  readArtifactsManifest,
+  type Tokenizer,
+} from '@flowgrpo/trainer';
+import type { z } from 'zod';
+
+// What `--model` / `model` may name: an artifacts directory (used as it is) or a HF model folder
+// (artifacts are built from it). A build is stamped with what it was built from, so the next run
+// with the same model, LoRA and graphs (a resumed run, a second eval) reuses it instead of
+// writing the weights again; anything different rebuilds.
+
+const STAMP = 'built-from.json';
+
+export type ModelKind = 'artifacts' | 'hf';
+
+/** 'artifacts' for a folder with artifacts.json, 'hf' for one with config.json. */
+export function modelKind(path: string): ModelKind {
+  if (!existsSync(path)) throw new FileNotFoundError(path);
+  if (!statSync(path).isDirectory())
+    throw new ConfigError(
+      `${path} is a file; give a HF model folder (config.json + safetensors) or an artifacts directory`,
+      { key: 'model' },
+    );
+  if (existsSync(join(path, ARTIFACTS_MANIFEST))) return 'artifacts';
+  if (existsSync(join(path, 'config.json'))) return 'hf';
+  throw new ConfigError(
+    `${path} is neither a HF model folder (no config.json) nor an artifacts directory (no ${ARTIFACTS_MANIFEST})`,
+    { key: 'model' },
+  );
+}
+
+/** PEFT's LoraConfig keys (the trainer config's `lora`) as the trainer's LoraConfig. */
+export function loraFromOptions(o: z.output<typeof LoraOptionsSchema>): LoraConfig {
+  return { r: o.r, alpha: o.lora_alpha, targetModules: o.target_modules, useRslora: o.use_rslora };
+}
+
+function stampOf(
+  modelDir: string,
+  o: { lora?: LoraConfig; graphs?: readonly DecoderGraphKind[]; maxPositions?: number },
+) {
+  const files = readdirSync(modelDir)
+    .filter((n) => n === 'config.json' || n.includes('.safetensors'))
+    .sort()
+    .map((n) => {
+      const s = statSync(join(modelDir, n));
+      return [n, s.size, s.mtimeMs];
+    });
+  return {
+    model: modelDir,
+    files,
+    lora: o.lora ?? null,
+    graphs: o.graphs ?? null,
+    maxPositions: o.maxPositions ?? null,
+  };
+}
+
+/**
+ * Artifacts for `model`: the directory itself when it holds artifacts, else built from the HF
+ * folder into `dir` (reused when `dir` was built from the same files with the same options).
+ */
+export async function ensureArtifacts(
+  model: string,
+  dir: string,
+  o: {
+    lora?: LoraConfig;
+    graphs?: readonly DecoderGraphKind[];
+    maxPositions?: number;
+    log?: (line: string) => void;
+  },
+): Promise<{ dir: string; manifest: ArtifactsManifest; built: boolean }> {
+  if (modelKind(model) === 'artifacts')
+    return { dir: model, manifest: readArtifactsManifest(model), built: false };
+  const stamp = JSON.stringify(stampOf(model, o));
+  const stampFile = join(dir, STAMP);
+  if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) {
+    try {
+      const manifest = readArtifactsManifest(dir);
+      o.log?.(`artifacts: reusing ${dir}`);
+      return { dir, manifest, built: false };
+    } catch {
+      // damaged: rebuild below
+    }
+  }
+  o.log?.(`artifacts: building ${dir} from ${model}`);
+  const weights = await loadDecoderModel(model);
+  const manifest = buildDecoderArtifacts(weights, dir, {
+    ...(o.lora && { lora: o.lora }),
+    ...(o.graphs && { graphs: o.graphs }),
+    maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
+  });
+  writeFileSync(stampFile, stamp);
+  return { dir, manifest, built: true };
+}
+
+/** The tokenizer: `tokenizer` when given, else the model folder's (artifacts have none). */
+export async function resolveTokenizer(
+  model: string,
+  tokenizer: string | undefined,
+  vocabSize: number,
+): Promise<Tokenizer> {
+  const path = tokenizer ?? model;
+  if (!existsSync(path)) throw new FileNotFoundError(path);
+  if (!tokenizer && modelKind(model) === 'artifacts')
+    throw new ConfigError(
+      `${model} is an artifacts directory, which holds no tokenizer; name the folder with tokenizer.json (tokenizer / --tokenizer)`,
+      { key: 'tokenizer' },
+    );
+  if (statSync(path).isDirectory() && !existsSync(join(path, 'tokenizer.json')))
+    throw new ConfigError(`${path} has no tokenizer.json`, { key: 'tokenizer' });
+  return loadTokenizer(path, { vocabSize });
+}

@@ -1,0 +1,215 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { ConfigError, DATASET_FORMATS, FileNotFoundError } from '@flowgrpo/core';
+import { builtinToolAlias } from '@flowgrpo/tools';
+import {
+  type GRPOConfig,
+  GRPOConfigSchema,
+  parseConfig,
+  type SFTConfig,
+  SFTConfigSchema,
+} from '@flowgrpo/trainer';
+import { z } from 'zod';
+
+// The JSON file of `flowgrpo train --config run.json`: the trainer's config under TRL's key names
+// (GRPOConfig / SFTConfig, validated by @flowgrpo/trainer) side by side with what the CLI needs
+// to build the run — the model, the data files, the agent and its fixed roles, the reward, the
+// rollout engine. The CLI's keys are taken out first; everything else must be a trainer key, so a
+// typo anywhere is a ConfigError that names it. Relative paths resolve against the working
+// directory, as they do for TRL's and HF's command lines.
+
+const positiveInt = z.number().int().positive();
+
+/** An OpenAI-compatible chat endpoint for the fixed roles or the judge. */
+export const EndpointSchema = z
+  .object({
+    base_url: z.url(),
+    model: z.string().min(1),
+    /** Name of the environment variable holding the API key (never the key itself). */
+    api_key_env: z.string().min(1).optional(),
+    structured_output: z.enum(['json_schema', 'json_object', 'prompt', 'auto']).optional(),
+    temperature: z.number().min(0).default(0),
+    timeout_s: z.number().positive().default(120),
+    max_concurrency: positiveInt.optional(),
+  })
+  .strict();
+export type Endpoint = z.output<typeof EndpointSchema>;
+
+const toolName = z.string().refine((n) => builtinToolAlias(n) !== undefined, {
+  error: (issue) => `unknown tool '${String(issue.input)}'`,
+});
+
+export const AgentSchema = z.discriminatedUnion('type', [
+  z
+    .object({
+      /** The Flow solver: the policy plans; executor, verifier and generator are `engine`. */
+      type: z.literal('flow'),
+      tools: z.array(toolName).min(1).default(['calculator']),
+      /** Planner turns per rollout (default: the trainer config's max_turns). */
+      max_turns: positiveInt.optional(),
+      engine: EndpointSchema,
+      analyze_query: z.boolean().default(false),
+      tool_timeout_s: z.number().positive().default(60),
+    })
+    .strict(),
+  z
+    .object({
+      /** One policy writes <think>/<tool_call>/<answer> (Search-R1 / ARTIST style). */
+      type: z.literal('tag'),
+      tools: z.array(toolName).default([]),
+      max_turns: positiveInt.optional(),
+      /** A tool (input {query}) that answers <search>…</search>. */
+      search_tool: z.string().optional(),
+      max_total_tokens: positiveInt.optional(),
+      /** An engine for tools that call an LLM themselves (wikipedia, web_rag, generalist). */
+      engine: EndpointSchema.optional(),
+      tool_timeout_s: z.number().positive().default(60),
+    })
+    .strict(),
+]);
+export type AgentSpec = z.output<typeof AgentSchema>;
+
+export const RolloutSchema = z.discriminatedUnion('engine', [
+  /** The trainer's own decode graph on `device`. */
+  z.object({ engine: z.literal('local') }).strict(),
+  z
+    .object({
+      /** vLLM or SGLang over OpenAI's API; the adapter is hot-loaded after every update. */
+      engine: z.literal('openai'),
+      base_urls: z.union([z.url(), z.array(z.url()).min(1)]),
+      /** The base model's served name. */
+      model: z.string().min(1),
+      api_key_env: z.string().min(1).optional(),
+      lora_routes: z.enum(['vllm', 'sglang']).default('vllm'),
+      /** 'server': the server applies its chat template; 'local': ours, sent to /completions. */
+      chat_template: z.enum(['server', 'local']).default('server'),
+      max_concurrency: positiveInt.optional(),
+      timeout_s: z.number().positive().optional(),
+    })
+    .strict(),
+]);
+export type RolloutSpec = z.output<typeof RolloutSchema>;
+
+export const REWARDS = ['exact_match', 'f1', 'math', 'judge'] as const;
+export type RewardName = (typeof REWARDS)[number];
+export const DEVICES = ['cpu', 'auto', 'cuda', 'webgpu'] as const;
+export type DeviceName = (typeof DEVICES)[number];
+const DATA_FORMATS = ['sample_rows', ...Object.keys(DATASET_FORMATS)] as [string, ...string[]];
+
+const common = {
+  /** A HF model folder (artifacts are built into output_dir/artifacts) or an artifacts directory. */
+  model: z.string().min(1),
+  /** A folder with tokenizer.json (default: the model folder). */
+  tokenizer: z.string().min(1).optional(),
+  /** base_model_name_or_path written into adapter_config.json (default: the model path). */
+  base_model: z.string().min(1).optional(),
+  train_file: z.string().min(1),
+  eval_file: z.string().min(1).optional(),
+  device: z.enum(DEVICES).optional(),
+  /** Rows of the RoPE tables when building artifacts (default min(max_position_embeddings, 32768)). */
+  max_positions: positiveInt.optional(),
+};
+
+export const SftRunSchema = z.object({ trainer: z.literal('sft'), ...common }).strict();
+
+export const GrpoRunSchema = z
+  .object({
+    trainer: z.literal('grpo'),
+    ...common,
+    /** How train_file / eval_file are read: SampleRows, or a raw layout @flowgrpo/core normalises. */
+    data_format: z.enum(DATA_FORMATS).default('sample_rows'),
+    agent: AgentSchema,
+    reward: z.enum(REWARDS),
+    /** The judge's endpoint for reward 'judge' (default: agent.engine). */
+    judge: EndpointSchema.optional(),
+    rollout: RolloutSchema.default({ engine: 'local' }),
+  })
+  .strict();
+
+export type SftRun = z.output<typeof SftRunSchema>;
+export type GrpoRun = z.output<typeof GrpoRunSchema>;
+
+export type RunConfig =
+  | { kind: 'sft'; run: SftRun; config: SFTConfig; file: string }
+  | { kind: 'grpo'; run: GrpoRun; config: GRPOConfig; file: string };
+
+const RUN_KEYS = {
+  sft: Object.keys(SftRunSchema.shape),
+  grpo: Object.keys(GrpoRunSchema.shape),
+};
+
+/** Reads run.json: JSON errors name the file, config errors the key; paths become absolute. */
+export function loadRunConfig(
+  path: string,
+  cwd: string,
+  overrides: { resume?: boolean; device?: DeviceName } = {},
+): RunConfig {
+  const file = resolve(cwd, path);
+  if (!existsSync(file)) throw new FileNotFoundError(file);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (cause) {
+    throw new ConfigError(`${file}: not valid JSON: ${(cause as Error).message}`, {}, { cause });
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new ConfigError(`${file}: expected a JSON object`);
+  const all = raw as Record<string, unknown>;
+  const kind = all.trainer;
+  if (kind !== 'sft' && kind !== 'grpo')
+    throw new ConfigError(
+      `${file}: trainer: must be 'sft' or 'grpo'${kind === undefined ? ' (missing)' : `, got ${JSON.stringify(kind)}`}`,
+      { key: 'trainer' },
+    );
+  const runPart: Record<string, unknown> = {};
+  const trainerPart: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(all))
+    (RUN_KEYS[kind].includes(k) ? runPart : trainerPart)[k] = v;
+  if (overrides.resume) trainerPart.resume_from_checkpoint = true;
+  if (overrides.device) runPart.device = overrides.device;
+  const abs = (p: string) => resolve(cwd, p);
+  // The trainer resolves output_dir against process.cwd(); the CLI's cwd is what the user meant.
+  if (typeof trainerPart.output_dir === 'string')
+    trainerPart.output_dir = abs(trainerPart.output_dir);
+  if (typeof trainerPart.resume_from_checkpoint === 'string')
+    trainerPart.resume_from_checkpoint = abs(trainerPart.resume_from_checkpoint);
+  if (kind === 'sft') {
+    const run = parseConfig(SftRunSchema, runPart, file);
+    const config = parseConfig(SFTConfigSchema, trainerPart, file);
+    return { kind, run: absolutePaths(run, abs), config, file };
+  }
+  const run = parseConfig(GrpoRunSchema, runPart, file);
+  const config = parseConfig(GRPOConfigSchema, trainerPart, file);
+  if (run.reward === 'judge' && !run.judge && !run.agent.engine)
+    throw new ConfigError(
+      `${file}: judge: reward 'judge' needs an endpoint (judge, or agent.engine)`,
+      { key: 'judge' },
+    );
+  return { kind, run: absolutePaths(run, abs), config, file };
+}
+
+function absolutePaths<T extends SftRun | GrpoRun>(run: T, abs: (p: string) => string): T {
+  return {
+    ...run,
+    model: abs(run.model),
+    ...(run.tokenizer && { tokenizer: abs(run.tokenizer) }),
+    train_file: abs(run.train_file),
+    ...(run.eval_file && { eval_file: abs(run.eval_file) }),
+  };
+}
+
+/** The API key of an endpoint: from the variable it names (a missing variable is an error). */
+export function apiKeyOf(
+  spec: { api_key_env?: string | undefined },
+  env: NodeJS.ProcessEnv,
+  key: string,
+): string | undefined {
+  if (!spec.api_key_env) return undefined;
+  const value = env[spec.api_key_env];
+  if (!value)
+    throw new ConfigError(
+      `${key}.api_key_env names $${spec.api_key_env}, which is not set in the environment`,
+      { key: `${key}.api_key_env` },
+    );
+  return value;
+}
