@@ -57,6 +57,7 @@ export function sftExample(
       `row ${index}: ${why} (SFT rows need 'messages', 'prompt' + 'completion', or 'text')`,
       { file },
     );
+  // Parquet gives every row every column (null where a row has none): null counts as absent.
   if (Array.isArray(record.messages)) {
     const messages = record.messages.map((m, i) => {
       const msg = m as { role?: unknown; content?: unknown };
@@ -67,7 +68,7 @@ export function sftExample(
     if (!messages.some((m) => m.role === 'assistant')) throw bad('no assistant message');
     return { messages };
   }
-  if ('prompt' in record || 'completion' in record) {
+  if (record.prompt != null || record.completion != null) {
     if (typeof record.prompt !== 'string' || typeof record.completion !== 'string')
       throw bad("'prompt' and 'completion' must both be strings");
     return { prompt: record.prompt, completion: record.completion };

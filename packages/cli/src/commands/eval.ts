@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
-import { FileNotFoundError } from '@flowgrpo/core';
+import { FileNotFoundError, trajectoryToJson } from '@flowgrpo/core';
 import {
   comparisonTable,
   DecoderArtifacts,
@@ -70,7 +70,8 @@ errors, completion tokens, time.
   --concurrency N       rollouts at once (default 32)
   --seed N              rollout seeds start here (default 0)
   --device D            cpu | auto | cuda | webgpu (default cpu)
-  --out FILE            write the results as JSON`;
+  --out FILE            write the results as JSON
+  --trajectories        with --out: every rollout too (turns, token ids, answers)`;
 
 interface PolicySpec {
   name: string;
@@ -169,6 +170,8 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   const concurrency = intOption(args, 'concurrency') ?? 32;
   const seed = numberOption(args, 'seed') ?? 0;
   const out = stringOption(args, 'out');
+  const keep = args.values.trajectories === true;
+  if (keep && !out) throw new UsageError('--trajectories goes with --out');
   const dataFormat =
     stringOption(args, 'data-format') ?? (rc?.kind === 'grpo' ? rc.run.data_format : undefined);
 
@@ -251,6 +254,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
             name: p.name,
             signal: interrupt.signal,
             onProgress: (done, _n, correct) => bar.update(done, { acc: correct / done }),
+            keepTrajectories: keep,
           });
           bar.stop();
           results.set(p.name, r);
@@ -267,9 +271,13 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   io.stdout(`${comparisonTable(ordered)}\n`);
   if (out) {
     const path = resolve(io.cwd, out);
+    const results = ordered.map(({ trajectories, ...r }) => ({
+      ...r,
+      ...(trajectories && { trajectories: trajectories.map(trajectoryToJson) }),
+    }));
     await writeFile(
       path,
-      `${JSON.stringify({ model, data, n: dataset.length, reward, results: ordered }, null, 2)}\n`,
+      `${JSON.stringify({ model, data, n: dataset.length, reward, results }, null, 2)}\n`,
     );
     io.stderr(`results: ${path}\n`);
   }
@@ -301,6 +309,7 @@ export const evalCommand: Command = {
     seed: { type: 'string' },
     device: { type: 'string' },
     out: { type: 'string' },
+    trajectories: { type: 'boolean' },
   },
   run: (args, io) => evalPolicies(args, io),
 };

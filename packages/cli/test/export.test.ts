@@ -1,0 +1,218 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  LoraPolicy,
+  loadHfModel,
+  loadLoraAdapter,
+  ReferenceDecoder,
+  readArtifactsManifest,
+  referenceSequenceLogprobs,
+  type TrainRow,
+  targetsOf,
+} from '@flowgrpo/trainer';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../src/main.js';
+import { captureIO } from './support.js';
+import { LORA, sftConfig, tinyModel, writeConfig } from './train-fixtures.js';
+
+// A checkpoint's adapter folder as PEFT writes one (read by an independent stdlib python3
+// reader), and `flowgrpo export`: artifacts with the adapter's LoRA shape, and --merge, whose HF
+// folder gives the log-probabilities of base + adapter (the LoRA graph at lora_scale 1) to 1e-5.
+
+const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-cli-export-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+let model: string;
+let checkpoint: string;
+
+beforeAll(async () => {
+  model = await tinyModel(join(tmp, 'tiny'));
+  // A real checkpoint: 2 SFT steps at a learning rate high enough to move B away from 0.
+  const cfg = writeConfig(join(tmp, 'run.json'), sftConfig(tmp, model, { learning_rate: 0.1 }));
+  const io = captureIO(tmp);
+  expect(await runCli(['train', '--config', cfg], io), io.err).toBe(0);
+  checkpoint = join(tmp, 'run-sft', 'checkpoint-2');
+});
+
+// Header + per tensor [dtype, shape, finite?] of a safetensors file, read with the stdlib only.
+const PY_READER = `
+import json, math, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+out = {}
+for k, v in h.items():
+    if k == '__metadata__': continue
+    s, e = v['data_offsets']
+    count = math.prod(v['shape'])
+    assert v['dtype'] == 'F32' and e - s == 4 * count, (k, v)
+    a = struct.unpack('<%df' % count, b[8 + n + s:8 + n + e])
+    out[k] = [v['dtype'], list(v['shape']), all(math.isfinite(x) for x in a), max(abs(x) for x in a)]
+print(json.dumps({'metadata': h.get('__metadata__'), 'tensors': out}))`;
+
+describe("a checkpoint's adapter folder", () => {
+  it("has PEFT's layout, config keys, tensor names and shapes", async () => {
+    for (const f of [
+      'adapter_config.json',
+      'adapter_model.safetensors',
+      'optimizer.safetensors',
+      'trainer_state.json',
+    ])
+      expect(existsSync(join(checkpoint, f)), f).toBe(true);
+    const cfg = JSON.parse(readFileSync(join(checkpoint, 'adapter_config.json'), 'utf8'));
+    // The keys PEFT's LoraConfig.from_pretrained and vLLM's LoRA loader read.
+    expect(cfg).toMatchObject({
+      peft_type: 'LORA',
+      task_type: 'CAUSAL_LM',
+      r: LORA.r,
+      lora_alpha: LORA.lora_alpha,
+      target_modules: LORA.target_modules,
+      bias: 'none',
+      use_rslora: false,
+      fan_in_fan_out: false,
+      base_model_name_or_path: model,
+    });
+    const got = JSON.parse(
+      execFileSync('python3', ['-c', PY_READER, join(checkpoint, 'adapter_model.safetensors')], {
+        encoding: 'utf8',
+      }),
+    ) as {
+      metadata: Record<string, string>;
+      tensors: Record<string, [string, number[], boolean, number]>;
+    };
+    expect(got.metadata).toEqual({ format: 'pt' });
+    // PEFT's names: base_model.model.model.layers.{i}.{self_attn|mlp}.{module}.lora_{A|B}.weight,
+    // A: [r, in_features], B: [out_features, r] (nn.Linear's [out, in] layout).
+    // The tiny model (train-fixtures.ts): hidden 32, 2 query heads and 1 KV head of 16, MLP 64.
+    // q_proj 32 → 32, v_proj 32 → 16, up_proj 32 → 64; r = 2.
+    const L = 'base_model.model.model.layers.0';
+    const expected: Record<string, number[]> = {
+      [`${L}.self_attn.q_proj.lora_A.weight`]: [2, 32],
+      [`${L}.self_attn.q_proj.lora_B.weight`]: [32, 2],
+      [`${L}.self_attn.v_proj.lora_A.weight`]: [2, 32],
+      [`${L}.self_attn.v_proj.lora_B.weight`]: [16, 2],
+      [`${L}.mlp.up_proj.lora_A.weight`]: [2, 32],
+      [`${L}.mlp.up_proj.lora_B.weight`]: [64, 2],
+    };
+    const config = JSON.parse(readFileSync(join(model, 'config.json'), 'utf8'));
+    expect(config).toMatchObject({
+      hidden_size: 32,
+      num_attention_heads: 2,
+      num_key_value_heads: 1,
+      head_dim: 16,
+      intermediate_size: 64,
+      num_hidden_layers: 1,
+    });
+    expect(Object.keys(got.tensors).sort()).toEqual(Object.keys(expected).sort());
+    for (const [name, shape] of Object.entries(expected)) {
+      const [dtype, s, finite, maxAbs] = got.tensors[name]!;
+      expect([dtype, s, finite], name).toEqual(['F32', shape, true]);
+      // Trained: B moved away from PEFT's zero init; A is non-zero from its Kaiming init.
+      expect(maxAbs, name).toBeGreaterThan(0);
+    }
+    const state = JSON.parse(readFileSync(join(checkpoint, 'trainer_state.json'), 'utf8'));
+    expect(state.global_step).toBe(2);
+  });
+});
+
+describe('flowgrpo export', () => {
+  it('builds artifacts with the LoRA shape of an adapter', async () => {
+    const out = join(tmp, 'artifacts');
+    const io = captureIO(tmp);
+    expect(
+      await runCli(['export', '--model', model, '--adapter', checkpoint, '--out', out], io),
+      io.err,
+    ).toBe(0);
+    const m = readArtifactsManifest(out);
+    // The training graphs (train_step needs LoRA) and the decode graph rollouts use.
+    expect(Object.keys(m.graphs)).toEqual(
+      expect.arrayContaining(['decode', 'logprobs', 'prefill', 'train_step']),
+    );
+    expect(m.lora).toMatchObject({
+      r: LORA.r,
+      alpha: LORA.lora_alpha,
+      targetModules: LORA.target_modules,
+      scaling: LORA.lora_alpha / LORA.r,
+    });
+    // An existing --out is not replaced without --overwrite.
+    const again = captureIO(tmp);
+    expect(await runCli(['export', '--model', model, '--out', out], again)).toBe(2);
+    expect(again.err).toContain('--overwrite');
+    const notArtifacts = captureIO(tmp);
+    expect(
+      await runCli(['export', '--model', model, '--out', model, '--overwrite'], notArtifacts),
+    ).toBe(2);
+    expect(notArtifacts.err).toContain('refusing to replace it');
+    expect(existsSync(join(model, 'config.json'))).toBe(true);
+  });
+
+  it('--merge writes a HF folder whose log-probs equal base + adapter to 1e-5', async () => {
+    const out = join(tmp, 'merged');
+    const io = captureIO(tmp);
+    expect(
+      await runCli(
+        ['export', '--model', model, '--adapter', checkpoint, '--out', out, '--merge'],
+        io,
+      ),
+      io.err,
+    ).toBe(0);
+    for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'])
+      expect(existsSync(join(out, f)), f).toBe(true);
+    expect(existsSync(join(out, 'adapter_config.json'))).toBe(false);
+
+    // Teacher-forced log-probs of one sequence: the merged model in the float64-softmax
+    // reference decoder (plain weights, no LoRA) against the base model's ONNX logprobs graph
+    // with the adapter as LoRA inputs at lora_scale 1 — two independent implementations.
+    const merged = new ReferenceDecoder(await loadHfModel(out));
+    const base = new ReferenceDecoder(await loadHfModel(model));
+    const tokens = Int32Array.from([
+      1, 72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33,
+    ]);
+    const row: TrainRow = {
+      tokens,
+      mask: Uint8Array.from(tokens, (_, i) => (i === 0 ? 0 : 1)),
+      logprobs: new Float32Array(tokens.length).fill(Number.NaN),
+      advantage: 0,
+      trajectory: 0,
+      turn: 0,
+    };
+    const targets = targetsOf([row]);
+    const weights = await loadHfModel(model);
+    const { params } = await loadLoraAdapter(checkpoint, weights.config);
+    const policy = await LoraPolicy.open({ artifacts: join(tmp, 'artifacts'), params });
+    let adapted: Float32Array;
+    try {
+      adapted = await policy.logprobs([row], targets, {
+        loraScale: 1,
+        temperature: 1,
+        maxTokensPerMicrobatch: 256,
+      });
+    } finally {
+      await policy.release();
+    }
+    const viaMerge = referenceSequenceLogprobs(merged, tokens);
+    const viaBase = referenceSequenceLogprobs(base, tokens);
+    expect(adapted.length).toBe(viaMerge.length);
+    let maxMerge = 0;
+    let maxBase = 0;
+    for (let t = 0; t < viaMerge.length; t++) {
+      maxMerge = Math.max(maxMerge, Math.abs(adapted[t]! - viaMerge[t]!));
+      maxBase = Math.max(maxBase, Math.abs(viaBase[t]! - viaMerge[t]!));
+    }
+    expect(maxMerge).toBeLessThan(1e-5);
+    // Not vacuous: the adapter moves the log-probs by far more than the tolerance.
+    expect(maxBase).toBeGreaterThan(1e-3);
+  });
+
+  it('--merge needs --adapter; --help', async () => {
+    const io = captureIO(tmp);
+    expect(await runCli(['export', '--model', model, '--out', join(tmp, 'x'), '--merge'], io)).toBe(
+      2,
+    );
+    expect(io.err).toContain('--merge needs --adapter');
+    const help = captureIO(tmp);
+    expect(await runCli(['export', '--help'], help)).toBe(0);
+    expect(help.out).toContain('--merge');
+  });
+});
