@@ -214,7 +214,14 @@ describe('flowgrpo train: Ctrl-C (real bin)', () => {
   });
 });
 
-describe('flowgrpo train --help', () => {
+describe('flowgrpo --help, flowgrpo train --help', () => {
+  it('lists train, eval and export', async () => {
+    const io = captureIO(tmp);
+    expect(await runCli(['--help'], io)).toBe(0);
+    for (const c of ['train', 'eval', 'export'])
+      expect(io.out).toMatch(new RegExp(`^  ${c} `, 'm'));
+  });
+
   it('documents the run config keys', async () => {
     const io = captureIO(tmp);
     expect(await runCli(['train', '--help'], io)).toBe(0);
