@@ -263,12 +263,19 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
         await artifacts.release();
       }
     }
+  } catch (e) {
+    // Ctrl-C: the policies evaluated so far are still worth printing.
+    if (!interrupt.signal.aborted) throw e;
   } finally {
     interrupt.dispose();
     if (tmp) await rm(tmp, { recursive: true, force: true });
   }
-  const ordered = policies.map((p) => results.get(p.name)!);
-  io.stdout(`${comparisonTable(ordered)}\n`);
+  const ordered = policies.flatMap((p) => results.get(p.name) ?? []);
+  if (ordered.length > 0) io.stdout(`${comparisonTable(ordered)}\n`);
+  if (interrupt.signal.aborted) {
+    io.stderr(`interrupted: ${ordered.length} of ${policies.length} policies evaluated\n`);
+    return 130;
+  }
   if (out) {
     const path = resolve(io.cwd, out);
     const results = ordered.map(({ trajectories, ...r }) => ({

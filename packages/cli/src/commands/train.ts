@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { FlowGrpoError } from '@flowgrpo/core';
 import { GRPOTrainer, type MetricsRecord, SFTTrainer } from '@flowgrpo/trainer';
 import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
 import { ensureArtifacts, loraFromOptions, resolveTokenizer } from '../model-artifacts.js';
@@ -119,6 +120,11 @@ async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<numb
       return 130;
     }
     return 0;
+  } catch (e) {
+    // An abort that surfaced as an error (e.g. during the final evaluation) is still a Ctrl-C.
+    if (!interrupt.signal.aborted || FlowGrpoError.isInstance(e)) throw e;
+    io.stderr(`interrupted: ${(e as Error).message}; resume with --resume (${rc.file})\n`);
+    return 130;
   } finally {
     interrupt.dispose();
   }
