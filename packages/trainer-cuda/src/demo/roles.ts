@@ -107,13 +107,19 @@ function jsonAfter(
   return {};
 }
 
-/** The landmark a demo question is about. */
+/** The landmark a demo question is about (one pattern per question template). */
 export function landmarkOf(question: string): string | undefined {
-  const m =
-    /(?:was|is) (.+?) built\?|after (.+?) was built\?|year (.+?) was built\?|town is (.+?)\?/.exec(
-      question,
-    );
-  return m?.slice(1).find((g) => g !== undefined);
+  const patterns = [
+    /years after (.+?) was built\?$/,
+    /in the year (.+?) was built\?$/,
+    /^In which year was (.+?) built\?$/,
+    /^In which town is (.+?)\?$/,
+  ];
+  for (const p of patterns) {
+    const m = p.exec(question.trim());
+    if (m) return m[1];
+  }
+  return undefined;
 }
 
 /** The tool input a sub-goal stands for, grounded in the question and the planner's data. */
@@ -268,7 +274,7 @@ export function demoAgent(
     maxTurns: o.maxTurns ?? 4,
     plannerPrompt: (c) => demoPlannerPrompt(c),
     sampling: {
-      maxTokens: o.maxTokens ?? 64,
+      maxTokens: o.maxTokens ?? 96,
       temperature: o.temperature ?? 1,
       topP: o.topP ?? 1,
     },

@@ -20,10 +20,14 @@ export interface TeacherOptions {
   seed?: string | number;
 }
 
-/** The planner's JSON reply (NextStep keys) for a step, or for the final answer. */
+/**
+ * The planner's JSON reply for a step, or for the final answer: NextStep's keys in the seeds'
+ * order (context, sub_goal, tool_name; no justification). Context first also keeps the copy of an
+ * earlier result right after the prompt's last line, where a small model finds it easily.
+ */
 export function plannerReply(step: PlannerStep | undefined): string {
-  if (!step) return JSON.stringify({ tool_name: 'None', sub_goal: 'Final Answer' });
-  return JSON.stringify(step);
+  if (!step) return JSON.stringify({ context: '', sub_goal: 'Final Answer', tool_name: 'None' });
+  return JSON.stringify({ context: step.context ?? '', sub_goal: step.sub_goal, tool_name: step.tool_name });
 }
 
 /** A PolicyEngine that plays the scripted teacher on known questions. */

@@ -249,6 +249,7 @@ export class GRPOTrainer {
       const bar = progress.start('GRPO', c.max_steps);
       bar.update(state.global_step);
       let inARow = 0;
+      let emptyBatches = Number(state.extra?.empty_batches ?? 0);
       const cursor = new EpochCursor(o.trainDataset.length, c.seed, state);
       let lastCheckpoint: string | undefined;
       let finalEval: EvalResult | undefined;
@@ -291,11 +292,20 @@ export class GRPOTrainer {
               try {
                 return await o.reward.score(rewardInputFromTrajectory(tr));
               } catch (e) {
+                tr.metadata = { ...tr.metadata, rewardError: (e as Error).message };
                 return { score: 0, details: { error: (e as Error).message } };
               }
             }),
           ),
         );
+        // A reward that is not a finite number is the reward function's failure: it scores 0,
+        // and the trajectory records why (the run goes on, as for a crashed rollout).
+        scored.forEach((r, i) => {
+          if (Number.isFinite(r.score)) return;
+          const tr = trajectories[i]!;
+          tr.metadata = { ...tr.metadata, rewardError: `non-finite reward ${r.score}` };
+          scored[i] = { score: 0, details: { error: `non-finite reward ${r.score}` } };
+        });
         const rewards = Float64Array.from(scored, (r) => r.score);
         const groups = Int32Array.from(trajectories, (_, i) => Math.floor(i / G));
         const advantages = computeAdvantages(rewards, groups, { scale: c.scale_rewards });
@@ -320,93 +330,100 @@ export class GRPOTrainer {
         );
         const targets = targetsOf(trainRows);
 
-        // Old log-probs recomputed by the logprobs graph; reference log-probs when beta ≠ 0.
-        const lpOptions = {
-          temperature: c.temperature,
-          maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
-        };
-        const old = await time('logprobs', () =>
-          policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 1 }),
-        );
-        const ref =
-          c.beta !== 0
-            ? await time('logprobs', () =>
-                policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 0 }),
-              )
-            : undefined;
+        // Nothing left to train on (every group filtered, every turn truncated): the batch
+        // counts as a step without an update, so a run cannot loop forever on such batches.
+        const updates: UpdateResult[] = [];
+        const lrs: number[] = [];
         let mismatchSum = 0;
         let mismatchMax = 0;
         let mismatchCount = 0;
-        for (let j = 0; j < targets.count; j++) {
-          const s = targets.sampleLogprob[j]!;
-          if (Number.isNaN(s)) continue;
-          const d = Math.abs(old[j]! - s);
-          mismatchSum += d;
-          mismatchMax = Math.max(mismatchMax, d);
-          mismatchCount++;
-        }
-        const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
-          maxLen: c.max_completion_length,
-        });
-        if (c.vllm_importance_sampling_correction) {
-          // Truncated importance sampling: the rollout engine's distribution differs from ours.
+        if (targets.count === 0) {
+          state.global_step++;
+          emptyBatches++;
+          progress.log(
+            `step ${state.global_step}: nothing to train on after the filters; no update`,
+          );
+        } else {
+          // Old log-probs recomputed by the logprobs graph; reference log-probs when beta ≠ 0.
+          const lpOptions = {
+            temperature: c.temperature,
+            maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
+          };
+          const old = await time('logprobs', () =>
+            policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 1 }),
+          );
+          const ref =
+            c.beta !== 0
+              ? await time('logprobs', () =>
+                  policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 0 }),
+                )
+              : undefined;
           for (let j = 0; j < targets.count; j++) {
             const s = targets.sampleLogprob[j]!;
-            if (!Number.isNaN(s))
-              pgWeights[j]! *= Math.min(Math.exp(old[j]! - s), c.vllm_importance_sampling_cap);
+            if (Number.isNaN(s)) continue;
+            const d = Math.abs(old[j]! - s);
+            mismatchSum += d;
+            mismatchMax = Math.max(mismatchMax, d);
+            mismatchCount++;
           }
-        }
+          const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
+            maxLen: c.max_completion_length,
+          });
+          if (c.vllm_importance_sampling_correction) {
+            // Truncated importance sampling: the rollout engine's distribution differs from ours.
+            for (let j = 0; j < targets.count; j++) {
+              const s = targets.sampleLogprob[j]!;
+              if (!Number.isNaN(s))
+                pgWeights[j]! *= Math.min(Math.exp(old[j]! - s), c.vllm_importance_sampling_cap);
+            }
+          }
 
-        // μ updates against the same old log-probs.
-        const updates: UpdateResult[] = [];
-        const lrs: number[] = [];
-        for (let it = 0; it < c.num_iterations && state.global_step < c.max_steps; it++) {
-          const lr = learningRateAt(state.global_step + 1, c);
-          const r = await time('train', () =>
-            policy.update(
-              trainRows,
-              targets,
-              { old, ...(ref && { ref }), pgWeights },
-              {
-                learningRate: lr,
-                temperature: c.temperature,
-                epsilonLow: c.epsilon,
-                epsilonHigh: c.epsilon_high ?? c.epsilon,
-                ...(c.clip_ratio_c !== undefined && { clipRatioC: c.clip_ratio_c }),
-                beta: c.beta,
-                klEstimator: c.kl_estimator,
-                maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
-              },
-            ),
-          );
-          if (r.skipped) {
-            state.nan_steps_skipped++;
-            inARow++;
-            progress.log(
-              `step ${state.global_step + 1}: update skipped (${r.skipped}); parameters unchanged`,
+          // μ updates against the same old log-probs.
+          for (let it = 0; it < c.num_iterations && state.global_step < c.max_steps; it++) {
+            const lr = learningRateAt(state.global_step + 1, c);
+            const r = await time('train', () =>
+              policy.update(
+                trainRows,
+                targets,
+                { old, ...(ref && { ref }), pgWeights },
+                {
+                  learningRate: lr,
+                  temperature: c.temperature,
+                  epsilonLow: c.epsilon,
+                  epsilonHigh: c.epsilon_high ?? c.epsilon,
+                  ...(c.clip_ratio_c !== undefined && { clipRatioC: c.clip_ratio_c }),
+                  beta: c.beta,
+                  klEstimator: c.kl_estimator,
+                  maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
+                },
+              ),
             );
-            if (inARow >= c.max_nan_steps_in_a_row)
-              throw new NonFiniteLossError({
-                step: state.global_step,
-                batch,
-                queryIds: rows.map((row) => String(row.id)),
-                inARow,
-                reason: r.skipped === 'nonfinite_loss' ? 'loss' : 'gradient norm',
-              });
-            // A skipped update still counts as a step (as TRL does with inf/nan grads).
+            if (r.skipped) {
+              state.nan_steps_skipped++;
+              inARow++;
+              progress.log(
+                `step ${state.global_step + 1}: update skipped (${r.skipped}); parameters unchanged`,
+              );
+              if (inARow >= c.max_nan_steps_in_a_row)
+                throw new NonFiniteLossError({
+                  step: state.global_step,
+                  batch,
+                  queryIds: rows.map((row) => String(row.id)),
+                  inARow,
+                  reason: r.skipped === 'nonfinite_loss' ? 'loss' : 'gradient norm',
+                });
+            } else inARow = 0;
+            // A skipped update still counts as a step (as TRL does with inf/nan gradients).
             state.global_step++;
-          } else {
-            inARow = 0;
-            state.global_step = r.step + state.nan_steps_skipped;
+            updates.push(r);
+            lrs.push(lr);
           }
-          updates.push(r);
-          lrs.push(lr);
         }
         state.batches++;
         await time('sync', () => this.#sync(policy.params, state.global_step));
 
         // Metrics: TRL's names, then flowgrpo's.
-        const last = updates.findLast((u) => !u.skipped) ?? updates.at(-1)!;
+        const last = updates.findLast((u) => !u.skipped) ?? updates.at(-1);
         const turns = trajectories.map((tr) => tr.turns?.length ?? 0);
         const calls = trajectories.map(
           (tr) => (tr.turns ?? []).filter((u) => u.toolName && u.toolName !== 'None').length,
@@ -423,21 +440,22 @@ export class GRPOTrainer {
           step: state.global_step,
           epoch: cursor.epochs,
           learning_rate: lrs.at(-1) ?? 0,
-          loss: last.stats.loss,
-          grad_norm: last.gradNorm,
+          ...(last && { loss: last.stats.loss, grad_norm: last.gradNorm }),
           ...grpoMetrics({
             rewards,
             groups,
             completionLengths: trajectories.map((tr) =>
               (tr.turns ?? []).reduce((s, u) => s + u.actionTokens.length, 0),
             ),
-            loss: {
-              clipFracLow: last.stats.clip_low_sum,
-              clipFracHigh: last.stats.clip_high_sum,
-              clipFrac: last.stats.clip_region_sum,
-              ...(c.beta !== 0 && { kl: last.stats.kl_sum }),
-              entropy: last.stats.entropy_sum,
-            },
+            ...(last && {
+              loss: {
+                clipFracLow: last.stats.clip_low_sum,
+                clipFracHigh: last.stats.clip_high_sum,
+                clipFrac: last.stats.clip_region_sum,
+                ...(c.beta !== 0 && { kl: last.stats.kl_sum }),
+                entropy: last.stats.entropy_sum,
+              },
+            }),
           }),
           ...rewardMetrics(scored, o.reward.name),
           accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
@@ -449,11 +467,13 @@ export class GRPOTrainer {
           'logprob_mismatch/mean': mismatchCount === 0 ? 0 : mismatchSum / mismatchCount,
           'logprob_mismatch/max': mismatchMax,
           nan_steps_skipped: state.nan_steps_skipped,
+          empty_batches: emptyBatches,
           'train/tokens': allTokens,
-          'train/micro_batches': last.microBatches,
+          'train/micro_batches': last?.microBatches ?? 0,
           'train/tokens_per_s': (allTokens / Math.max(1e-9, t.train ?? 1)) * updates.length,
           ...Object.fromEntries(Object.entries(t).map(([k, v]) => [`timing/${k}_s`, v])),
         };
+        state.extra = { ...state.extra, empty_batches: emptyBatches };
         state.log_history.push(record as Record<string, number>);
         if (batch % c.logging_steps === 0 || state.global_step >= c.max_steps) {
           this.#run.logMetrics(record);

@@ -10,6 +10,7 @@ import {
   decoderForward,
   decoderGraphOf,
   targetLogprobs,
+  useWeightInputs,
 } from '../models/graph/decoder-graph.js';
 
 // The train step: the decoder's logprobs forward with LoRA, the training objective, and its
@@ -64,12 +65,17 @@ export const TRAIN_STEP_STATS = [
 ] as const;
 export type TrainStepStat = (typeof TRAIN_STEP_STATS)[number];
 
-/** Builds the train_step graph of a decoder with LoRA. */
-export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig): DecoderGraph {
+/**
+ * Builds the train_step graph of a decoder: with LoRA (the adapter matrices are the parameters)
+ * or 'full' (every weight is an input and a parameter: full fine-tuning, e.g. of a model trained
+ * from a seed).
+ */
+export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig | 'full'): DecoderGraph {
   const b = new GraphBuilder('train_step');
+  if (lora === 'full') useWeightInputs(b);
   const inputs = addDecoderInputs(b, base, 'train_step');
   const targets = addTargetInputs(b);
-  const adapters = addLoraInputs(b, base, lora);
+  const adapters = lora === 'full' ? undefined : addLoraInputs(b, base, lora);
   const tokens = ['batch', 'targets'];
   const old = b.input(OLD_LOGPROBS, 'float32', tokens);
   const ref = b.input(REF_LOGPROBS, 'float32', tokens);
@@ -137,7 +143,9 @@ export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig): Decode
   b.output(weighted(statW, entropy), 'entropy_sum');
   b.output(logp, 'logprobs');
 
-  const params = [...adapters.params.values()];
+  const params = adapters
+    ? [...adapters.params.values()]
+    : b.graph.inputs.filter((v) => base.refs.has(v.name));
   const grads = b.grad(loss, params, { asOutputs: false });
   params.forEach((param, i) => {
     const acc = b.input(accName(param.name), 'float32', param.shape!);

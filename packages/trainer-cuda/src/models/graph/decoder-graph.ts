@@ -89,8 +89,18 @@ export interface LoraInputs {
 }
 
 const loadedWeights = new WeakMap<GraphBuilder, Map<string, Value>>();
+const weightsAsInputs = new WeakSet<GraphBuilder>();
 
-/** A base tensor of weights.data as an external initializer, added to the graph once. */
+/**
+ * Makes the model's weights graph inputs (float32, HF names) instead of initializers in
+ * weights.data: the graph of full fine-tuning, where every weight is a trained parameter. The
+ * RoPE tables stay initializers. Call before building the forward.
+ */
+export function useWeightInputs(b: GraphBuilder): void {
+  weightsAsInputs.add(b);
+}
+
+/** A base tensor: an external initializer of weights.data (or an input), added to the graph once. */
 export function baseWeight(b: GraphBuilder, base: BaseWeights, name: string): Value {
   let loaded = loadedWeights.get(b);
   if (!loaded) {
@@ -101,7 +111,10 @@ export function baseWeight(b: GraphBuilder, base: BaseWeights, name: string): Va
   if (!v) {
     const ref = base.refs.get(name);
     if (!ref) throw new RangeError(`weights.data has no tensor '${name}'`);
-    v = b.externalInitializer(name, 'float32', ref.shape, ref.external);
+    v =
+      weightsAsInputs.has(b) && name !== ROPE_COS && name !== ROPE_SIN
+        ? b.input(name, 'float32', ref.shape)
+        : b.externalInitializer(name, 'float32', ref.shape, ref.external);
     loaded.set(name, v);
   }
   return v;

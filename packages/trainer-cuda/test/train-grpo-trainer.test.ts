@@ -1,0 +1,205 @@
+// GRPOTrainer end to end on the embedded demo task with a tiny model (CPU EP): the loop's
+// invariants, exact resume after SIGKILL, non-finite updates, abort, and the checkpoint format.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readTrajectoriesParquet } from '@flowgrpo/core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  initLoraParams,
+  listCheckpoints,
+  loadCheckpoint,
+  NonFiniteLossError,
+  readArtifactsManifest,
+  type TrainResult,
+} from '../src/index.js';
+import { comparable, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
+
+const root = mkdtempSync(join(tmpdir(), 'flowgrpo-grpo-trainer-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+let full: TrainResult;
+beforeAll(async () => {
+  await tinySetup(root);
+  full = await (await tinyTrainer(root, tinyConfig(join(root, 'full'), { save_steps: 2 }))).train();
+}, 120_000);
+
+describe('GRPOTrainer on the demo task (tiny model)', () => {
+  it('runs the loop: metrics with TRL names, rollouts as Parquet, checkpoints, report', async () => {
+    expect(full.globalStep).toBe(4);
+    expect(full.stopped).toBe('max_steps');
+    const steps = full.metrics.filter((m) => typeof m.reward === 'number');
+    expect(steps.map((m) => m.step)).toEqual([1, 2, 3, 4]);
+    for (const m of steps) {
+      for (const k of [
+        'reward',
+        'reward_std',
+        'frac_reward_zero_std',
+        'loss',
+        'grad_norm',
+        'kl',
+        'entropy',
+        'clip_ratio/low_mean',
+        'clip_ratio/high_mean',
+        'clip_ratio/region_mean',
+        'learning_rate',
+        'turns/mean',
+        'tools/calls_per_trajectory',
+        'tools/error_rate',
+        'trainable_token_ratio',
+        'logprob_mismatch/mean',
+        'logprob_mismatch/max',
+        'nan_steps_skipped',
+        'timing/rollout_s',
+        'timing/train_s',
+      ])
+        expect(Number.isFinite(m[k]), k).toBe(true);
+      // Local rollouts: the sampler's log-probs are the training graph's (token-exact).
+      expect(m['logprob_mismatch/max'] as number).toBeLessThanOrEqual(1e-4);
+    }
+    expect(existsSync(join(full.checkpoint!, 'adapter_model.safetensors'))).toBe(true);
+    expect(listCheckpoints(join(root, 'full')).map((c) => c.step)).toEqual([2, 4]);
+    expect(readFileSync(full.report, 'utf8')).toContain('<svg');
+  });
+
+  it('records rewards and group-relative advantages: zero mean in every group, on every turn', async () => {
+    for (const step of [1, 4]) {
+      const file = join(root, 'full', 'rollouts', `step-${String(step).padStart(6, '0')}.parquet`);
+      const trajectories = await readTrajectoriesParquet(file);
+      expect(trajectories).toHaveLength(8); // 2 queries × G = 4
+      const groups = new Map<string, number[]>();
+      for (const t of trajectories) {
+        expect(typeof t.reward).toBe('number');
+        for (const u of t.turns ?? []) expect(u.advantage).toBe(t.advantage);
+        groups.set(t.groupId, [...(groups.get(t.groupId) ?? []), t.advantage!]);
+      }
+      expect(groups.size).toBe(2);
+      for (const adv of groups.values()) {
+        expect(adv).toHaveLength(4);
+        expect(Math.abs(adv.reduce((a, b) => a + b, 0))).toBeLessThan(1e-9);
+      }
+    }
+  });
+
+  it('changes the LoRA weights, and the checkpoint loads back with its optimizer state', async () => {
+    const m = readArtifactsManifest(join(root, 'artifacts'));
+    const ck = await loadCheckpoint(full.checkpoint!, m.config);
+    const init = initLoraParams(m.config, m.lora!, '7:lora'); // the trainer's init (seed 7)
+    let moved = 0;
+    for (const [name, v] of ck.params) {
+      const v0 = init.get(name)!;
+      for (let i = 0; i < v.length; i++) moved = Math.max(moved, Math.abs(v[i]! - v0[i]!));
+    }
+    expect(moved).toBeGreaterThan(1e-4);
+    expect(ck.trainer.global_step).toBe(4);
+    expect(ck.optimizer.step).toBe(4);
+    expect(Object.keys(ck.optimizer.m).sort()).toEqual([...ck.params.keys()].sort());
+    expect(ck.trainer.log_history).toHaveLength(4);
+  });
+
+  it('killed with SIGKILL mid-step and resumed, continues exactly as the uninterrupted run', async () => {
+    const out = join(root, 'killed');
+    const marker = join(root, 'holding');
+    const child = spawn(
+      process.execPath,
+      [
+        '--conditions=@flowgrpo/source',
+        '--import',
+        'tsx',
+        join(import.meta.dirname, 'support', 'tiny-grpo.ts'),
+        root,
+        out,
+        '2',
+        marker,
+      ],
+      { stdio: 'ignore' },
+    );
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      child.on('exit', (_c, s) => resolve(s)),
+    );
+    // The child holds inside batch 2's rollouts (after checkpoint-2 was written): kill it there.
+    while (!existsSync(marker)) {
+      if (child.exitCode !== null) throw new Error(`the child exited with ${child.exitCode}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    child.kill('SIGKILL');
+    expect(await exited).toBe('SIGKILL');
+    expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);
+
+    const resumed = await (
+      await tinyTrainer(root, tinyConfig(out, { save_steps: 1, resume_from_checkpoint: true }))
+    ).train();
+    expect(resumed.globalStep).toBe(4);
+    const byStep = (ms: TrainResult['metrics']) =>
+      new Map(ms.filter((m) => typeof m.reward === 'number').map((m) => [m.step, comparable(m)]));
+    const a = byStep(full.metrics);
+    const b = byStep(resumed.metrics);
+    expect([...b.keys()]).toEqual([1, 2, 3, 4]); // steps 1–2 from before the kill, 3–4 after
+    for (const step of [3, 4]) expect(b.get(step)).toEqual(a.get(step));
+  }, 180_000);
+
+  it('skips non-finite updates, leaves the parameters alone, and stops after N in a row', async () => {
+    // A corrupt adapter (one NaN in a LoRA matrix) makes every loss non-finite: each update is
+    // skipped — parameters and moments unchanged — and after 2 in a row the run stops with a
+    // typed error naming the step and the rollout batch.
+    const m = readArtifactsManifest(join(root, 'artifacts'));
+    const adapter = initLoraParams(m.config, m.lora!, 'nan');
+    [...adapter.values()][0]![0] = Number.NaN;
+    const trainer = await tinyTrainer(
+      root,
+      tinyConfig(join(root, 'nan'), { max_nan_steps_in_a_row: 2 }),
+      { extra: { adapter } },
+    );
+    const e = await trainer.train().catch((x: unknown) => x);
+    expect(NonFiniteLossError.isInstance(e)).toBe(true);
+    const err = e as NonFiniteLossError;
+    expect(err.step).toBe(1); // step 1 was skipped (counted), step 2 the second in a row
+    expect(err.batch).toBe(1);
+    expect(err.queryIds).toHaveLength(2);
+    expect(err.message).toMatch(/2 updates in a row had a non-finite loss/);
+  }, 120_000);
+
+  it('TrainStepRunner: a non-finite update leaves parameters and moments exactly as they were', async () => {
+    const { GraphBuilder } = await import('@flowgrpo/graph');
+    const ort = await import('onnxruntime-node');
+    const { TrainStepRunner } = await import('../src/index.js');
+    const w0 = Float32Array.of(0.5, -1, 2);
+    const runner = await TrainStepRunner.create({
+      trainStep: (b: InstanceType<typeof GraphBuilder>, p) => {
+        const x = b.input('x', 'float32', [3]);
+        return b.reduceSum(b.mul(b.mul(p.w!, x), b.mul(p.w!, x)));
+      },
+      params: { w: new ort.Tensor('float32', w0, [3]) },
+      device: 'cpu',
+    });
+    const feed = (v: number[]) => ({ x: new ort.Tensor('float32', Float32Array.from(v), [3]) });
+    await runner.step(feed([1, 2, 3]), { lr: 0.1 }); // a real update: moments are non-zero now
+    const before = await runner.exportState();
+    const r = await runner.step(feed([1, Number.NaN, 3]), { lr: 0.1 });
+    expect(r.skipped).toBe('nonfinite_loss');
+    const after = await runner.exportState();
+    expect(after.step).toBe(before.step);
+    for (const k of ['params', 'm', 'v'] as const)
+      expect(Array.from(after[k].w!.data as Float32Array)).toEqual(
+        Array.from(before[k].w!.data as Float32Array),
+      );
+    await runner.release();
+  });
+
+  it('an abort stops after the running step and writes a final checkpoint', async () => {
+    const controller = new AbortController();
+    const trainer = await tinyTrainer(root, tinyConfig(join(root, 'aborted'), { max_steps: 10 }), {
+      extra: {
+        signal: controller.signal,
+        onLog: (r) => {
+          if (r.step === 2) controller.abort(new Error('Ctrl-C'));
+        },
+      },
+    });
+    const r = await trainer.train();
+    expect(r.stopped).toBe('aborted');
+    expect(r.globalStep).toBe(2);
+    expect(listCheckpoints(join(root, 'aborted')).map((c) => c.step)).toEqual([2]);
+  }, 120_000);
+});
