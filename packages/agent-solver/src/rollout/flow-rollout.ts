@@ -70,6 +70,8 @@ export interface FlowRolloutOptions {
    */
   answerAtMaxTurns?: boolean;
   toolTimeoutMs?: number;
+  /** Show the executor the steps so far, so sub-goals may refer to earlier results (default false). */
+  executorSeesMemory?: boolean;
   maxValueLength?: number;
   generation?: RoleGenerateOptions;
   onEvent?: SolverEventListener;
@@ -135,6 +137,7 @@ export class FlowRollout implements RolloutAgent {
       maxSteps: this.maxTurns,
       generation: o.generation,
       toolTimeoutMs: o.toolTimeoutMs,
+      executorSeesMemory: o.executorSeesMemory,
       maxValueLength: o.maxValueLength,
       signal: context.signal,
       onEvent: o.onEvent,

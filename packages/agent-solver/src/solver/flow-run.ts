@@ -125,6 +125,8 @@ export interface FlowRunOptions {
   onEvent?: SolverEventListener;
   /** Scratch directory shared by this run's tool calls. */
   workspace?: Workspace;
+  /** Show the executor the steps so far (see executorMessages). Default false, as the seeds. */
+  executorSeesMemory?: boolean;
 }
 
 export class FlowRun {
@@ -327,7 +329,9 @@ export class FlowRun {
 
     const r = await this.#call('executor', step, async () => {
       const o = await this.#o.engines.executor.generateObject(
-        executorMessages(this.context(), next, this.toolMetadata[tool.name]),
+        executorMessages(this.context(), next, this.toolMetadata[tool.name], {
+          showMemory: this.#o.executorSeesMemory ?? false,
+        }),
         toolCommandSchema(tool),
         { ...this.#options('executor'), schemaName: SCHEMA_NAMES.executor },
       );

@@ -38,6 +38,8 @@ export interface FlowSolverOptions {
   maxSteps?: number;
   /** Time limit of one tool call (default: the registry's). */
   toolTimeoutMs?: number;
+  /** Show the executor the steps so far, so sub-goals may refer to earlier results (default false). */
+  executorSeesMemory?: boolean;
   /** Longest string kept in a memory entry (default 2000, as the seed). */
   maxValueLength?: number;
   /** Sampling options per role. */
@@ -145,6 +147,7 @@ export class FlowSolver {
       maxSteps: this.maxSteps,
       generation: this.#options.generation,
       toolTimeoutMs: this.#options.toolTimeoutMs,
+      executorSeesMemory: this.#options.executorSeesMemory,
       maxValueLength: this.#options.maxValueLength,
       signal: options.signal,
       ...(workspace ? { workspace } : {}),

@@ -117,10 +117,16 @@ export function policyPlannerMessages(
   ];
 }
 
+/**
+ * The executor's prompt. As in the seeds it shows the sub-goal and the planner's data; with
+ * `showMemory` it also shows the steps so far, so a sub-goal may refer to an earlier result
+ * ("the year found") instead of the planner copying it out (useful for small planners).
+ */
 export function executorMessages(
   c: PromptContext,
   next: NextStep,
   toolMetadata: unknown,
+  options: { showMemory?: boolean } = {},
 ): ChatMessage[] {
   return [
     { role: 'system', content: SYSTEM },
@@ -134,6 +140,7 @@ export function executorMessages(
         `Tool: ${next.tool_name}`,
         `Tool description and inputs:\n${json(toolMetadata, 2)}`,
         `Data from the planner: ${next.context}`,
+        ...(options.showMemory ? [`Steps taken and their results: ${historyText(c.actions)}`] : []),
         '',
         'Write:',
         '- analysis: which inputs the tool needs and where their values come from;',
