@@ -18,9 +18,9 @@ import { SUB_GOALS } from './task.js';
 // the code path of an app with real models. Only the planner is a model (the one being trained).
 //
 //   executor   grounds the planner's sub-goal into the tool's arguments: "year of the landmark"
-//              names the question's landmark, "event in the year" and "add the offset" take the
-//              planner's relevant data (context) and the question's offset; any other sub-goal
-//              is passed to the tool verbatim
+//              names the question's landmark; "event in the year" takes the latest year a step
+//              found (or the question's); "add the offset" adds the question's offset to it; any
+//              other sub-goal goes to the tool verbatim (the executor sees the steps so far)
 //   verifier   never stops the run: the planner decides when it has the answer
 //   generator  answers with the result of the last successful tool call
 //   judge      normalised exact match of the candidate against the reference
@@ -127,18 +127,24 @@ export function groundSubGoal(
   tool: string,
   subGoal: string,
   question: string,
-  data: string,
+  steps: readonly { result: unknown }[],
 ): string {
   const goal = subGoal.trim().toLowerCase();
   const landmark = landmarkOf(question);
-  const number =
-    /\d+/.exec(data)?.[0] ?? /\b\d{3,4}\b/.exec(question.replace(/\d+ years after/, ''))?.[0];
+  // "the year" is the latest number a step found, else the year the question names.
+  const found = steps
+    .map((s) =>
+      typeof s.result === 'string' && /^\d+$/.test(s.result.trim()) ? s.result.trim() : undefined,
+    )
+    .filter((x) => x !== undefined)
+    .at(-1);
+  const year = found ?? /\b\d{3,4}\b/.exec(question.replace(/\d+ years after/, ''))?.[0];
+  const offset = /(\d+) years after/.exec(question)?.[1];
   if (tool === 'almanac' && goal === SUB_GOALS.year && landmark) return `year of ${landmark}`;
   if (tool === 'almanac' && goal === SUB_GOALS.town && landmark) return `town of ${landmark}`;
-  if (tool === 'almanac' && goal === SUB_GOALS.event && number) return `event in ${number}`;
-  const offset = /(\d+) years after/.exec(question)?.[1];
-  if (tool === 'calculator' && goal === SUB_GOALS.add && number && offset)
-    return `${number}+${offset}`;
+  if (tool === 'almanac' && goal === SUB_GOALS.event && year) return `event in ${year}`;
+  if (tool === 'calculator' && goal === SUB_GOALS.add && found && offset)
+    return `${found}+${offset}`;
   return subGoal.trim();
 }
 
@@ -148,14 +154,10 @@ export const executorEngine = (): RuleEngine =>
     object(user) {
       const subGoal = field(user, 'Sub-goal') ?? '';
       const tool = (field(user, 'Tool') ?? '').trim();
-      const input = groundSubGoal(
-        tool,
-        subGoal,
-        field(user, 'Question') ?? '',
-        field(user, 'Data from the planner') ?? '',
-      );
+      const steps = Object.values(jsonAfter(user, 'Steps taken and their results:'));
+      const input = groundSubGoal(tool, subGoal, field(user, 'Question') ?? '', steps);
       return {
-        analysis: "The sub-goal and the planner's data give the tool input.",
+        analysis: 'The sub-goal, the question and the steps so far give the tool input.',
         explanation: `${tool} with "${input}"`,
         arguments: tool === 'calculator' ? { expression: input } : { query: input },
       };
@@ -272,6 +274,7 @@ export function demoAgent(
     },
     tools: demoTools(almanac),
     maxTurns: o.maxTurns ?? 4,
+    executorSeesMemory: true,
     plannerPrompt: (c) => demoPlannerPrompt(c),
     sampling: {
       maxTokens: o.maxTokens ?? 96,

@@ -19,15 +19,14 @@ export type ToolCall =
   | { tool: 'calculator'; expression: string };
 
 /**
- * A planner step as the demo's planner writes it: a tool, a sub-goal that names what to find
- * ("year of the landmark", "event in the year", "add the offset"), and in `context` the earlier
- * result the step needs — the executor grounds the rest from the question, as AgentFlow's
- * executor turns a sub-goal plus "relevant data" into the tool command.
+ * A planner step as the demo's planner writes it: a tool and a sub-goal that names what to find
+ * ("year of the landmark", "event in the year", "add the offset"). The executor grounds it into
+ * the tool's arguments from the question and the steps so far, as AgentFlow's executor turns a
+ * sub-goal into a tool command: the planner decides what to do next, the executor how.
  */
 export interface PlannerStep {
   tool_name: 'almanac' | 'calculator';
   sub_goal: string;
-  context?: string;
 }
 
 export interface DemoQuestion {
@@ -60,16 +59,8 @@ function makeQuestion(
   const yearOf = (l: Landmark): ToolCall => ({ tool: 'almanac', query: `year of ${l.name}` });
   const eventIn = (y: number): ToolCall => ({ tool: 'almanac', query: `event in ${y}` });
   const stepYear: PlannerStep = { tool_name: 'almanac', sub_goal: SUB_GOALS.year };
-  const stepAdd = (y: number): PlannerStep => ({
-    tool_name: 'calculator',
-    sub_goal: SUB_GOALS.add,
-    context: String(y),
-  });
-  const stepEvent = (y: number): PlannerStep => ({
-    tool_name: 'almanac',
-    sub_goal: SUB_GOALS.event,
-    context: String(y),
-  });
+  const stepAdd: PlannerStep = { tool_name: 'calculator', sub_goal: SUB_GOALS.add };
+  const stepEvent: PlannerStep = { tool_name: 'almanac', sub_goal: SUB_GOALS.event };
   const years = new Set(half.years);
   const l = pick(rng, half.landmarks);
   // An offset that lands on a year of the same half (so the event exists and stays held out).
@@ -107,7 +98,7 @@ function makeQuestion(
         level: 1,
         kind,
         plan: [eventIn(y)],
-        steps: [stepEvent(y)],
+        steps: [stepEvent],
       };
     }
     case 'year_plus': {
@@ -118,7 +109,7 @@ function makeQuestion(
         level: 2,
         kind,
         plan: [yearOf(l), { tool: 'calculator', expression: `${l.year}+${n}` }],
-        steps: [stepYear, stepAdd(l.year)],
+        steps: [stepYear, stepAdd],
       };
     }
     case 'event_of_year':
@@ -128,7 +119,7 @@ function makeQuestion(
         level: 2,
         kind,
         plan: [yearOf(l), eventIn(l.year)],
-        steps: [stepYear, stepEvent(l.year)],
+        steps: [stepYear, stepEvent],
       };
     case 'event_plus': {
       const n = offset();
@@ -143,7 +134,7 @@ function makeQuestion(
           { tool: 'calculator', expression: `${l.year}+${n}` },
           eventIn(l.year + n),
         ],
-        steps: [stepYear, stepAdd(l.year), stepEvent(l.year + n)],
+        steps: [stepYear, stepAdd, stepEvent],
       };
     }
   }

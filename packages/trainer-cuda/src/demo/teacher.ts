@@ -20,14 +20,10 @@ export interface TeacherOptions {
   seed?: string | number;
 }
 
-/**
- * The planner's JSON reply for a step, or for the final answer: NextStep's keys in the seeds'
- * order (context, sub_goal, tool_name; no justification). Context first also keeps the copy of an
- * earlier result right after the prompt's last line, where a small model finds it easily.
- */
+/** The planner's JSON reply for a step, or for the final answer (NextStep's keys). */
 export function plannerReply(step: PlannerStep | undefined): string {
-  if (!step) return JSON.stringify({ context: '', sub_goal: 'Final Answer', tool_name: 'None' });
-  return JSON.stringify({ context: step.context ?? '', sub_goal: step.sub_goal, tool_name: step.tool_name });
+  if (!step) return JSON.stringify({ sub_goal: 'Final Answer', tool_name: 'None' });
+  return JSON.stringify({ sub_goal: step.sub_goal, tool_name: step.tool_name });
 }
 
 /** A PolicyEngine that plays the scripted teacher on known questions. */
