@@ -1,6 +1,8 @@
-// The artifacts directory: four graphs over ONE weights.data (each base tensor stored once, every
-// graph pointing at the same offsets), standard ai.onnx ops only (no LogSoftmax, no Sum, no
-// com.microsoft), no [B, T, V] logits in the logprobs/train graphs, artifacts.json describing
+// The artifacts directory: four standard graphs and the fused `generate` graph over ONE
+// weights.data (each base tensor stored once, every graph pointing at the same offsets), standard
+// ai.onnx ops only in the four (no LogSoftmax, no Sum, no com.microsoft; `generate` is the
+// inference-only exception, tested in generation-fused.test.ts), no [B, T, V] logits in the
+// logprobs/train graphs, artifacts.json describing
 // what was written, and a loader that opens sessions on the named device. Expected values come
 // from the files themselves (decoded ModelProtos, file sizes) and from the tiny model's config.
 import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync } from 'node:fs';
@@ -13,6 +15,7 @@ import {
   ALL_GRAPHS,
   buildArtifactGraph,
   buildDecoderArtifacts,
+  DEFAULT_GRAPHS,
   DecoderArtifacts,
   expectedTensorShapes,
   initTinyWeights,
@@ -43,8 +46,9 @@ describe('decoder artifacts directory', () => {
   const dir = join(tmp, 'art');
   const manifest = buildDecoderArtifacts(weights, dir, { lora, maxPositions: 64 });
 
-  it('writes four graphs, weights.data and artifacts.json', () => {
+  it('writes the graphs, weights.data and artifacts.json', () => {
     for (const f of [
+      'generate.onnx',
       'prefill.onnx',
       'decode.onnx',
       'logprobs.onnx',
@@ -57,7 +61,7 @@ describe('decoder artifacts directory', () => {
     expect(m.config).toEqual(config);
     expect(m.lora).toEqual({ ...lora, scaling: 2 });
     expect(m.maxPositions).toBe(64);
-    expect(Object.keys(m.graphs).sort()).toEqual([...ALL_GRAPHS].sort());
+    expect(Object.keys(m.graphs).sort()).toEqual([...DEFAULT_GRAPHS].sort());
     expect(m.graphs.decode!.inputs.map((i) => i.name)).toContain('past_key_values.1.value');
     expect(m.graphs.decode!.outputs.map((i) => i.name)).toEqual([
       'logits',

@@ -13,6 +13,7 @@ import {
   type DecoderGraphKind,
   type GraphIOSpec,
 } from '../models/graph/decoder-graph.js';
+import { buildGenerateGraph, type GenerateGraphOptions } from '../models/graph/inference-graph.js';
 import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
@@ -27,12 +28,23 @@ export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
 export const ARTIFACTS_FORMAT_VERSION = 1;
 export const ARTIFACTS_MANIFEST = 'artifacts.json';
 export const WEIGHTS_FILE = 'weights.data';
+/** The standard ai.onnx graphs (built from the differentiable IR). */
 export const ALL_GRAPHS: readonly DecoderGraphKind[] = [
   'prefill',
   'decode',
   'logprobs',
   'train_step',
 ];
+
+/**
+ * Every kind an artifacts directory can hold: the standard graphs, and `generate` — the fused
+ * generation graph (com.microsoft ops, the decode loop inside the graph; inference-graph.ts)
+ * that DecoderGenerator uses when it is there.
+ */
+export type ArtifactGraphKind = DecoderGraphKind | 'generate';
+
+/** Built when `graphs` is left out: the standard graphs and `generate`. */
+export const DEFAULT_GRAPHS: readonly ArtifactGraphKind[] = [...ALL_GRAPHS, 'generate'];
 
 export interface GraphManifest {
   file: string;
@@ -54,15 +66,17 @@ export interface ArtifactsManifest {
   maxPositions: number;
   weights: { file: string; bytes: number; tensors: number };
   /** Log-probabilities are of softmax(logits / temperature) over the full vocabulary (sampling.ts). */
-  graphs: Partial<Record<DecoderGraphKind, GraphManifest>>;
+  graphs: Partial<Record<ArtifactGraphKind, GraphManifest>>;
   createdAt: string;
 }
 
 export interface BuildArtifactsOptions {
   lora?: LoraConfig;
-  /** Graphs to build (default: all four; train_step only with `lora`). */
-  graphs?: readonly DecoderGraphKind[];
+  /** Graphs to build (default: DEFAULT_GRAPHS; train_step only with `lora`). */
+  graphs?: readonly ArtifactGraphKind[];
   maxPositions?: number;
+  /** Options of the `generate` graph (its decode loop's attention form). */
+  generate?: Pick<GenerateGraphOptions, 'attention'>;
 }
 
 const PRODUCER_VERSION = '0.1.0';
@@ -96,15 +110,29 @@ function writeArtifacts(
   out: string,
   options: BuildArtifactsOptions,
 ): ArtifactsManifest {
-  const kinds = options.graphs ?? ALL_GRAPHS.filter((k) => k !== 'train_step' || options.lora);
+  const kinds = options.graphs ?? DEFAULT_GRAPHS.filter((k) => k !== 'train_step' || options.lora);
   if (kinds.includes('train_step') && !options.lora)
     throw new RangeError('the train_step graph needs a LoRA config');
   const writer = new WeightsFileWriter(join(out, WEIGHTS_FILE));
-  const graphs: Partial<Record<DecoderGraphKind, GraphManifest>> = {};
+  const graphs: Partial<Record<ArtifactGraphKind, GraphManifest>> = {};
   let base: ReturnType<typeof writeBaseWeights>;
   try {
     base = writeBaseWeights(weights, writer, { maxPositions: options.maxPositions });
     for (const kind of kinds) {
+      if (kind === 'generate') {
+        const g = buildGenerateGraph(base, {
+          ...options.generate,
+          ...(options.lora && { lora: options.lora }),
+        });
+        writeModel(g.model, { dir: out, fileName: 'generate.onnx', weights: writer });
+        graphs.generate = {
+          file: 'generate.onnx',
+          inputs: g.inputs,
+          outputs: g.outputs,
+          nodes: g.model.graph.nodes.length,
+        };
+        continue;
+      }
       const g = buildArtifactGraph(base, kind, options.lora);
       const file = `${kind}.onnx`;
       const model = toOnnxModel(g.graph, {
@@ -171,7 +199,7 @@ export interface OpenArtifactsOptions extends Omit<CreateSessionOptions, 'device
   /** Default 'cpu'; 'auto' | 'cuda' | 'webgpu' are passed through to createSession. */
   device?: DeviceRequest;
   /** Graphs to open (default: every graph in the manifest). */
-  graphs?: readonly DecoderGraphKind[];
+  graphs?: readonly ArtifactGraphKind[];
 }
 
 /** Open sessions over an artifacts directory. */
@@ -179,13 +207,14 @@ export class DecoderArtifacts {
   private constructor(
     readonly dir: string,
     readonly manifest: ArtifactsManifest,
-    readonly sessions: Partial<Record<DecoderGraphKind, Session>>,
+    readonly sessions: Partial<Record<ArtifactGraphKind, Session>>,
+    readonly options: OpenArtifactsOptions,
   ) {}
 
   static async open(dir: string, options: OpenArtifactsOptions = {}): Promise<DecoderArtifacts> {
     const manifest = readArtifactsManifest(dir);
-    const kinds = options.graphs ?? (Object.keys(manifest.graphs) as DecoderGraphKind[]);
-    const sessions: Partial<Record<DecoderGraphKind, Session>> = {};
+    const kinds = options.graphs ?? (Object.keys(manifest.graphs) as ArtifactGraphKind[]);
+    const sessions: Partial<Record<ArtifactGraphKind, Session>> = {};
     try {
       for (const kind of kinds) {
         const g = manifest.graphs[kind];
@@ -202,7 +231,7 @@ export class DecoderArtifacts {
       for (const s of Object.values(sessions)) await s.release();
       throw e;
     }
-    return new DecoderArtifacts(resolve(dir), manifest, sessions);
+    return new DecoderArtifacts(resolve(dir), manifest, sessions, options);
   }
 
   get config(): DecoderConfig {
@@ -210,12 +239,32 @@ export class DecoderArtifacts {
   }
 
   /** The session of one graph; throws when it was not opened. */
-  session(kind: DecoderGraphKind): Session {
+  session(kind: ArtifactGraphKind): Session {
     const s = this.sessions[kind];
     if (!s)
       throw new RangeError(
         `the ${kind} graph was not opened (graphs: ${Object.keys(this.sessions).join(', ')})`,
       );
+    return s;
+  }
+
+  /**
+   * The session of a graph the manifest has, opened now (with the options the artifacts were
+   * opened with) if it was not; it is released with the others.
+   */
+  async openSession(kind: ArtifactGraphKind): Promise<Session> {
+    const open = this.sessions[kind];
+    if (open) return open;
+    const g = this.manifest.graphs[kind];
+    if (!g)
+      throw new DataFormatError(`${this.dir} has no ${kind} graph`, {
+        file: join(this.dir, ARTIFACTS_MANIFEST),
+      });
+    const s = await createSession(join(this.dir, g.file), {
+      ...this.options,
+      device: this.options.device ?? 'cpu',
+    });
+    this.sessions[kind] = s;
     return s;
   }
 

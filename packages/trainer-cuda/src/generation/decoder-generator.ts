@@ -22,13 +22,17 @@ import {
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { ValueSpec } from '../runtime/feeds.js';
 import { SessionWorker, type WorkerSession } from '../runtime/session-worker.js';
+import { type BatchRow, FusedBatcher } from './fused-batcher.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 
-// Batched generation over the prefill and decode graphs: prompts are left-padded to one length
-// (attention_mask 0 on padding, position ids counting real tokens only), prefill runs once, then
-// one decode run per new token with the KV cache carried from `present.*` to `past_key_values.*`.
-// Sampling happens on the host from each step's last-position logits (see sampling.ts for the
-// temperature / logprob convention).
+// Batched generation. With a `generate` graph in the artifacts (and the CPU EP), requests go to a
+// FusedBatcher: continuous batching, the decode loop inside the graph (fused-batcher.ts,
+// models/graph/inference-graph.ts). Otherwise — a worker-thread or GPU session — over the
+// standard prefill and decode graphs: prompts are left-padded to one length (attention_mask 0 on
+// padding, position ids counting real tokens only), prefill runs once, then one decode run per new
+// token with the KV cache carried from `present.*` to `past_key_values.*`, and sampling happens on
+// the host from each step's last-position logits (see sampling.ts for the temperature / logprob
+// convention). Both give a request the same tokens for the same seed.
 
 export interface DecoderGenerateOptions extends SamplingParams {
   maxNewTokens: number;
@@ -125,22 +129,26 @@ function emptyPast(config: DecoderConfig, batch: number): Record<string, ort.Ten
 
 /** Sessions of an opened artifacts directory; the KV cache goes through this thread. */
 function localBackend(artifacts: DecoderArtifacts): GenerationBackend {
-  const decode = artifacts.session('decode');
-  // Without a prefill session the decode graph prefills from an empty (length-0) cache: the
-  // same numbers, and one copy of the weights in ORT instead of two.
-  const prefill = artifacts.sessions.prefill;
+  // Looked up when used: artifacts opened with the generate graph alone never need it.
+  const session = () => artifacts.session('decode');
   // Per generate call: a closure over that call's cache (calls may interleave).
   return {
-    inputs: decode.inputs,
+    get inputs() {
+      return session().inputs;
+    },
     exclusive: false,
     async start(feeds, batch) {
+      // Without a prefill session the decode graph prefills from an empty (length-0) cache:
+      // the same numbers, and one copy of the weights in ORT instead of two.
+      const prefill = artifacts.sessions.prefill;
+      const decode = session();
       const r = prefill
         ? await prefill.run(feeds)
         : await decode.run({ ...emptyPast(artifacts.config, batch), ...feeds });
       return Object.assign(r.outputs.logits!.data as Float32Array, { cache: r.outputs });
     },
     async step(feeds) {
-      const r = await decode.run(feeds);
+      const r = await session().run(feeds);
       return Object.assign(r.outputs.logits!.data as Float32Array, { cache: r.outputs });
     },
     compact(logits, keep) {
@@ -203,13 +211,47 @@ export interface WorkerGeneratorOptions {
   intraOpThreads?: number;
 }
 
+export interface FusedGenerationOptions {
+  /**
+   * Use the artifacts' `generate` graph when they have one (default true); false keeps to the
+   * standard prefill/decode graphs.
+   */
+  useGenerateGraph?: boolean;
+  /** Rows generated together at most (default 64). */
+  maxBatchSize?: number;
+  /**
+   * Tokens each row samples per graph run (default 16): longer chunks spend less per run,
+   * shorter ones let waiting requests join sooner and waste less on rows that finish mid-chunk.
+   */
+  chunkTokens?: number;
+  /**
+   * With a generate graph built with `attention: 'auto'`: batches of at least this many rows run
+   * its split-cache loop (default SPLIT_CACHE_FROM).
+   */
+  splitCacheFrom?: number;
+}
+
 export class DecoderGenerator {
   readonly manifest: ArtifactsManifest;
   #backend: GenerationBackend;
+  #artifacts: DecoderArtifacts | undefined;
+  #fused: Promise<FusedBatcher | undefined> | undefined;
+  readonly #fusedOptions: FusedGenerationOptions;
   #queue: Promise<unknown> = Promise.resolve();
   private lora: LoraParams | undefined;
+  #loraScale = 1;
+  #loraVersion = 0;
+  #fusedLora: BatchRow['lora'] | undefined;
+
   /** Multiplies the adapter's update (1: the policy; 0: the base / reference model). */
-  loraScale = 1;
+  get loraScale(): number {
+    return this.#loraScale;
+  }
+
+  set loraScale(v: number) {
+    if (v !== this.#loraScale) this.#loraVersion++;
+    this.#loraScale = v;
+  }
 
   /**
    * Over the sessions of opened artifacts (prefill if opened, else decode from an empty cache),
@@ -217,14 +259,75 @@ export class DecoderGenerator {
    */
   constructor(
     source: DecoderArtifacts | { manifest: ArtifactsManifest; backend: GenerationBackend },
+    options: FusedGenerationOptions = {},
   ) {
+    this.#fusedOptions = { ...options };
     if ('backend' in source) {
       this.manifest = source.manifest;
       this.#backend = source.backend;
     } else {
       this.manifest = source.manifest;
+      this.#artifacts = source;
       this.#backend = localBackend(source);
     }
+  }
+
+  /** Rows generated together at most (the fused path; default 64). */
+  get maxBatchSize(): number {
+    return this.#fusedOptions.maxBatchSize ?? 64;
+  }
+
+  set maxBatchSize(n: number) {
+    this.#fusedOptions.maxBatchSize = n;
+    void this.#fused?.then((f) => {
+      if (f) f.maxBatchSize = n;
+    });
+  }
+
+  /**
+   * The continuous batcher over the `generate` graph, when the artifacts have one and run on
+   * the CPU EP (its decode loop is a CPU Loop); opened on first use.
+   */
+  #fusedBatcher(): Promise<FusedBatcher | undefined> {
+    if (!this.#fused) {
+      const art = this.#artifacts;
+      const cpu = (art?.options.device ?? 'cpu') === 'cpu';
+      const wanted = this.#fusedOptions.useGenerateGraph ?? true;
+      this.#fused =
+        art?.manifest.graphs.generate && cpu && wanted
+          ? art.openSession('generate').then(
+              (session) =>
+                new FusedBatcher({
+                  session,
+                  config: this.manifest.config,
+                  maxPositions: this.manifest.maxPositions,
+                  ...(this.#fusedOptions.maxBatchSize !== undefined && {
+                    maxBatchSize: this.#fusedOptions.maxBatchSize,
+                  }),
+                  ...(this.#fusedOptions.chunkTokens !== undefined && {
+                    chunkTokens: this.#fusedOptions.chunkTokens,
+                  }),
+                  ...(this.#fusedOptions.splitCacheFrom !== undefined && {
+                    splitCacheFrom: this.#fusedOptions.splitCacheFrom,
+                  }),
+                }),
+            )
+          : Promise.resolve(undefined);
+    }
+    return this.#fused;
+  }
+
+  /**
+   * The continuous batcher's counters (chunks run, rows admitted, joins into a running batch,
+   * steps, row-steps), or undefined on the standard path.
+   */
+  async batchStats(): Promise<FusedBatcher['stats'] | undefined> {
+    return (await this.#fusedBatcher())?.stats;
+  }
+
+  /** Whether generation runs the fused `generate` graph (continuous batching). */
+  async usesFusedGraph(): Promise<boolean> {
+    return (await this.#fusedBatcher()) !== undefined;
   }
 
   /**
@@ -260,9 +363,13 @@ export class DecoderGenerator {
     return this.manifest.config;
   }
 
-  /** Use these LoRA matrices (PEFT names) in later generations; undefined = the base model. */
+  /**
+   * Use these LoRA matrices (PEFT names) in later generations; undefined = the base model.
+   * Generations already running finish with the adapter they started with.
+   */
   setLora(params: LoraParams | undefined): void {
     this.lora = params;
+    this.#loraVersion++;
   }
 
   /** Feeds for the LoRA inputs of a graph that has them (zeros + scale 0 without an adapter). */
@@ -323,11 +430,76 @@ export class DecoderGenerator {
     );
   }
 
-  #queued(rows: RowRequest[], shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>) {
+  async #queued(
+    rows: RowRequest[],
+    shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>,
+  ): Promise<GenerationOutput[]> {
+    const fused = await this.#fusedBatcher();
+    if (fused) return this.#generateFused(fused, rows, shared);
     if (!this.#backend.exclusive) return this.#generate(rows, shared);
     const run = this.#queue.then(() => this.#generate(rows, shared));
     this.#queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** The fused path: rows join the continuous batch; results in request order. */
+  #generateFused(
+    fused: FusedBatcher,
+    requests: readonly RowRequest[],
+    shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>,
+  ): Promise<GenerationOutput[]> {
+    const { config, maxPositions } = this.manifest;
+    const prepared = requests.map((q, i) =>
+      validateRequest(q, i, config.vocabSize, maxPositions, shared.decode),
+    );
+    const lora = this.#fusedLoraFeeds(fused);
+    const decode = shared.decode;
+    return Promise.all(
+      requests.map(
+        (q, i) =>
+          new Promise<GenerationOutput>((resolve, reject) => {
+            const prompt = prepared[i]!.prompt;
+            fused.submit([
+              {
+                ...(q.temperature !== undefined && { temperature: q.temperature }),
+                ...(q.topK !== undefined && { topK: q.topK }),
+                ...(q.topP !== undefined && { topP: q.topP }),
+                prompt,
+                maxNewTokens: q.maxNewTokens,
+                stopIds: new Set(q.stopTokenIds ?? []),
+                stopStrings: prepared[i]!.stopStrings,
+                rng: q.rng,
+                decode,
+                lora,
+                fail: reject,
+                done: (r) => {
+                  const out: GenerationOutput = {
+                    promptTokens: Int32Array.from(prompt),
+                    tokens: Int32Array.from(r.tokens),
+                    logprobs: Float32Array.from(r.logprobs),
+                    finishReason: r.finish,
+                  };
+                  if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
+                  if (r.stopString !== undefined) out.stopString = r.stopString;
+                  if (decode) {
+                    out.text =
+                      r.text ??
+                      decode(r.stopTokenId === undefined ? r.tokens : r.tokens.slice(0, -1));
+                  }
+                  resolve(out);
+                },
+              },
+            ]);
+          }),
+      ),
+    );
+  }
+
+  /** LoRA feeds of the generate graph for the current adapter (one object per adapter version). */
+  #fusedLoraFeeds(fused: FusedBatcher): BatchRow['lora'] {
+    if (this.#fusedLora?.version !== this.#loraVersion)
+      this.#fusedLora = { version: this.#loraVersion, feeds: this.loraFeeds(fused.inputs) };
+    return this.#fusedLora;
   }
 
   async #generate(
@@ -341,32 +513,18 @@ export class DecoderGenerator {
     const V = config.vocabSize;
     const L = config.numHiddenLayers;
     const rows: Row[] = requests.map((q, i) => {
-      const { maxNewTokens } = q;
-      if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)
-        throw new RangeError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
-      const stopStrings = (q.stopStrings ?? []).filter((x) => x.length > 0);
-      if (stopStrings.length > 0 && !shared.decode)
-        throw new RangeError('stop strings need a decode function (a tokenizer)');
-      const prompt = Array.from(q.prompt);
-      if (prompt.length === 0) throw new RangeError(`prompt ${i} is empty (add BOS)`);
-      for (const t of prompt)
-        if (!Number.isInteger(t) || t < 0 || t >= V)
-          throw new RangeError(`prompt ${i} has token id ${t} outside [0, ${V})`);
-      if (prompt.length + maxNewTokens > maxPositions)
-        throw new RangeError(
-          `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
-        );
+      const v = validateRequest(q, i, V, maxPositions, shared.decode);
       return {
         request: q,
         stopIds: new Set(q.stopTokenIds ?? []),
-        stopStrings,
-        prompt,
+        stopStrings: v.stopStrings,
+        prompt: v.prompt,
         tokens: [],
         logprobs: [],
         rng: q.rng,
-        done: maxNewTokens === 0,
+        done: q.maxNewTokens === 0,
         finish: 'length',
-        nextPos: prompt.length,
+        nextPos: v.prompt.length,
       };
     });
 
@@ -481,6 +639,36 @@ export class DecoderGenerator {
       return out;
     });
   }
+}
+
+/** Checks a request like the graphs need it; returns its prompt ids and non-empty stop strings. */
+function validateRequest(
+  q: Pick<GenerationRequest, 'prompt' | 'maxNewTokens' | 'stopStrings' | 'temperature' | 'topP'>,
+  i: number,
+  V: number,
+  maxPositions: number,
+  decode: ((ids: ArrayLike<number>) => string) | undefined,
+): { prompt: number[]; stopStrings: string[] } {
+  const { maxNewTokens } = q;
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)
+    throw new RangeError(`maxNewTokens must be a non-negative integer, got ${maxNewTokens}`);
+  const t = q.temperature ?? 1;
+  if (t < 0 || !Number.isFinite(t)) throw new RangeError(`temperature must be >= 0, got ${t}`);
+  const topP = q.topP ?? 1;
+  if (!(topP > 0 && topP <= 1)) throw new RangeError(`top_p must be in (0, 1], got ${topP}`);
+  const stopStrings = (q.stopStrings ?? []).filter((x) => x.length > 0);
+  if (stopStrings.length > 0 && !decode)
+    throw new RangeError('stop strings need a decode function (a tokenizer)');
+  const prompt = Array.from(q.prompt);
+  if (prompt.length === 0) throw new RangeError(`prompt ${i} is empty (add BOS)`);
+  for (const t of prompt)
+    if (!Number.isInteger(t) || t < 0 || t >= V)
+      throw new RangeError(`prompt ${i} has token id ${t} outside [0, ${V})`);
+  if (prompt.length + maxNewTokens > maxPositions)
+    throw new RangeError(
+      `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
+    );
+  return { prompt, stopStrings };
 }
 
 function firstStop(

@@ -40,8 +40,10 @@ export interface LocalPolicyEngineOptions {
   /**
    * Requests that arrive while the engine is busy (or in the same tick) run together as one batch
    * of at most this many rows (default 64; 1 = one request at a time). Concurrent rollouts —
-   * a GRPO group — then share every decode step. A request's tokens do not depend on its
-   * batch-mates: each samples from its own seeded stream.
+   * a GRPO group — then share every decode step. With the artifacts' `generate` graph the batch
+   * is continuous: finished rows leave and waiting requests join between chunks of a few tokens,
+   * so the batch stays full while rollouts finish at different lengths. A request's tokens do
+   * not depend on its batch-mates: each samples from its own seeded stream.
    */
   maxBatchSize?: number;
 }
@@ -75,6 +77,7 @@ export class LocalPolicyEngine implements PolicyEngine {
         key: 'artifacts',
       });
     this.generator = options.generator ?? new DecoderGenerator(options.artifacts!);
+    this.generator.maxBatchSize = Math.max(1, options.maxBatchSize ?? 64);
     const tok = options.tokenizer;
     this.tokenizer = {
       encode: (text: string) => tok.encode(text),
@@ -152,6 +155,26 @@ export class LocalPolicyEngine implements PolicyEngine {
     if (this.#running) return;
     this.#running = true;
     try {
+      if (await this.generator.usesFusedGraph()) {
+        // The generator batches continuously: hand every request over now.
+        const batch = this.#pending.splice(0).filter((p) => {
+          if (!p.signal?.aborted) return true;
+          p.reject(p.signal.reason);
+          return false;
+        });
+        if (batch.length > 0) {
+          this.batchStats.batches++;
+          this.batchStats.requests += batch.length;
+        }
+        const decode = (ids: ArrayLike<number>) =>
+          this.#tok.decode(ids, { skipSpecialTokens: true });
+        for (const p of batch)
+          this.generator.generateEach([p.request], { decode }).then(
+            (out) => p.resolve(out[0]!),
+            (e) => p.reject(e),
+          );
+        return;
+      }
       while (this.#pending.length > 0) {
         const max = Math.max(1, this.#options.maxBatchSize ?? 64);
         const batch = this.#pending.splice(0, max).filter((p) => {

@@ -1,0 +1,330 @@
+// The fused `generate` graph (com.microsoft ops, the decode loop inside the graph) and the
+// continuous batcher over it. What must hold, and where each expected value comes from:
+// - token-exactness: the logprob returned for every sampled token equals what the standard
+//   `logprobs` graph (the training graph's forward) computes for the same tokens, to 1e-4;
+// - the same tokens as the standard prefill/decode path with host sampling (sampling.ts) for the
+//   same seeds — greedy, temperature, top-p (sampled on the host from the fused graph's logits),
+//   stop tokens, stop strings — and logprobs within 1e-4 of it;
+// - a request's tokens do not depend on its batch-mates or on when it joined the batch: requests
+//   joining a running batch (continuous batching) get what they get alone;
+// - the split-cache and concat decode loops, and a Qwen3-like config (q/k norm, biases, untied
+//   head, MHA), agree with the standard path.
+// Speed is measured in `pnpm bench`, never here.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as ort from 'onnxruntime-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  buildDecoderArtifacts,
+  createTinyQwen2,
+  DecoderArtifacts,
+  type DecoderConfig,
+  DecoderGenerator,
+  type GenerationOutput,
+  initLoraParams,
+  initTinyWeights,
+  LocalPolicyEngine,
+  type LoraConfig,
+  type LoraParams,
+  type TinyModel,
+  tinyQwen2Config,
+} from '../src/index.js';
+
+const int64 = (values: readonly number[], dims: number[]) =>
+  new ort.Tensor(
+    'int64',
+    BigInt64Array.from(values, (v) => BigInt(v)),
+    dims,
+  );
+
+/** The logprobs graph over prompt + action of one row, at temperature t (the training forward). */
+async function graphLogprobs(
+  art: DecoderArtifacts,
+  prompt: ArrayLike<number>,
+  action: ArrayLike<number>,
+  t: number,
+  params?: LoraParams,
+): Promise<Float32Array> {
+  const seq = [...Array.from(prompt), ...Array.from(action)];
+  const K = action.length;
+  const feeds: Record<string, ort.Tensor> = {
+    input_ids: int64(seq, [1, seq.length]),
+    attention_mask: int64(
+      seq.map(() => 1),
+      [1, seq.length],
+    ),
+    position_ids: int64(
+      seq.map((_, i) => i),
+      [1, seq.length],
+    ),
+    target_positions: int64(
+      Array.from({ length: K }, (_, k) => prompt.length - 1 + k),
+      [1, K],
+    ),
+    target_ids: int64(Array.from(action), [1, K]),
+    temperature: new ort.Tensor('float32', new Float32Array([t]), []),
+  };
+  const session = art.session('logprobs');
+  for (const s of session.inputs) {
+    if (s.name === 'lora_scale')
+      feeds[s.name] = new ort.Tensor('float32', new Float32Array([params ? 1 : 0]), []);
+    else if (s.name.includes('.lora_')) {
+      const dims = s.shape as number[];
+      feeds[s.name] = new ort.Tensor(
+        'float32',
+        params?.get(s.name) ?? new Float32Array(dims[0]! * dims[1]!),
+        dims,
+      );
+    }
+  }
+  return (await session.run(feeds)).outputs.logprobs!.data as Float32Array;
+}
+
+function expectSameSamples(a: GenerationOutput[], b: GenerationOutput[], what: string) {
+  expect(b.length, what).toBe(a.length);
+  a.forEach((x, i) => {
+    const y = b[i]!;
+    expect(Array.from(y.tokens), `${what} row ${i}`).toEqual(Array.from(x.tokens));
+    expect(y.finishReason, `${what} row ${i}`).toBe(x.finishReason);
+    expect(y.stopTokenId, `${what} row ${i}`).toBe(x.stopTokenId);
+    expect(y.stopString, `${what} row ${i}`).toBe(x.stopString);
+    expect(y.text, `${what} row ${i}`).toBe(x.text);
+    for (let j = 0; j < x.logprobs.length; j++)
+      expect(Math.abs(y.logprobs[j]! - x.logprobs[j]!), `${what} row ${i} token ${j}`).toBeLessThan(
+        1e-4,
+      );
+  });
+}
+
+describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-fused-'));
+  // LoRA on a packed group member (q, v) and on the MLP (up), as the GRPO demo trains it.
+  const lora: LoraConfig = { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'up_proj'] };
+  let tiny: TinyModel;
+  let art: DecoderArtifacts;
+  let fused: DecoderGenerator;
+  let standard: DecoderGenerator;
+  let params: LoraParams;
+  const decode = (ids: ArrayLike<number>) => tiny.tokenizer.decode(ids);
+
+  beforeAll(async () => {
+    // GQA 4:2, head_dim 8 (RoPE via the rotate-half rows; GroupQueryAttention's rotary needs 16).
+    tiny = await createTinyQwen2(join(tmp, 'model'), {
+      seed: 2,
+      hiddenSize: 32,
+      layers: 2,
+      heads: 4,
+      kvHeads: 2,
+      embeddingInitRange: 0.2,
+    });
+    buildDecoderArtifacts(tiny.weights, join(tmp, 'art'), {
+      lora,
+      graphs: ['decode', 'logprobs', 'generate'],
+    });
+    art = await DecoderArtifacts.open(join(tmp, 'art'), { intraOpThreads: 1 });
+    // Small chunks, so rows leave and join between several runs of one generation.
+    fused = new DecoderGenerator(art, { chunkTokens: 3 });
+    standard = new DecoderGenerator(art, { useGenerateGraph: false });
+    expect(await fused.usesFusedGraph()).toBe(true);
+    expect(await standard.usesFusedGraph()).toBe(false);
+    // A non-zero adapter (PEFT's init has B = 0): the LoRA path takes part in every token.
+    params = initLoraParams(tiny.weights.config, lora, 1);
+    for (const [k, v] of params)
+      if (k.includes('lora_B'))
+        for (let i = 0; i < v.length; i++) v[i] = 0.3 * Math.sin(3 * i + k.length);
+    fused.setLora(params);
+    standard.setLora(params);
+  });
+  afterAll(async () => {
+    await art?.release();
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  const prompts = () =>
+    ['The answer is', 'count: 1 2 3', 'hi', 'a much longer prompt than the others, with words'].map(
+      (p) => Array.from(tiny.tokenizer.encode(p)),
+    );
+
+  it('sampled logprobs equal the logprobs graph’s for the same tokens (greedy, T = 0.7)', async () => {
+    for (const temperature of [0, 0.7]) {
+      const out = await fused.generate(prompts(), { maxNewTokens: 12, temperature, seed: 3 });
+      for (const [i, r] of out.entries()) {
+        expect(r.tokens.length).toBe(12);
+        const want = await graphLogprobs(art, prompts()[i]!, r.tokens, temperature || 1, params);
+        for (let j = 0; j < want.length; j++)
+          expect(Math.abs(r.logprobs[j]! - want[j]!), `T=${temperature} row ${i}`).toBeLessThan(
+            1e-4,
+          );
+      }
+    }
+  });
+
+  it('gives the standard path’s tokens: greedy, temperature, top-p, stop token, stop string', async () => {
+    const options = [
+      { temperature: 0 },
+      { temperature: 1, seed: 5 },
+      { temperature: 0.8, topP: 0.9, seed: 6 },
+      { temperature: 1, topK: 5, seed: 7 },
+    ];
+    for (const o of options) {
+      const a = await standard.generate(prompts(), { ...o, maxNewTokens: 10, decode });
+      const b = await fused.generate(prompts(), { ...o, maxNewTokens: 10, decode });
+      expectSameSamples(a, b, JSON.stringify(o));
+    }
+    // Stops taken from the unstopped samples, so they are certain to occur.
+    const base = await standard.generate(prompts(), {
+      temperature: 1,
+      seed: 8,
+      maxNewTokens: 10,
+      decode,
+    });
+    const stopTokenIds = [base[0]!.tokens[4]!, base[1]!.tokens[2]!];
+    const stopStrings = [decode(base[3]!.tokens.subarray(3, 5))].filter((x) => x.length > 0);
+    const stopped = {
+      temperature: 1,
+      seed: 8,
+      maxNewTokens: 10,
+      decode,
+      stopTokenIds,
+      stopStrings,
+    };
+    const a = await standard.generate(prompts(), stopped);
+    const b = await fused.generate(prompts(), stopped);
+    expect(a.some((r) => r.finishReason === 'stop')).toBe(true);
+    expectSameSamples(a, b, 'stops');
+  });
+
+  it('a request gets the same tokens alone, in a batch, and when it joins a running batch', async () => {
+    const requests = prompts().map((prompt, i) => ({
+      prompt,
+      maxNewTokens: 6 + 3 * i,
+      temperature: i === 1 ? 0 : 0.9,
+      seed: 100 + i,
+    }));
+    const alone: GenerationOutput[] = [];
+    for (const r of requests) alone.push((await fused.generateEach([r], { decode }))[0]!);
+    const together = await fused.generateEach(requests, { decode });
+    expectSameSamples(alone, together, 'batched');
+    // Staggered: the first two start a batch, the others arrive while it runs (they join
+    // between chunks), and one more arrives after the first finished.
+    const late = (ms: number, r: (typeof requests)[number]) =>
+      new Promise<GenerationOutput>((resolve, reject) => {
+        setTimeout(() => {
+          fused.generateEach([r], { decode }).then((o) => resolve(o[0]!), reject);
+        }, ms);
+      });
+    const staggered = await Promise.all([
+      fused.generateEach([requests[0]!], { decode }).then((o) => o[0]!),
+      fused.generateEach([requests[1]!], { decode }).then((o) => o[0]!),
+      late(1, requests[2]!),
+      late(5, requests[3]!),
+    ]);
+    expectSameSamples(alone, staggered, 'staggered');
+    // Deterministic joins: two rows at a time, so the third and fourth requests wait and join
+    // the running batch when rows finish (the rows ask for different lengths).
+    const narrow = new DecoderGenerator(art, { chunkTokens: 2, maxBatchSize: 2 });
+    narrow.setLora(params);
+    const joined = await narrow.generateEach(requests, { decode });
+    expectSameSamples(alone, joined, 'joined');
+    const stats = (await narrow.batchStats())!;
+    expect(stats.admitted).toBe(4);
+    expect(stats.joins).toBeGreaterThanOrEqual(1);
+  });
+
+  it('LocalPolicyEngine over the fused graph: the engine test’s contract holds', async () => {
+    const engine = new LocalPolicyEngine({
+      generator: fused,
+      tokenizer: tiny.tokenizer,
+      model: 'tiny',
+      maxBatchSize: 3,
+    });
+    const req = { prompt: 'count: 1 2 3', maxTokens: 14, temperature: 0.8, seed: 4 };
+    const rs = await Promise.all([0, 1, 2, 3, 4].map((i) => engine.generate({ ...req, seed: i })));
+    for (const [i, r] of rs.entries()) {
+      const lp = await graphLogprobs(art, r.promptTokens, r.actionTokens, 0.8, params);
+      for (let j = 0; j < lp.length; j++)
+        expect(Math.abs(lp[j]! - r.actionLogprobs[j]!), `request ${i}`).toBeLessThan(1e-4);
+      const solo = await standard.generate([r.promptTokens], {
+        maxNewTokens: 14,
+        temperature: 0.8,
+        seed: i,
+        stopTokenIds: engine.stopTokenIds(),
+      });
+      expect(Array.from(r.actionTokens), `request ${i}`).toEqual(Array.from(solo[0]!.tokens));
+    }
+    expect(fused.maxBatchSize).toBe(3);
+  });
+
+  it('rejects bad requests as the standard path does', async () => {
+    await expect(fused.generate([[]], { maxNewTokens: 2 })).rejects.toThrow(/empty/);
+    await expect(fused.generate([[1]], { maxNewTokens: 2, temperature: -1 })).rejects.toThrow(
+      /temperature/,
+    );
+    const none = await fused.generate([[1, 2]], { maxNewTokens: 0 });
+    expect(none[0]!.tokens.length).toBe(0);
+  });
+});
+
+describe('fused generate graph variants agree with the standard path', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-fused-variants-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+  // Qwen2 with GQA; and a Qwen3/Llama-like one: q/k RMSNorm, o/MLP biases, untied head, MHA.
+  const configs: [string, DecoderConfig][] = [
+    [
+      'qwen2 GQA 4:2',
+      tinyQwen2Config({
+        seed: 0,
+        hiddenSize: 32,
+        layers: 2,
+        heads: 4,
+        kvHeads: 2,
+        initializerRange: 0.2,
+      }),
+    ],
+    [
+      'q/k norm, biases, untied, MHA',
+      {
+        ...tinyQwen2Config({ seed: 0, hiddenSize: 32, layers: 2, heads: 2, initializerRange: 0.2 }),
+        modelType: 'qwen3',
+        qkvBias: false,
+        qkNorm: true,
+        oBias: true,
+        mlpBias: true,
+        tieWordEmbeddings: false,
+      },
+    ],
+  ];
+  for (const [label, config] of configs)
+    for (const attention of ['concat', 'split', 'auto'] as const)
+      it(`${label}, ${attention} loop`, async () => {
+        const dir = join(tmp, `${label.replace(/\W+/g, '-')}-${attention}`);
+        buildDecoderArtifacts(initTinyWeights(config, 3), dir, {
+          graphs: ['decode', 'generate'],
+          maxPositions: 48,
+          generate: { attention },
+        });
+        const art = await DecoderArtifacts.open(dir, { intraOpThreads: 1 });
+        try {
+          const prompts = [[1, 5, 9, 2], [7], [3, 3, 3, 3, 3, 3, 3, 3, 3]];
+          for (const o of [{ temperature: 0 }, { temperature: 1, seed: 11 }]) {
+            const a = await new DecoderGenerator(art, { useGenerateGraph: false }).generate(
+              prompts,
+              {
+                ...o,
+                maxNewTokens: 9,
+              },
+            );
+            // 'auto' runs its split loop at batch ≥ splitCacheFrom: 2 takes it for this batch.
+            const gen = new DecoderGenerator(art, { chunkTokens: 4, splitCacheFrom: 2 });
+            expectSameSamples(
+              a,
+              await gen.generate(prompts, { ...o, maxNewTokens: 9 }),
+              `${attention} ${JSON.stringify(o)}`,
+            );
+          }
+        } finally {
+          await art.release();
+        }
+      });
+});
