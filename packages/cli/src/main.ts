@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { FlowGrpoError } from '@flowgrpo/core';
 import { type CliIO, type Command, UsageError } from './command.js';
 import { dataCommand } from './commands/data.js';
+import { demoCommand } from './commands/demo.js';
 import { evalCommand } from './commands/eval.js';
 import { exportCommand } from './commands/export.js';
 import { generateCommand } from './commands/generate.js';
@@ -10,6 +11,7 @@ import { solveCommand } from './commands/solve.js';
 import { trainCommand } from './commands/train.js';
 
 export const commands: Command[] = [
+  demoCommand,
   dataCommand,
   solveCommand,
   generateCommand,

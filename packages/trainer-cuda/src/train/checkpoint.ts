@@ -1,7 +1,8 @@
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import {
+  createTensor,
   DataFormatError,
   FlowGrpoError,
   readSafetensors,
@@ -12,6 +13,8 @@ import * as ort from 'onnxruntime-node';
 import type { LoraConfig } from '../lora/lora-config.js';
 import { type LoraParams, loadLoraAdapter, saveLoraAdapter } from '../lora/lora-weights.js';
 import type { DecoderConfig } from '../models/config.js';
+import { loadHfModel, saveHfModel } from '../models/weights/hf-folder.js';
+import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { TrainStepState } from '../train-loop/train-step-runner.js';
 import { writeDirAtomically } from '../util/atomic-dir.js';
 
@@ -56,15 +59,23 @@ export class CheckpointError extends FlowGrpoError {
 
 export const checkpointName = (step: number) => `checkpoint-${step}`;
 
-/** Writes checkpoint-<step> atomically; returns its path. */
+/**
+ * Writes checkpoint-<step> atomically; returns its path. With `lora` the parameters are a PEFT
+ * adapter; without (full fine-tuning) they are the model's weights, written as a HF model folder
+ * (config.json + model.safetensors, with `extraFiles` such as the tokenizer copied in).
+ */
 export async function saveCheckpoint(
   outputDir: string,
   o: {
     config: DecoderConfig;
-    lora: LoraConfig;
+    lora: LoraConfig | undefined;
     state: TrainStepState;
     trainer: TrainerState;
     baseModel?: string;
+    /** Full fine-tuning: the model the parameters belong to (tensors not trained are kept). */
+    model?: ModelWeights;
+    /** Files copied into the checkpoint as they are (e.g. tokenizer.json). */
+    extraFiles?: readonly string[];
   },
 ): Promise<string> {
   const dir = join(outputDir, checkpointName(o.trainer.global_step));
@@ -72,7 +83,16 @@ export async function saveCheckpoint(
     const params: LoraParams = new Map(
       Object.entries(o.state.params).map(([k, t]) => [k, t.data as Float32Array<ArrayBuffer>]),
     );
-    await saveLoraAdapter(tmp, o.config, o.lora, params, { baseModel: o.baseModel });
+    if (o.lora) await saveLoraAdapter(tmp, o.config, o.lora, params, { baseModel: o.baseModel });
+    else {
+      if (!o.model)
+        throw new CheckpointError('full fine-tuning needs the model to save', { path: dir });
+      const tensors = new Map(o.model.tensors);
+      for (const [name, t] of Object.entries(o.state.params))
+        tensors.set(name, createTensor('F32', [...t.dims], t.data as Float32Array<ArrayBuffer>));
+      await saveHfModel(tmp, { config: o.config, tensors }, { dtype: 'F32' });
+    }
+    for (const f of o.extraFiles ?? []) copyFileSync(f, join(tmp, basename(f)));
     const moments = [
       ...Object.entries(o.state.m).map(([k, t]) => [`m.${k}`, t] as const),
       ...Object.entries(o.state.v).map(([k, t]) => [`v.${k}`, t] as const),
@@ -93,7 +113,8 @@ export async function saveCheckpoint(
 
 export interface LoadedCheckpoint {
   dir: string;
-  lora: LoraConfig;
+  /** undefined for a full fine-tuning checkpoint (the parameters are the model's weights). */
+  lora: LoraConfig | undefined;
   params: LoraParams;
   optimizer: { step: number; m: Record<string, ort.Tensor>; v: Record<string, ort.Tensor> };
   trainer: TrainerState;
@@ -119,11 +140,20 @@ export async function loadCheckpoint(
     throw new CheckpointError(`${TRAINER_STATE} has no integer global_step / data_cursor`, {
       path: dir,
     });
-  let adapter: Awaited<ReturnType<typeof loadLoraAdapter>>;
+  let adapter: { lora: LoraConfig | undefined; params: LoraParams };
   try {
-    adapter = await loadLoraAdapter(dir, config);
+    if (existsSync(join(dir, 'adapter_config.json'))) adapter = await loadLoraAdapter(dir, config);
+    else {
+      const model = await loadHfModel(dir, { dtype: 'F32' });
+      adapter = {
+        lora: undefined,
+        params: new Map(
+          [...model.tensors].map(([k, t]) => [k, Float32Array.from(tensorToFloat32(t))]),
+        ),
+      };
+    }
   } catch (cause) {
-    throw new CheckpointError(`adapter: ${(cause as Error).message}`, { path: dir }, { cause });
+    throw new CheckpointError(`parameters: ${(cause as Error).message}`, { path: dir }, { cause });
   }
   let tensors: Awaited<ReturnType<typeof readSafetensors>>;
   try {

@@ -122,6 +122,11 @@ export const SFTConfigSchema = z
     assistant_only_loss: z.boolean().default(true),
     /** Longest example kept (tokens); longer ones are truncated from the left. */
     max_length: positiveInt.default(1024),
+    /**
+     * Train a LoRA adapter (true, the default) or every weight of the model (false: full
+     * fine-tuning, as for a small model created from a seed). TRL's `--use_peft`.
+     */
+    use_peft: z.boolean().default(true),
     /** Stop when the eval loss has not improved for this many evaluations (0 = never). */
     early_stopping_patience: z.number().int().nonnegative().default(0),
   })

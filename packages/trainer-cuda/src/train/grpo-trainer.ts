@@ -592,7 +592,7 @@ export class GRPOTrainer {
     const engine = this.#engine!;
     if (!engine.updateAdapter) return;
     const dir = join(this.#run.dir, 'adapters', `step-${step}`);
-    await saveLoraAdapter(dir, this.#policy!.manifest.config, this.#policy!.lora, params, {
+    await saveLoraAdapter(dir, this.#policy!.config, this.#policy!.lora!, params, {
       ...(this.#o.baseModel && { baseModel: this.#o.baseModel }),
     });
     await engine.updateAdapter({ name: 'flowgrpo-policy', path: dir });
@@ -601,8 +601,8 @@ export class GRPOTrainer {
   async #checkpoint(state: TrainerState): Promise<string> {
     const policy = this.#policy!;
     const dir = await saveCheckpoint(this.#run.dir, {
-      config: policy.manifest.config,
-      lora: policy.lora,
+      config: policy.config,
+      lora: policy.lora!,
       state: await policy.exportState(),
       trainer: state,
       ...(this.#o.baseModel && { baseModel: this.#o.baseModel }),

@@ -1,11 +1,13 @@
 import { join } from 'node:path';
 import { type LossAggregation, tokenWeights } from '@flowgrpo/grpo';
 import * as ort from 'onnxruntime-node';
-import { type ArtifactsManifest, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
+import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
 import type { LoraConfig } from '../lora/lora-config.js';
 import { loraParamSpecs } from '../lora/lora-config.js';
 import type { LoraParams } from '../lora/lora-weights.js';
+import type { DecoderConfig } from '../models/config.js';
 import { LORA_SCALE, TEMPERATURE } from '../models/graph/decoder-graph.js';
+import { type ModelWeights, weightAsFloat32 } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import { createSession, type Session } from '../runtime/session.js';
 import { TrainLoopError } from '../train-loop/errors.js';
@@ -18,6 +20,7 @@ import {
   type TrainRow,
   tokenFeeds,
 } from './collate.js';
+import { buildFullTrainingGraphs } from './full-graphs.js';
 import {
   ADVANTAGES,
   BETA,
@@ -34,11 +37,14 @@ import {
   type TrainStepStat,
 } from './train-step-graph.js';
 
-// A decoder with a trainable LoRA adapter, over an artifacts directory: log-probabilities of
-// given tokens (the `logprobs` graph — old log-probs with the adapter, reference log-probs with
-// lora_scale = 0: the same weights, no second model), and optimizer steps (the `train_step`
-// graph + AdamW, gradients accumulated over token-budgeted micro-batches). It holds a host copy of
-// the adapter for the rollout engine, refreshed after every update.
+// A decoder being trained: log-probabilities of given tokens (the `logprobs` graph — old log-probs
+// with the adapter, reference log-probs with lora_scale = 0: the same weights, no second model),
+// and optimizer steps (the `train_step` graph + AdamW, gradients accumulated over token-budgeted
+// micro-batches). Two kinds of parameters:
+//   LoRA  the adapter matrices, over an artifacts directory (base weights in weights.data)
+//   full  every weight of the model (full fine-tuning, e.g. of a model created from a seed): the
+//         graphs take the weights as inputs and are built from the model itself (openFull)
+// It holds a host copy of the parameters for the rollout engine, refreshed after every update.
 
 export type KlEstimatorName = 'k1' | 'k2' | 'k3';
 
@@ -108,20 +114,26 @@ const NO_DUAL_CLIP = 1e30;
 const scalar = (x: number) => new ort.Tensor('float32', Float32Array.of(x), []);
 
 export class LoraPolicy {
-  readonly manifest: ArtifactsManifest;
-  readonly lora: LoraConfig;
+  readonly config: DecoderConfig;
+  /** The LoRA config; undefined for full fine-tuning. */
+  readonly lora: LoraConfig | undefined;
+  /** Parameter names and shapes, in graph-input order. */
+  readonly paramSpecs: readonly { name: string; shape: number[] }[];
   readonly #runner: TrainStepRunner;
   readonly #logprobs: Session;
   #params: LoraParams;
 
   private constructor(
-    manifest: ArtifactsManifest,
+    config: DecoderConfig,
+    lora: LoraConfig | undefined,
+    specs: readonly { name: string; shape: number[] }[],
     runner: TrainStepRunner,
     logprobs: Session,
     params: LoraParams,
   ) {
-    this.manifest = manifest;
-    this.lora = manifest.lora!;
+    this.config = config;
+    this.lora = lora;
+    this.paramSpecs = specs;
     this.#runner = runner;
     this.#logprobs = logprobs;
     this.#params = params;
@@ -133,28 +145,60 @@ export class LoraPolicy {
       throw new TrainLoopError(
         `${o.artifacts} has no LoRA train_step and logprobs graphs; build the artifacts with a LoRA config`,
       );
-    const specs = loraParamSpecs(manifest.config, manifest.lora);
+    const specs = loraParamSpecs(manifest.config, manifest.lora).map((s) => ({
+      name: s.name,
+      shape: [...s.shape],
+    }));
+    return LoraPolicy.#create(o, manifest.config, manifest.lora, specs, {
+      trainStep: join(o.artifacts, manifest.graphs.train_step.file),
+      logprobs: join(o.artifacts, manifest.graphs.logprobs.file),
+    });
+  }
+
+  /**
+   * Full fine-tuning of `weights`: builds a train_step and a logprobs graph that take every
+   * weight as an input into `dir` (plus a small weights.data with the RoPE tables), and opens
+   * them. `params` defaults to the model's own weights.
+   */
+  static async openFull(
+    o: Omit<LoraPolicyOptions, 'artifacts' | 'params'> & {
+      weights: ModelWeights;
+      dir: string;
+      params?: LoraParams;
+      maxPositions?: number;
+    },
+  ): Promise<LoraPolicy> {
+    const graphs = buildFullTrainingGraphs(o.weights, o.dir, { maxPositions: o.maxPositions });
+    const params =
+      o.params ??
+      new Map(
+        graphs.params.map((p) => [p.name, Float32Array.from(weightAsFloat32(o.weights, p.name))]),
+      );
+    return LoraPolicy.#create({ ...o, params }, o.weights.config, undefined, graphs.params, graphs);
+  }
+
+  static async #create(
+    o: Omit<LoraPolicyOptions, 'artifacts'>,
+    config: DecoderConfig,
+    lora: LoraConfig | undefined,
+    specs: readonly { name: string; shape: number[] }[],
+    files: { trainStep: string; logprobs: string },
+  ): Promise<LoraPolicy> {
     const params: Record<string, ort.Tensor> = {};
     for (const s of specs) {
       const data = o.params.get(s.name);
-      if (!data || data.length !== s.shape[0] * s.shape[1])
-        throw new TrainLoopError(
-          `LoRA parameter ${s.name} is missing or not of shape [${s.shape}]`,
-        );
+      if (!data || data.length !== s.shape.reduce((a, b) => a * b, 1))
+        throw new TrainLoopError(`parameter ${s.name} is missing or not of shape [${s.shape}]`);
       params[s.name] = new ort.Tensor('float32', Float32Array.from(data), s.shape);
     }
     const session = {
       ...(o.intraOpThreads !== undefined && { intraOpThreads: o.intraOpThreads }),
     };
-    const device = o.device ?? 'cpu';
-    const logprobs = await createSession(join(o.artifacts, manifest.graphs.logprobs.file), {
-      ...session,
-      device,
-    });
+    const logprobs = await createSession(files.logprobs, { ...session, device: o.device ?? 'cpu' });
     let runner: TrainStepRunner;
     try {
       runner = await TrainStepRunner.create({
-        trainStep: join(o.artifacts, manifest.graphs.train_step.file),
+        trainStep: files.trainStep,
         params,
         device: logprobs.device,
         session,
@@ -168,7 +212,7 @@ export class LoraPolicy {
     const host: LoraParams = new Map(
       specs.map((s) => [s.name, Float32Array.from(o.params.get(s.name)!)]),
     );
-    return new LoraPolicy(manifest, runner, logprobs, host);
+    return new LoraPolicy(config, lora, specs, runner, logprobs, host);
   }
 
   /** Optimizer updates done so far. */
@@ -185,9 +229,12 @@ export class LoraPolicy {
     return this.#params;
   }
 
-  #loraFeeds(scale: number): Record<string, ort.Tensor> {
-    const feeds: Record<string, ort.Tensor> = { [LORA_SCALE]: scalar(scale) };
-    for (const s of loraParamSpecs(this.manifest.config, this.lora))
+  /** The parameters as feeds of the logprobs graph (and lora_scale with LoRA). */
+  #paramFeeds(scale: number): Record<string, ort.Tensor> {
+    const feeds: Record<string, ort.Tensor> = this.lora ? { [LORA_SCALE]: scalar(scale) } : {};
+    if (!this.lora && scale !== 1)
+      throw new TrainLoopError('full fine-tuning has no adapter to scale: lora_scale must be 1');
+    for (const s of this.paramSpecs)
       feeds[s.name] = new ort.Tensor('float32', this.#params.get(s.name)!, s.shape);
     return feeds;
   }
@@ -199,7 +246,7 @@ export class LoraPolicy {
     options: { loraScale: number; temperature: number; maxTokensPerMicrobatch: number },
   ): Promise<Float32Array> {
     const out = new Float32Array(targets.count);
-    const lora = this.#loraFeeds(options.loraScale);
+    const lora = this.#paramFeeds(options.loraScale);
     for (const mb of packMicroBatches(rows, targets, options.maxTokensPerMicrobatch)) {
       const r = await this.#logprobs.run({
         ...tokenFeeds(mb, rows, targets),
@@ -269,7 +316,7 @@ export class LoraPolicy {
     const mbs = packMicroBatches(rows, targets, hp.maxTokensPerMicrobatch);
     const shared = {
       [TEMPERATURE]: scalar(hp.temperature),
-      [LORA_SCALE]: scalar(1),
+      ...(this.lora && { [LORA_SCALE]: scalar(1) }),
       [EPSILON_LOW]: scalar(hp.epsilonLow),
       [EPSILON_HIGH]: scalar(hp.epsilonHigh),
       [CLIP_RATIO_C]: scalar(hp.clipRatioC ?? NO_DUAL_CLIP),

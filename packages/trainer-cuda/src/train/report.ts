@@ -10,13 +10,15 @@ import type { MetricsRecord } from './run-dir.js';
 
 export interface ReportOptions {
   title: string;
-  metrics: readonly MetricsRecord[];
+  metrics?: readonly MetricsRecord[];
   /** Evaluations to tabulate side by side (e.g. base / SFT / GRPO). */
   evals?: readonly EvalResult[];
   /** Trajectories to show, with their turns (a sample). */
   trajectories?: readonly Trajectory[];
   /** Extra notes shown under the title (e.g. the command that made the run). */
   notes?: readonly string[];
+  /** Several runs' curves, each under its own heading (instead of `metrics`). */
+  sections?: readonly { title: string; metrics: readonly MetricsRecord[] }[];
 }
 
 const CHARTS: { title: string; keys: string[] }[] = [
@@ -207,7 +209,13 @@ export function renderReport(o: ReportOptions): string {
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>${STYLE}</style></head>
 <body><h1>${esc(o.title)}</h1>${notes}
 ${evalTable(o.evals ?? [])}
-<h2>Training curves</h2><div class="charts">${charts(o.metrics)}</div>
+${
+  o.sections
+    ? o.sections
+        .map((sec) => `<h2>${esc(sec.title)}</h2><div class="charts">${charts(sec.metrics)}</div>`)
+        .join('\n')
+    : `<h2>Training curves</h2><div class="charts">${charts(o.metrics ?? [])}</div>`
+}
 ${trajectoryList(o.trajectories ?? [])}
 </body></html>
 `;

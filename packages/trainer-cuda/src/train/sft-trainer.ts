@@ -1,7 +1,11 @@
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { type ChatMessage, ConfigError, type Trajectory } from '@flowgrpo/core';
-import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
+import { type ArtifactsManifest, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
 import { initLoraParams, type LoraParams, loadLoraAdapter } from '../lora/lora-weights.js';
+import type { DecoderConfig } from '../models/config.js';
+import { loadHfModel } from '../models/weights/hf-folder.js';
+import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
@@ -32,6 +36,15 @@ import { type MetricsRecord, RunDirectory } from './run-dir.js';
 // gradients add up exactly; evaluation loss with early stopping; the same checkpoints, metrics
 // and report as GRPO.
 
+/** Tokenizer and generation files a model folder may hold (copied into full checkpoints). */
+const TOKENIZER_FILES = [
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'special_tokens_map.json',
+  'generation_config.json',
+  'tok.bin',
+];
+
 export type SFTExample =
   | { messages: ChatMessage[] }
   | { prompt: string; completion: string }
@@ -40,8 +53,13 @@ export type SFTExample =
 
 export interface SFTTrainerOptions {
   config: SFTConfigInput;
-  /** An artifacts directory built with a LoRA config matching `config.lora`. */
-  artifacts: string;
+  /** LoRA: an artifacts directory built with a LoRA config matching `config.lora`. */
+  artifacts?: string;
+  /**
+   * Full fine-tuning (`use_peft: false`): the model, as an HF folder (its tokenizer files are
+   * copied into every checkpoint, which is then a complete HF model folder) or as weights.
+   */
+  model?: string | ModelWeights;
   tokenizer: Tokenizer;
   trainDataset: readonly SFTExample[];
   /** Held-out examples: the eval loss (and early stopping) is computed on them. */
@@ -150,12 +168,38 @@ export class SFTTrainer {
     const c = this.config;
     const o = this.#o;
     const progress = o.progress ?? silentProgress;
-    const manifest = readArtifactsManifest(o.artifacts);
-    if (!manifest.lora || manifest.lora.r !== c.lora.r || manifest.lora.alpha !== c.lora.lora_alpha)
-      throw new ConfigError(
-        `config.lora (r=${c.lora.r}, alpha=${c.lora.lora_alpha}) does not match the artifacts' LoRA (${manifest.lora ? `r=${manifest.lora.r}, alpha=${manifest.lora.alpha}` : 'none'})`,
-        { key: 'lora' },
-      );
+    // LoRA over an artifacts directory, or (use_peft: false) every weight of the model.
+    const full = !c.use_peft;
+    let model: ModelWeights | undefined;
+    let modelConfig: DecoderConfig;
+    let manifest: ArtifactsManifest | undefined;
+    if (full) {
+      if (!o.model)
+        throw new ConfigError(
+          'use_peft: false (full fine-tuning) needs `model`: an HF folder or weights',
+          {
+            key: 'model',
+          },
+        );
+      model = typeof o.model === 'string' ? await loadHfModel(o.model, { dtype: 'F32' }) : o.model;
+      modelConfig = model.config;
+    } else {
+      if (!o.artifacts)
+        throw new ConfigError('LoRA training needs `artifacts` built with a LoRA config', {
+          key: 'artifacts',
+        });
+      manifest = readArtifactsManifest(o.artifacts);
+      if (
+        !manifest.lora ||
+        manifest.lora.r !== c.lora.r ||
+        manifest.lora.alpha !== c.lora.lora_alpha
+      )
+        throw new ConfigError(
+          `config.lora (r=${c.lora.r}, alpha=${c.lora.lora_alpha}) does not match the artifacts' LoRA (${manifest.lora ? `r=${manifest.lora.r}, alpha=${manifest.lora.alpha}` : 'none'})`,
+          { key: 'lora' },
+        );
+      modelConfig = manifest.config;
+    }
     const tok = { assistantOnly: c.assistant_only_loss, maxLength: c.max_length };
     const examples = o.trainDataset.map((e) => sftRows(e, o.tokenizer, tok));
     const evalRows = (o.evalDataset ?? []).flatMap((e) => sftRows(e, o.tokenizer, tok));
@@ -171,26 +215,32 @@ export class SFTTrainer {
       extra: { best_eval_loss: null, best_checkpoint: null, evals_without_improvement: 0 },
       config: { ...c },
     };
-    let params: LoraParams;
+    let params: LoraParams | undefined;
     let optimizerState: Awaited<ReturnType<typeof loadCheckpoint>>['optimizer'] | undefined;
     const resumeFrom =
       c.resume_from_checkpoint === true
         ? listCheckpoints(this.#run.dir).at(-1)?.dir
         : c.resume_from_checkpoint || undefined;
     if (resumeFrom) {
-      const ck = await loadCheckpoint(resumeFrom, manifest.config);
+      const ck = await loadCheckpoint(resumeFrom, modelConfig);
       state = { ...ck.trainer, config: { ...c } };
       params = ck.params;
       optimizerState = ck.optimizer;
       this.#run.truncateMetrics(state.global_step);
-    } else if (typeof o.adapter === 'string')
+    } else if (manifest && typeof o.adapter === 'string')
       params = (await loadLoraAdapter(o.adapter, manifest.config)).params;
-    else params = o.adapter ?? initLoraParams(manifest.config, manifest.lora, `${c.seed}:lora`);
-    this.#run.writeJson('config.json', { trainer: 'sft', ...c, artifacts: resolve(o.artifacts) });
+    else if (manifest)
+      params =
+        (typeof o.adapter === 'object' ? o.adapter : undefined) ??
+        initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`);
+    this.#run.writeJson('config.json', {
+      trainer: 'sft',
+      ...c,
+      ...(o.artifacts && { artifacts: resolve(o.artifacts) }),
+      ...(typeof o.model === 'string' && { model: resolve(o.model) }),
+    });
 
-    const policy = await LoraPolicy.open({
-      artifacts: o.artifacts,
-      params,
+    const common = {
       device: o.device ?? 'cpu',
       ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
       optimizer: {
@@ -201,7 +251,21 @@ export class SFTTrainer {
         maxGradNorm: c.max_grad_norm,
       },
       ...(optimizerState && { state: optimizerState }),
-    });
+    };
+    const policy = full
+      ? await LoraPolicy.openFull({
+          ...common,
+          weights: model!,
+          dir: join(this.#run.dir, 'graphs'),
+          ...(params && { params }),
+          maxPositions: c.max_length + 1,
+        })
+      : await LoraPolicy.open({ ...common, artifacts: o.artifacts!, params: params! });
+    // A full fine-tuning checkpoint is a complete HF folder: the tokenizer goes with it.
+    const extraFiles =
+      full && typeof o.model === 'string'
+        ? TOKENIZER_FILES.map((f) => join(o.model as string, f)).filter((f) => existsSync(f))
+        : [];
     const extra = state.extra as {
       best_eval_loss: number | null;
       best_checkpoint: string | null;
@@ -222,8 +286,10 @@ export class SFTTrainer {
     let lastCheckpoint = '';
     const save = async () => {
       lastCheckpoint = await saveCheckpoint(this.#run.dir, {
-        config: manifest.config,
-        lora: manifest.lora!,
+        config: modelConfig,
+        lora: policy.lora,
+        ...(model && { model }),
+        extraFiles,
         state: await policy.exportState(),
         trainer: state,
         ...(o.baseModel && { baseModel: o.baseModel }),

@@ -1,0 +1,73 @@
+import { resolve } from 'node:path';
+import { runDemo } from '@flowgrpo/trainer';
+import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
+import { cliProgress, interruptSignal } from '../run-progress.js';
+
+const usage = `Usage:
+  flowgrpo demo [--quick] [--seed N] [--out DIR]
+
+The embedded Flow-GRPO demo, offline on the CPU: an almanac question task generated from the
+seed (1–3 tool calls: almanac lookups and a calculator), a tiny Qwen2-architecture planner
+created from the seed, SFT on an imperfect teacher's demonstrations until the validation loss
+stops improving, then Flow-GRPO from the SFT model with outcome rewards only — and base, SFT and
+GRPO evaluated side by side on held-out questions (no landmark, town or year shared with
+training). The planner runs inside the real FlowRollout; the executor, verifier, final-answer
+generator and judge are rule-based engines. About 10 minutes on 2 CPU cores; --quick about 2.
+
+Writes DIR/report.html (curves, the table, sample trajectories), DIR/results.json, the runs
+(metrics.jsonl, checkpoints, rollouts as Parquet) and the data. See docs/demo.md.
+
+Options:
+  --quick      smaller budgets everywhere (shows the whole loop; the gain is reported, not promised)
+  --seed N     seed of the task, the model and the trainers (default 1)
+  --out DIR    output folder (default out/demo, or out/demo-quick with --quick)
+  --device D   cpu (default) | auto | webgpu | cuda`;
+
+export const demoCommand: Command = {
+  name: 'demo',
+  summary: 'the embedded demo: SFT then Flow-GRPO of a tiny planner, offline on the CPU',
+  usage,
+  options: {
+    quick: { type: 'boolean' },
+    seed: { type: 'string' },
+    out: { type: 'string' },
+    device: { type: 'string' },
+  },
+  async run(args, io: CliIO): Promise<number> {
+    if (args.positionals.length > 0)
+      throw new UsageError(`unexpected argument '${args.positionals[0]}'`);
+    const quick = args.values.quick === true;
+    const seed = numberOption(args, 'seed') ?? 1;
+    if (!Number.isInteger(seed)) throw new UsageError(`--seed must be an integer, got ${seed}`);
+    const device = stringOption(args, 'device') ?? 'cpu';
+    if (!['cpu', 'auto', 'webgpu', 'cuda'].includes(device))
+      throw new UsageError(`--device must be cpu, auto, webgpu or cuda, got '${device}'`);
+    const outDir = resolve(
+      io.cwd,
+      stringOption(args, 'out') ?? (quick ? 'out/demo-quick' : 'out/demo'),
+    );
+    const progress = cliProgress(io);
+    const interrupt = interruptSignal(io);
+    try {
+      io.stderr(`flowgrpo demo${quick ? ' --quick' : ''} (seed ${seed}) → ${outDir}\n`);
+      const r = await runDemo({
+        outDir,
+        quick,
+        seed,
+        device: device as 'cpu',
+        progress,
+        signal: interrupt.signal,
+      });
+      io.stdout(`\nHeld-out accuracy (${r.evals[0]!.n} questions, greedy):\n\n${r.table}\n\n`);
+      const [base, sft, grpo] = r.evals;
+      io.stdout(
+        `GRPO − SFT: ${(100 * (grpo!.accuracy - sft!.accuracy)).toFixed(1)} points ` +
+          `(base ${(100 * base!.accuracy).toFixed(1)}%, SFT ${(100 * sft!.accuracy).toFixed(1)}%, GRPO ${(100 * grpo!.accuracy).toFixed(1)}%) in ${r.timings.total_s!.toFixed(0)} s\n`,
+      );
+      io.stdout(`report:   ${r.report}\nrun dir:  ${r.outDir}\n`);
+      return 0;
+    } finally {
+      interrupt.dispose();
+    }
+  },
+};

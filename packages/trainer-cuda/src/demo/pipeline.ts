@@ -1,0 +1,280 @@
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { PolicyEngine } from '@flowgrpo/agent';
+import type { Trajectory } from '@flowgrpo/core';
+import { buildDecoderArtifacts, DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
+import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
+import { LORA_TARGET_MODULES } from '../lora/lora-config.js';
+import { createTinyQwen2 } from '../models/tiny-factory.js';
+import { loadHfModel } from '../models/weights/hf-folder.js';
+import type { DeviceRequest } from '../runtime/devices.js';
+import { comparisonTable, type EvalResult, evaluate } from '../train/evaluate.js';
+import { GRPOTrainer } from '../train/grpo-trainer.js';
+import { type Progress, silentProgress } from '../train/progress.js';
+import { writeReport } from '../train/report.js';
+import { greedy } from '../train/sampling-override.js';
+import { SFTTrainer } from '../train/sft-trainer.js';
+import { createAlmanac } from './almanac.js';
+import { demoAgent, demoReward } from './roles.js';
+import { type DemoQuestion, makeQuestions, questionRows } from './task.js';
+import { TeacherPolicy } from './teacher.js';
+
+// The embedded demo, end to end, offline, on the CPU: the README's first command.
+//
+//   1. an almanac and its questions from a seed; a held-out test half (no shared landmark, town
+//      or year with training)
+//   2. a tiny Qwen2-architecture planner created from the seed (byte-level tokenizer)
+//   3. demonstrations: an imperfect scripted teacher run through the real FlowRollout
+//   4. SFT warm start (every weight: the model starts from random), until the validation loss on
+//      held-out demonstrations stops improving; the best checkpoint is kept
+//   5. Flow-GRPO from the SFT model (a LoRA adapter), with the judge's outcome reward only
+//   6. base, SFT and GRPO evaluated greedily on the held-out questions, side by side
+//
+// The planner runs inside FlowRollout with rule-based executor, verifier and generator, and the
+// judge is the LLMJudge class over a rule-based engine: an app's own classes, trained here.
+
+export interface DemoOptions {
+  /** Everything is written here: data, models, runs, report.html, results.json. */
+  outDir: string;
+  /** One seed for the almanac, the model, the teacher and the trainers (default 1). */
+  seed?: number;
+  /** A ~2-minute version: smaller budgets everywhere (the improvement is reported, not promised). */
+  quick?: boolean;
+  device?: DeviceRequest;
+  progress?: Progress;
+  signal?: AbortSignal;
+}
+
+export interface DemoResult {
+  outDir: string;
+  report: string;
+  table: string;
+  evals: EvalResult[];
+  teacherAccuracy: number;
+  sft: { steps: number; bestEvalLoss: number | undefined; stopped: string; checkpoint: string };
+  grpo: { steps: number; checkpoint: string | undefined };
+  timings: Record<string, number>;
+  seed: number;
+}
+
+/** The demo's budgets; `quick` shrinks every phase. */
+export function demoSettings(quick: boolean) {
+  return {
+    model: { hiddenSize: 96, layers: 3, heads: 4, kvHeads: 2, intermediateSize: 288 },
+    trainLandmarks: quick ? 400 : 1500,
+    testLandmarks: 300,
+    demonstrations: quick ? 600 : 2000,
+    validation: quick ? 100 : 200,
+    testQuestions: quick ? 120 : 360,
+    grpoQuestions: quick ? 400 : 2000,
+    sft: { maxSteps: quick ? 140 : 500, evalSteps: 20, patience: 3, batch: 16, lr: 3e-3 },
+    grpo: { maxSteps: quick ? 6 : 60, queries: 8, generations: 8, lr: 5e-4, r: 16 },
+  };
+}
+
+/** Runs the whole demo and writes report.html and results.json into `outDir`. */
+export async function runDemo(o: DemoOptions): Promise<DemoResult> {
+  const seed = o.seed ?? 1;
+  const s = demoSettings(o.quick ?? false);
+  const out = resolve(o.outDir);
+  const progress = o.progress ?? silentProgress;
+  const device = o.device ?? 'cpu';
+  const timings: Record<string, number> = {};
+  const t0 = performance.now();
+  const lap = (k: string, start: number) => {
+    timings[k] = (performance.now() - start) / 1000;
+  };
+  mkdirSync(out, { recursive: true });
+
+  // 1. The task.
+  let start = performance.now();
+  const almanac = createAlmanac({
+    seed,
+    trainLandmarks: s.trainLandmarks,
+    testLandmarks: s.testLandmarks,
+  });
+  const trainPool = makeQuestions(
+    almanac,
+    'train',
+    s.demonstrations + s.validation + s.grpoQuestions,
+    `${seed}:train`,
+  );
+  const demoQuestions = trainPool.slice(0, s.demonstrations + s.validation);
+  const grpoQuestions = trainPool.slice(s.demonstrations + s.validation);
+  const testQuestions = makeQuestions(almanac, 'test', s.testQuestions, `${seed}:test`);
+  writeJsonl(join(out, 'data', 'train.jsonl'), questionRows(trainPool));
+  writeJsonl(join(out, 'data', 'test.jsonl'), questionRows(testQuestions));
+
+  // 2. The planner, created from the seed.
+  const base = await createTinyQwen2(join(out, 'models', 'base'), {
+    seed,
+    ...s.model,
+    ropeTheta: 10_000,
+    initializerRange: 0.02,
+    embeddingInitRange: 0.2,
+    maxPositionEmbeddings: 512,
+  });
+  const tokenizer = base.tokenizer;
+  buildDecoderArtifacts(base.weights, join(out, 'artifacts', 'base'), {
+    graphs: ['decode'],
+    maxPositions: 512,
+  });
+  lap('setup_s', start);
+
+  // 3. Demonstrations from the imperfect teacher, through the real FlowRollout.
+  start = performance.now();
+  const teacher = new TeacherPolicy(tokenizer, [...demoQuestions, ...testQuestions], { seed });
+  const teacherAgent = demoAgent(teacher, almanac);
+  const demos = await Promise.all(
+    demoQuestions.map((q, i) =>
+      teacherAgent.run(q.question, { queryId: `demo-${i}`, groundTruth: q.answer, seed: i }),
+    ),
+  );
+  const reward = demoReward();
+  const teacherOnTest = await evaluate({
+    agent: teacherAgent,
+    dataset: questionRows(testQuestions),
+    reward,
+    name: 'teacher (demonstrator)',
+  });
+  lap('demonstrations_s', start);
+  progress.log(
+    `teacher: ${demos.length} demonstrations; it answers ${(100 * teacherOnTest.accuracy).toFixed(1)}% of the held-out questions right`,
+  );
+
+  // 4. SFT warm start until the validation loss stops improving.
+  start = performance.now();
+  const sft = await new SFTTrainer({
+    config: {
+      output_dir: join(out, 'runs', 'sft'),
+      use_peft: false,
+      learning_rate: s.sft.lr,
+      lr_scheduler_type: 'cosine',
+      warmup_steps: 10,
+      max_steps: s.sft.maxSteps,
+      per_device_train_batch_size: s.sft.batch,
+      eval_steps: s.sft.evalSteps,
+      early_stopping_patience: s.sft.patience,
+      save_total_limit: 1,
+      weight_decay: 0,
+      seed,
+    },
+    model: join(out, 'models', 'base'),
+    tokenizer,
+    trainDataset: demos.slice(s.validation).map((t) => ({ trajectory: t })),
+    evalDataset: demos.slice(0, s.validation).map((t) => ({ trajectory: t })),
+    device,
+    progress,
+    ...(o.signal && { signal: o.signal }),
+  }).train();
+  lap('sft_s', start);
+
+  // 5. Flow-GRPO from the SFT model, with a LoRA adapter.
+  start = performance.now();
+  const sftModel = await loadHfModel(sft.bestCheckpoint);
+  const lora = { r: s.grpo.r, alpha: 2 * s.grpo.r, targetModules: [...LORA_TARGET_MODULES] };
+  buildDecoderArtifacts(sftModel, join(out, 'artifacts', 'sft'), { lora, maxPositions: 512 });
+  for (const f of ['tokenizer.json', 'tokenizer_config.json'])
+    copyFileSync(join(out, 'models', 'base', f), join(out, 'artifacts', 'sft', f));
+  const grpoTrainer = new GRPOTrainer({
+    config: {
+      output_dir: join(out, 'runs', 'grpo'),
+      max_steps: s.grpo.maxSteps,
+      queries_per_step: s.grpo.queries,
+      num_generations: s.grpo.generations,
+      learning_rate: s.grpo.lr,
+      loss_type: 'flow',
+      beta: 0,
+      temperature: 1,
+      max_completion_length: 96,
+      rollout_concurrency: 64,
+      lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
+      save_total_limit: 1,
+      seed,
+    },
+    artifacts: join(out, 'artifacts', 'sft'),
+    tokenizer,
+    agent: (policy) => demoAgent(policy, almanac),
+    reward,
+    trainDataset: questionRows(grpoQuestions),
+    device,
+    progress,
+    ...(o.signal && { signal: o.signal }),
+  });
+  const grpo = await grpoTrainer.train();
+  lap('grpo_s', start);
+
+  // 6. Base, SFT, GRPO on the held-out questions (greedy).
+  start = performance.now();
+  const evalPolicy = async (name: string, artifacts: string, adapter?: string) => {
+    const art = await DecoderArtifacts.open(artifacts, { graphs: ['decode'], device });
+    try {
+      const engine = new LocalPolicyEngine({ artifacts: art, tokenizer, model: name });
+      if (adapter) await engine.updateAdapter({ name, path: adapter });
+      const bar = progress.start(`eval ${name}`, testQuestions.length);
+      const r = await evaluate({
+        agent: demoAgent(greedy(engine as PolicyEngine), almanac),
+        dataset: questionRows(testQuestions),
+        reward,
+        name,
+        keepTrajectories: true,
+        ...(o.signal && { signal: o.signal }),
+        onProgress: (done, _n, correct) => bar.update(done, { acc: correct / done }),
+      });
+      bar.stop();
+      return r;
+    } finally {
+      await art.release();
+    }
+  };
+  const evals = [
+    await evalPolicy('base', join(out, 'artifacts', 'base')),
+    await evalPolicy('sft', join(out, 'artifacts', 'sft')),
+    await evalPolicy('grpo', join(out, 'artifacts', 'sft'), grpo.checkpoint),
+  ];
+  lap('eval_s', start);
+  timings.total_s = (performance.now() - t0) / 1000;
+
+  const table = comparisonTable([...evals, teacherOnTest]);
+  const sample: Trajectory[] = evals[2]!.trajectories!.filter((_, i) => i % 6 === 0).slice(0, 40);
+  const report = await writeReport(out, {
+    title: 'flowgrpo embedded demo: Flow-GRPO vs SFT on held-out almanac questions',
+    notes: [
+      `seed ${seed}${o.quick ? ', --quick' : ''}; ${testQuestions.length} held-out questions (levels 1–3); ` +
+        `teacher accuracy ${(100 * teacherOnTest.accuracy).toFixed(1)}% on them`,
+      `SFT: ${sft.globalStep} steps (${sft.stopped}), best validation loss ${sft.bestEvalLoss?.toFixed(4)}; ` +
+        `GRPO: ${grpo.globalStep} steps; total ${timings.total_s.toFixed(0)} s`,
+    ],
+    evals: [...evals, teacherOnTest],
+    sections: [
+      { title: 'Flow-GRPO', metrics: grpo.metrics },
+      { title: 'SFT warm start', metrics: sft.metrics },
+    ],
+    trajectories: sample,
+  });
+  const result: DemoResult = {
+    outDir: out,
+    report,
+    table,
+    evals: evals.map(({ trajectories: _t, ...e }) => e),
+    teacherAccuracy: teacherOnTest.accuracy,
+    sft: {
+      steps: sft.globalStep,
+      bestEvalLoss: sft.bestEvalLoss,
+      stopped: sft.stopped,
+      checkpoint: sft.bestCheckpoint,
+    },
+    grpo: { steps: grpo.globalStep, checkpoint: grpo.checkpoint },
+    timings,
+    seed,
+  };
+  writeFileSync(join(out, 'results.json'), `${JSON.stringify(result, null, 2)}\n`);
+  return result;
+}
+
+function writeJsonl(path: string, rows: readonly object[]): void {
+  mkdirSync(join(path, '..'), { recursive: true });
+  writeFileSync(path, rows.map((r) => `${JSON.stringify(r)}\n`).join(''));
+}
+
+export type { DemoQuestion };

@@ -1,0 +1,69 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  DEFAULT_OPSET,
+  GraphBuilder,
+  toOnnxModel,
+  WeightsFileWriter,
+  writeModel,
+} from '@flowgrpo/graph';
+import { writeBaseWeights } from '../models/graph/base-weights.js';
+import {
+  addDecoderInputs,
+  addTargetInputs,
+  decoderForward,
+  targetLogprobs,
+  useWeightInputs,
+} from '../models/graph/decoder-graph.js';
+import type { ModelWeights } from '../models/weights/model-weights.js';
+import { buildTrainStepGraph } from './train-step-graph.js';
+
+// The two graphs of full fine-tuning — train_step (objective + gradients w.r.t. every weight) and
+// logprobs — with the model's weights as graph inputs rather than initializers, so the trainer
+// feeds the weights it is updating. Only the RoPE tables live in the side file.
+
+export interface FullTrainingGraphs {
+  trainStep: string;
+  logprobs: string;
+  /** Every trained weight: HF names and shapes, in graph-input order. */
+  params: { name: string; shape: number[] }[];
+}
+
+/** Writes train_step.onnx, logprobs.onnx and their weights.data into `dir`. */
+export function buildFullTrainingGraphs(
+  weights: ModelWeights,
+  dir: string,
+  options: { maxPositions?: number | undefined } = {},
+): FullTrainingGraphs {
+  mkdirSync(dir, { recursive: true });
+  const writer = new WeightsFileWriter(join(dir, 'weights.data'));
+  try {
+    const base = writeBaseWeights(weights, writer, { maxPositions: options.maxPositions });
+    const train = buildTrainStepGraph(base, 'full');
+    const lb = new GraphBuilder('logprobs');
+    useWeightInputs(lb);
+    const inputs = addDecoderInputs(lb, base, 'logprobs');
+    const targets = addTargetInputs(lb);
+    const forward = decoderForward(lb, base, inputs);
+    lb.output(targetLogprobs(lb, base, forward, targets).logprobs, 'logprobs');
+    for (const [file, graph] of [
+      ['train_step.onnx', train.graph],
+      ['logprobs.onnx', lb.graph],
+    ] as const)
+      writeModel(toOnnxModel(graph, { opset: DEFAULT_OPSET }), {
+        dir,
+        fileName: file,
+        weights: writer,
+      });
+    const params = train.graph.inputs
+      .filter((v) => base.refs.has(v.name))
+      .map((v) => ({ name: v.name, shape: [...(v.shape as number[])] }));
+    return {
+      trainStep: join(dir, 'train_step.onnx'),
+      logprobs: join(dir, 'logprobs.onnx'),
+      params,
+    };
+  } finally {
+    writer.close();
+  }
+}
