@@ -24,7 +24,7 @@ const usage = `Usage:
     --top-k K            keep the K most likely tokens (default: all)
     --seed N             same seed, same output
     --device D           cpu | auto | cuda | webgpu (default cpu)
-    --threads N          CPU threads per op (default: onnxruntime's, one per physical core)
+    --threads N          CPU threads per op (default 1: one stream runs fastest on one thread)
     --no-bos             do not prepend BOS to the prompt
     --json               print {text, completion, prompt_ids, ids, logprobs, finish_reason}
   Prints the prompt followed by the completion (as llama2.c's run.c does), and on stderr the
@@ -128,17 +128,23 @@ export const generateCommand: Command = {
 
     const dir = await mkdtemp(join(tmpdir(), 'flowgrpo-generate-'));
     try {
+      // On the CPU the fused generate graph (its decode loop runs inside ONNX Runtime); on a GPU
+      // EP the standard decode graph alone (it prefills from an empty cache: one copy of the
+      // weights).
+      const graph = device === 'cpu' ? 'generate' : 'decode';
       buildDecoderArtifacts(weights, dir, {
-        // The decode graph alone: it prefills from an empty cache (one copy of the weights).
-        graphs: ['decode'],
+        graphs: [graph],
         maxPositions: Math.min(weights.config.maxPositionEmbeddings, 32768),
       });
+      // One stream: one thread measured fastest (docs/performance.md), more only when asked.
+      const intraOpThreads = threads ?? (device === 'cpu' ? 1 : undefined);
       const artifacts = await DecoderArtifacts.open(dir, {
         device: device as 'cpu' | 'auto' | 'cuda' | 'webgpu',
-        ...(threads !== undefined && { intraOpThreads: threads }),
+        ...(intraOpThreads !== undefined && { intraOpThreads }),
       });
       try {
-        io.stderr(deviceLine(artifacts.session('decode').device, device, threads));
+        const ran = artifacts.session(graph).device;
+        io.stderr(deviceLine(ran, device, ran === 'cpu' ? intraOpThreads : threads));
         const promptIds = Array.from(
           tokenizer.encode(prompt, { addBos: args.values['no-bos'] !== true }),
         );
@@ -171,7 +177,7 @@ export const generateCommand: Command = {
               ids,
               logprobs: Array.from(r.logprobs),
               finish_reason: r.finishReason,
-              device: artifacts.session('decode').device,
+              device: artifacts.session(graph).device,
             })}\n`,
           );
         } else io.stdout(`${text}\n`);

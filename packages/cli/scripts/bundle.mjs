@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+// Bundles the CLI into one ES module, dist/flowgrpo.js — the `flowgrpo` bin. Node then parses one
+// file holding only the modules the CLI reaches, instead of resolving and evaluating every module
+// of every workspace package one by one (about 0.5 s of a `flowgrpo generate` run before; the
+// measurements are in docs/performance.md). ONNX Runtime stays external (a native addon), and so
+// does @huggingface/transformers (an optional peer, imported on demand). The trainer's session
+// worker is a second entry, dist/session-worker-main.js, where SessionWorker looks for it (next to
+// the module that starts it).
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
+
+const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Writes the bundle into `outdir` (default dist/); returns the bin's path. */
+export async function bundleCli(outdir = join(pkg, 'dist')) {
+  await build({
+    entryPoints: {
+      flowgrpo: join(pkg, 'src', 'bin.ts'),
+      'session-worker-main': join(pkg, '..', 'trainer-cuda', 'src', 'runtime', 'session-worker-main.ts'),
+    },
+    outdir,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    // The workspace packages' TypeScript sources, as the tests and `pnpm flowgrpo` run them.
+    conditions: ['@flowgrpo/source'],
+    external: ['onnxruntime-node', '@huggingface/transformers'],
+    // Some bundled CommonJS dependencies call require() for Node built-ins.
+    banner: {
+      js: "import { createRequire as __flowgrpoRequire } from 'node:module'; const require = __flowgrpoRequire(import.meta.url);",
+    },
+    minifyWhitespace: true,
+    minifySyntax: true,
+    sourcemap: 'linked',
+    logLevel: 'warning',
+  });
+  return join(outdir, 'flowgrpo.js');
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await bundleCli();
