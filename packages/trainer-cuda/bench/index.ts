@@ -3,6 +3,7 @@
 import { cpus } from 'node:os';
 import * as ort from 'onnxruntime-node';
 import { benchDecoder } from './decoder.js';
+import { benchGeneration } from './generation.js';
 import { benchMatMul, benchOverhead } from './runtime.js';
 import { type BenchSection, formatSection } from './table.js';
 
@@ -11,6 +12,7 @@ const sections: { name: string; run: () => Promise<BenchSection> }[] = [
   { name: 'matmul', run: () => benchMatMul() },
   { name: 'block', run: () => import('./block.js').then((m) => m.benchBlock()) },
   { name: 'decoder', run: benchDecoder },
+  { name: 'generation', run: benchGeneration },
 ];
 
 const only = process.argv.slice(2);

@@ -220,10 +220,13 @@ export interface FusedGenerationOptions {
   /** Rows generated together at most (default 64). */
   maxBatchSize?: number;
   /**
-   * Tokens each row samples per graph run (default 16): longer chunks spend less per run,
-   * shorter ones let waiting requests join sooner and waste less on rows that finish mid-chunk.
+   * Tokens each row samples per graph run while requests wait to join (default 16): longer
+   * chunks spend less per run, shorter ones let waiting requests join sooner and waste less on
+   * rows that finish mid-chunk. With nobody waiting the chunk doubles up to `maxChunkTokens`
+   * (default 256).
    */
   chunkTokens?: number;
+  maxChunkTokens?: number;
   /**
    * With a generate graph built with `attention: 'auto'`: batches of at least this many rows run
    * its split-cache loop (default SPLIT_CACHE_FROM).
@@ -306,6 +309,9 @@ export class DecoderGenerator {
                   }),
                   ...(this.#fusedOptions.chunkTokens !== undefined && {
                     chunkTokens: this.#fusedOptions.chunkTokens,
+                  }),
+                  ...(this.#fusedOptions.maxChunkTokens !== undefined && {
+                    maxChunkTokens: this.#fusedOptions.maxChunkTokens,
                   }),
                   ...(this.#fusedOptions.splitCacheFrom !== undefined && {
                     splitCacheFrom: this.#fusedOptions.splitCacheFrom,

@@ -73,8 +73,14 @@ export interface FusedBatcherOptions {
   maxPositions: number;
   /** Rows in one batch (default 64). */
   maxBatchSize?: number;
-  /** Tokens sampled per row per session.run (default 16). */
+  /**
+   * Tokens sampled per row per session.run while requests wait (default 16). With nobody
+   * waiting the chunk doubles run after run, up to `maxChunkTokens`: fewer runs for a lone
+   * batch, and a newcomer waits at most one (short) chunk more.
+   */
   chunkTokens?: number;
+  /** Longest chunk (default 256). */
+  maxChunkTokens?: number;
   /**
    * Batches of at least this many rows run the graph's split-cache loop (no per-token copy of
    * the cache), smaller ones the concat loop (fewer nodes). Default SPLIT_CACHE_FROM.
@@ -101,6 +107,9 @@ export class FusedBatcher {
   #running = false;
   maxBatchSize: number;
   chunkTokens: number;
+  maxChunkTokens: number;
+  /** The next chunk's length: doubles while nobody waits, back to chunkTokens when someone does. */
+  #chunkLen: number;
   /** Counters for metrics: chunks run, rows admitted, admissions into a running batch. */
   readonly stats = { chunks: 0, admitted: 0, joins: 0, stepsRun: 0, rowSteps: 0 };
 
@@ -111,6 +120,8 @@ export class FusedBatcher {
     this.#splitInput = o.session.inputNames.includes(GENERATE_INPUTS.splitCache);
     this.maxBatchSize = o.maxBatchSize ?? 64;
     this.chunkTokens = o.chunkTokens ?? 16;
+    this.maxChunkTokens = Math.max(this.chunkTokens, o.maxChunkTokens ?? 256);
+    this.#chunkLen = this.chunkTokens;
   }
 
   /** The generate graph's inputs (for the LoRA feeds). */
@@ -136,6 +147,7 @@ export class FusedBatcher {
         const limit = Math.max(1, this.maxBatchSize);
         if (this.#live.length === 0) {
           this.#cache = undefined;
+          this.#chunkLen = this.chunkTokens;
           if (this.#waiting.length === 0) break;
           this.#lora = this.#waiting[0]!.lora;
         }
@@ -241,7 +253,9 @@ export class FusedBatcher {
     if (live.some((l) => l.hostSampled)) return 1;
     let k = 1;
     for (const l of live) k = Math.max(k, l.row.maxNewTokens - l.tokens.length);
-    k = Math.min(k, Math.max(1, this.chunkTokens));
+    if (this.#waiting.length > 0) this.#chunkLen = this.chunkTokens;
+    k = Math.min(k, Math.max(1, this.#chunkLen));
+    this.#chunkLen = Math.min(this.maxChunkTokens, this.#chunkLen * 2);
     // The loop feeds tokens at positions lastPos + 1 … lastPos + k − 1.
     for (const p of lastPos) k = Math.min(k, this.#o.maxPositions - p);
     return Math.max(1, k);
