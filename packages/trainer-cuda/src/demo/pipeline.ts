@@ -40,6 +40,11 @@ export interface DemoOptions {
   seed?: number;
   /** A ~2-minute version: smaller budgets everywhere (the improvement is reported, not promised). */
   quick?: boolean;
+  /**
+   * The budget: 'full' (default), 'quick' (= quick: true), or 'smoke' — a few steps of each
+   * phase, for tests of the loop's invariants.
+   */
+  budget?: DemoBudget;
   device?: DeviceRequest;
   progress?: Progress;
   signal?: AbortSignal;
@@ -57,25 +62,42 @@ export interface DemoResult {
   seed: number;
 }
 
-/** The demo's budgets; `quick` shrinks every phase. */
-export function demoSettings(quick: boolean) {
+export type DemoBudget = 'full' | 'quick' | 'smoke';
+
+/** The demo's budgets: 'quick' and 'smoke' shrink every phase. */
+export function demoSettings(budget: DemoBudget) {
+  const by = <T>(full: T, quick: T, smoke: T): T =>
+    budget === 'full' ? full : budget === 'quick' ? quick : smoke;
   return {
     model: { hiddenSize: 96, layers: 3, heads: 4, kvHeads: 2, intermediateSize: 288 },
-    trainLandmarks: quick ? 400 : 1500,
-    testLandmarks: 300,
-    demonstrations: quick ? 600 : 2000,
-    validation: quick ? 100 : 200,
-    testQuestions: quick ? 120 : 360,
-    grpoQuestions: quick ? 400 : 2000,
-    sft: { maxSteps: quick ? 140 : 500, evalSteps: 20, patience: 3, batch: 16, lr: 3e-3 },
-    grpo: { maxSteps: quick ? 6 : 60, queries: 8, generations: 8, lr: 5e-4, r: 16 },
+    trainLandmarks: by(1500, 400, 100),
+    testLandmarks: by(300, 300, 50),
+    demonstrations: by(2000, 600, 400),
+    validation: by(200, 100, 32),
+    testQuestions: by(360, 120, 24),
+    grpoQuestions: by(2000, 400, 32),
+    sft: {
+      maxSteps: by(500, 140, 100),
+      evalSteps: by(20, 20, 20),
+      patience: 3,
+      batch: 16,
+      lr: 3e-3,
+    },
+    grpo: {
+      maxSteps: by(60, 6, 3),
+      queries: by(8, 8, 4),
+      generations: by(8, 8, 4),
+      lr: 5e-4,
+      r: 16,
+    },
   };
 }
 
 /** Runs the whole demo and writes report.html and results.json into `outDir`. */
 export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const seed = o.seed ?? 1;
-  const s = demoSettings(o.quick ?? false);
+  const budget = o.budget ?? (o.quick ? 'quick' : 'full');
+  const s = demoSettings(budget);
   const out = resolve(o.outDir);
   const progress = o.progress ?? silentProgress;
   const device = o.device ?? 'cpu';
@@ -240,7 +262,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const report = await writeReport(out, {
     title: 'flowgrpo embedded demo: Flow-GRPO vs SFT on held-out almanac questions',
     notes: [
-      `seed ${seed}${o.quick ? ', --quick' : ''}; ${testQuestions.length} held-out questions (levels 1–3); ` +
+      `seed ${seed}${budget === 'full' ? '' : ` (${budget} budget)`}; ${testQuestions.length} held-out questions (levels 1–3); ` +
         `teacher accuracy ${(100 * teacherOnTest.accuracy).toFixed(1)}% on them`,
       `SFT: ${sft.globalStep} steps (${sft.stopped}), best validation loss ${sft.bestEvalLoss?.toFixed(4)}; ` +
         `GRPO: ${grpo.globalStep} steps; total ${timings.total_s.toFixed(0)} s`,

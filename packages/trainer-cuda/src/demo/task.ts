@@ -102,7 +102,9 @@ function makeQuestion(
       };
     }
     case 'year_plus': {
-      const n = 2 + rng.int(58);
+      // The answer stays a year of this half too: no held-out number is a training answer.
+      const n = offset();
+      if (n === 0) return makeQuestion(almanac, half, 'year', rng);
       return {
         question: `Which year was ${n} years after ${l.name} was built?`,
         answer: String(l.year + n),

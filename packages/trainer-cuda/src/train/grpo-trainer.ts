@@ -207,6 +207,8 @@ export class GRPOTrainer {
     } else {
       params = o.adapter ?? initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`);
     }
+    // A fresh run starts a fresh metrics.jsonl (a resumed one kept the steps it continues from).
+    if (!resumeFrom) this.#run.truncateMetrics(0);
     this.#run.writeJson('config.json', { trainer: 'grpo', ...c, artifacts: resolve(o.artifacts) });
 
     // ---- the model, its optimizer, the rollout engine -------------------------------------

@@ -233,6 +233,8 @@ export class SFTTrainer {
       params =
         (typeof o.adapter === 'object' ? o.adapter : undefined) ??
         initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`);
+    // A fresh run starts a fresh metrics.jsonl (a resumed one kept the steps it continues from).
+    if (!resumeFrom) this.#run.truncateMetrics(0);
     this.#run.writeJson('config.json', {
       trainer: 'sft',
       ...c,
