@@ -7,11 +7,9 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createTensor, type Tensor } from '@flowgrpo/core';
 import * as ort from 'onnxruntime-node';
 import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
 import type { LoraConfig } from '../src/lora/lora-config.js';
-import type { DecoderConfig } from '../src/models/config.js';
 import {
   pastKeyName,
   pastValueName,
@@ -20,8 +18,8 @@ import {
 } from '../src/models/graph/decoder-graph.js';
 import { ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
 import { loadLlama2cCheckpoint } from '../src/models/weights/llama2c-checkpoint.js';
-import type { ModelWeights, WeightDType } from '../src/models/weights/model-weights.js';
-import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
+import type { ModelWeights } from '../src/models/weights/model-weights.js';
+import { qwen05, randomWeights } from './models.js';
 import type { BenchSection } from './table.js';
 
 const int64 = (values: readonly number[], dims: number[]) =>
@@ -31,49 +29,6 @@ const int64 = (values: readonly number[], dims: number[]) =>
     dims,
   );
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
-
-/** Random weights fast (xorshift uniform · 0.02; norms 1): a shape, not a model. */
-function randomWeights(config: DecoderConfig): ModelWeights {
-  const tensors = new Map<string, Tensor<WeightDType>>();
-  let s = 0x9e3779b9 >>> 0;
-  for (const [name, shape] of expectedTensorShapes(config)) {
-    const n = shape.reduce((a, b) => a * b, 1);
-    const v = new Float32Array(n);
-    if (name.endsWith('norm.weight')) v.fill(1);
-    else
-      for (let i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >>> 17;
-        s ^= s << 5;
-        v[i] = ((s >>> 0) / 2 ** 32 - 0.5) * 0.04;
-      }
-    tensors.set(name, createTensor('F32', shape, v));
-  }
-  return { config, tensors };
-}
-
-const qwen05: (layers: number) => DecoderConfig = (layers) => ({
-  modelType: 'qwen2',
-  vocabSize: 151936,
-  hiddenSize: 896,
-  intermediateSize: 4864,
-  numHiddenLayers: layers,
-  numAttentionHeads: 14,
-  numKeyValueHeads: 2,
-  headDim: 64,
-  ropeTheta: 1000000,
-  rmsNormEps: 1e-6,
-  tieWordEmbeddings: true,
-  qkvBias: true,
-  oBias: false,
-  mlpBias: false,
-  qkNorm: false,
-  maxPositionEmbeddings: 32768,
-  torchDtype: 'float32',
-  initializerRange: 0.02,
-  bosTokenId: undefined,
-  eosTokenId: 151645,
-});
 
 /** The plain-TS reference forward (one stream, llama2.c style): ms per token after the first. */
 function referenceMsPerToken(weights: ModelWeights, n: number): number {

@@ -2,10 +2,13 @@
 
 import { cpus } from 'node:os';
 import * as ort from 'onnxruntime-node';
+import { benchBandwidth } from './bandwidth.js';
 import { benchDecoder } from './decoder.js';
 import { benchGeneration } from './generation.js';
+import { benchRollout } from './rollout.js';
 import { benchMatMul, benchOverhead } from './runtime.js';
 import { type BenchSection, formatSection } from './table.js';
+import { benchTrainMemory } from './train-memory.js';
 
 const sections: { name: string; run: () => Promise<BenchSection> }[] = [
   { name: 'overhead', run: benchOverhead },
@@ -13,6 +16,9 @@ const sections: { name: string; run: () => Promise<BenchSection> }[] = [
   { name: 'block', run: () => import('./block.js').then((m) => m.benchBlock()) },
   { name: 'decoder', run: benchDecoder },
   { name: 'generation', run: benchGeneration },
+  { name: 'bandwidth', run: benchBandwidth },
+  { name: 'rollout', run: benchRollout },
+  { name: 'train-memory', run: benchTrainMemory },
 ];
 
 const only = process.argv.slice(2);

@@ -252,7 +252,10 @@ export class DecoderArtifacts {
    * The session of a graph the manifest has, opened now (with the options the artifacts were
    * opened with) if it was not; it is released with the others.
    */
-  async openSession(kind: ArtifactGraphKind): Promise<Session> {
+  async openSession(
+    kind: ArtifactGraphKind,
+    overrides: Pick<OpenArtifactsOptions, 'intraOpThreads'> = {},
+  ): Promise<Session> {
     const open = this.sessions[kind];
     if (open) return open;
     const g = this.manifest.graphs[kind];
@@ -262,6 +265,7 @@ export class DecoderArtifacts {
       });
     const s = await createSession(join(this.dir, g.file), {
       ...this.options,
+      ...overrides,
       device: this.options.device ?? 'cpu',
     });
     this.sessions[kind] = s;

@@ -298,7 +298,7 @@ export class DecoderGenerator {
       const wanted = this.#fusedOptions.useGenerateGraph ?? true;
       this.#fused =
         art?.manifest.graphs.generate && cpu && wanted
-          ? art.openSession('generate').then(
+          ? art.openSession('generate', generateThreads(art)).then(
               (session) =>
                 new FusedBatcher({
                   session,
@@ -645,6 +645,20 @@ export class DecoderGenerator {
       return out;
     });
   }
+}
+
+/**
+ * Weights up to this size run the generate graph on one thread unless told otherwise: a small
+ * model's decode is bound by per-kernel overhead, which more threads only add to (stories260K at
+ * batch 32: one thread 2× faster than two); a large one's by memory bandwidth, which two threads
+ * double (Qwen2.5-0.5B shape: 7.1 → 12.9 tok/s). docs/performance.md has the measurements.
+ */
+export const ONE_THREAD_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
+
+/** The generate session's thread count: the artifacts' own, else by model size. */
+function generateThreads(art: DecoderArtifacts): { intraOpThreads?: number } {
+  if (art.options.intraOpThreads !== undefined) return {};
+  return art.manifest.weights.bytes <= ONE_THREAD_MAX_WEIGHT_BYTES ? { intraOpThreads: 1 } : {};
 }
 
 /** Checks a request like the graphs need it; returns its prompt ids and non-empty stop strings. */

@@ -74,9 +74,9 @@ export interface FusedBatcherOptions {
   /** Rows in one batch (default 64). */
   maxBatchSize?: number;
   /**
-   * Tokens sampled per row per session.run while requests wait (default 16). With nobody
-   * waiting the chunk doubles run after run, up to `maxChunkTokens`: fewer runs for a lone
-   * batch, and a newcomer waits at most one (short) chunk more.
+   * Tokens sampled per row per session.run while requests keep coming (default 16). When no
+   * request came during a chunk the next one is twice as long, up to `maxChunkTokens`: fewer runs
+   * for a lone batch, and a newcomer waits at most one chunk.
    */
   chunkTokens?: number;
   /** Longest chunk (default 256). */
@@ -108,8 +108,10 @@ export class FusedBatcher {
   maxBatchSize: number;
   chunkTokens: number;
   maxChunkTokens: number;
-  /** The next chunk's length: doubles while nobody waits, back to chunkTokens when someone does. */
+  /** The next chunk's length: doubles while no request comes, back to chunkTokens when one does. */
   #chunkLen: number;
+  /** Requests submitted since the last chunk was sized. */
+  #arrived = 0;
   /** Counters for metrics: chunks run, rows admitted, admissions into a running batch. */
   readonly stats = { chunks: 0, admitted: 0, joins: 0, stepsRun: 0, rowSteps: 0 };
 
@@ -130,6 +132,7 @@ export class FusedBatcher {
   }
 
   submit(rows: BatchRow[]): void {
+    this.#arrived += rows.length;
     for (const r of rows) {
       if (r.maxNewTokens === 0) r.done({ tokens: [], logprobs: [], finish: 'length' });
       else this.#waiting.push(r);
@@ -253,7 +256,9 @@ export class FusedBatcher {
     if (live.some((l) => l.hostSampled)) return 1;
     let k = 1;
     for (const l of live) k = Math.max(k, l.row.maxNewTokens - l.tokens.length);
-    if (this.#waiting.length > 0) this.#chunkLen = this.chunkTokens;
+    // Requests arriving (rollouts starting their next turn) will want to join: keep chunks short.
+    if (this.#arrived > 0 || this.#waiting.length > 0) this.#chunkLen = this.chunkTokens;
+    this.#arrived = 0;
     k = Math.min(k, Math.max(1, this.#chunkLen));
     this.#chunkLen = Math.min(this.maxChunkTokens, this.#chunkLen * 2);
     // The loop feeds tokens at positions lastPos + 1 … lastPos + k − 1.

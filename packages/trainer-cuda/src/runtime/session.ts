@@ -44,7 +44,27 @@ export interface CreateSessionOptions {
   deviceOutputs?: string[];
   /** Fix symbolic dimensions (lets ORT plan memory statically). */
   freeDimensionOverrides?: Record<string, number>;
+  /** ORT's CPU memory arena (default: MEMORY_DEFAULTS). */
+  enableCpuMemArena?: boolean;
+  /** ORT's memory pattern (one planned block per input shape; default: MEMORY_DEFAULTS). */
+  enableMemPattern?: boolean;
+  /**
+   * Whose defaults apply to the two memory settings above when they are left out: flowgrpo's
+   * (MEMORY_DEFAULTS, chosen by measurement) or onnxruntime's own (both on). Default 'flowgrpo'.
+   */
+  memory?: 'flowgrpo' | 'ort';
 }
+
+/**
+ * flowgrpo's defaults for ORT's memory settings, from `pnpm bench train-memory`
+ * (docs/performance.md; undefined leaves onnxruntime's own default). The memory pattern (one
+ * pre-planned block per input shape) held the 896-wide LoRA train step's peak at 1.3× PyTorch's;
+ * without it the peak is ~1.0× and the step no slower. The arena stays on: off, it cost speed
+ * and saved less.
+ */
+export const MEMORY_DEFAULTS: { enableCpuMemArena?: boolean; enableMemPattern?: boolean } = {
+  enableMemPattern: false,
+};
 
 export type FeedValue = ort.Tensor | DeviceTensor;
 
@@ -84,6 +104,11 @@ export function ortSessionOptions(
   if (o.graphOptimizationLevel) opts.graphOptimizationLevel = o.graphOptimizationLevel;
   if (o.externalData) opts.externalData = o.externalData;
   if (o.freeDimensionOverrides) opts.freeDimensionOverrides = o.freeDimensionOverrides;
+  const mem = o.memory === 'ort' ? {} : MEMORY_DEFAULTS;
+  const arena = o.enableCpuMemArena ?? mem.enableCpuMemArena;
+  const pattern = o.enableMemPattern ?? mem.enableMemPattern;
+  if (arena !== undefined) opts.enableCpuMemArena = arena;
+  if (pattern !== undefined) opts.enableMemPattern = pattern;
   // The binding rejects `extra: undefined`, so the key is only set when there is something in it.
   if (o.disableCpuFallback && device !== 'cpu') {
     opts.extra = { session: { disable_cpu_ep_fallback: '1' } };
