@@ -26,12 +26,23 @@ export function describeFeed(f: FeedLike): string {
   return `${f.type} [${f.dims.join(', ')}]`;
 }
 
+// A session's input list never changes: its name index is built once (not per run).
+const indexes = new WeakMap<readonly ValueSpec[], Map<string, ValueSpec>>();
+function specsByName(inputs: readonly ValueSpec[]): Map<string, ValueSpec> {
+  let m = indexes.get(inputs);
+  if (!m) {
+    m = new Map(inputs.map((s) => [s.name, s]));
+    indexes.set(inputs, m);
+  }
+  return m;
+}
+
 /**
  * Throws InvalidFeedError for an unknown or missing input, a dtype mismatch, a rank mismatch, a
  * fixed dimension mismatch, or one symbolic dimension bound to two sizes across the feeds.
  */
 export function validateFeeds(inputs: readonly ValueSpec[], feeds: Record<string, FeedLike>): void {
-  const byName = new Map(inputs.map((s) => [s.name, s]));
+  const byName = specsByName(inputs);
   for (const name of Object.keys(feeds)) {
     if (!byName.has(name)) {
       throw new InvalidFeedError(
