@@ -17,7 +17,14 @@ export async function bundleCli(outdir = join(pkg, 'dist')) {
   await build({
     entryPoints: {
       flowgrpo: join(pkg, 'src', 'bin.ts'),
-      'session-worker-main': join(pkg, '..', 'trainer-cuda', 'src', 'runtime', 'session-worker-main.ts'),
+      'session-worker-main': join(
+        pkg,
+        '..',
+        'trainer-cuda',
+        'src',
+        'runtime',
+        'session-worker-main.ts',
+      ),
     },
     outdir,
     bundle: true,

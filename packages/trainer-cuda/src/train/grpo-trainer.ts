@@ -502,7 +502,7 @@ export class GRPOTrainer {
       bar.stop();
 
       if (stopped === 'aborted') progress.log('stopping: writing a final checkpoint');
-      if (!lastCheckpoint || !lastCheckpoint.endsWith(`checkpoint-${state.global_step}`))
+      if (!lastCheckpoint?.endsWith(`checkpoint-${state.global_step}`))
         lastCheckpoint = await this.#checkpoint(state);
       if (o.evalDataset && stopped === 'max_steps') {
         finalEval = await this.evaluate(o.evalDataset, 'final');
