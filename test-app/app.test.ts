@@ -21,13 +21,24 @@ import { afterAll, describe, expect, it } from 'vitest';
 // @flowgrpo/agent/testing's OpenAI-compatible server on 127.0.0.1, started from the installed
 // package. Every step is a real process; the only network is the npm registry (for the
 // packages' own dependencies: zod, openai, apache-arrow, …).
-//
-// Left out for now: @flowgrpo/trainer and @flowgrpo/cli — the trainer is being rewritten and its
-// build does not pass yet; add 'trainer-cuda' and 'cli' below once `pnpm build` does.
+// The trainer and the CLI come too: the app trains a tiny planner for 2 GRPO steps with the
+// installed @flowgrpo/trainer (onnxruntime-node from npm, its NuGet step skipped), and the
+// installed `flowgrpo` bin answers --version.
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const PACKAGES = ['core', 'graph', 'grpo-math', 'reward-judge', 'tools', 'agent-solver'];
-const NAMES = ['core', 'graph', 'grpo', 'reward', 'tools', 'agent'].map((n) => `@flowgrpo/${n}`);
+const PACKAGES = [
+  'core',
+  'graph',
+  'grpo-math',
+  'reward-judge',
+  'tools',
+  'agent-solver',
+  'trainer-cuda',
+  'cli',
+];
+const NAMES = ['core', 'graph', 'grpo', 'reward', 'tools', 'agent', 'trainer', 'cli'].map(
+  (n) => `@flowgrpo/${n}`,
+);
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 
 const work = mkdtempSync(join(tmpdir(), 'flowgrpo-app-'));
@@ -52,6 +63,9 @@ function npmEnv(): NodeJS.ProcessEnv {
     if (/^(npm|pnpm)_/i.test(k) && !keep.test(k)) continue;
     env[k] = v;
   }
+  // onnxruntime-node's install step downloads the CUDA EP from NuGet: not here (the CPU EP ships
+  // in the npm package itself).
+  env.ONNXRUNTIME_NODE_INSTALL ??= 'skip';
   return env;
 }
 
@@ -193,7 +207,17 @@ describe('an app outside the workspace', () => {
         .map((m) => [m[1], Number(m[2])]),
     );
     expect(Object.keys(counts).sort()).toEqual(
-      ['agent', 'agentTesting', 'core', 'graph', 'graphTesting', 'grpo', 'reward', 'tools'].sort(),
+      [
+        'agent',
+        'agentTesting',
+        'core',
+        'graph',
+        'graphTesting',
+        'grpo',
+        'reward',
+        'tools',
+        'trainer',
+      ].sort(),
     );
     for (const [name, n] of Object.entries(counts)) expect(n, name).toBeGreaterThan(0);
   });
@@ -209,5 +233,23 @@ describe('an app outside the workspace', () => {
     expect(out).toBe(
       'step 1: calculator {"expression":"12^2"} → "144"\nanswer: 144 (stop: verifier_stop)\n',
     );
+  });
+
+  it('the app trains a tiny planner with the installed trainer (2 GRPO steps, a checkpoint)', async () => {
+    const out = await run(process.execPath, ['dist/train.js', join(work, 'train')], { cwd: app });
+    expect(out.trim().split('\n').at(-1)).toBe('steps: 2, checkpoint: yes');
+    expect(
+      existsSync(join(work, 'train', 'run', 'checkpoint-2', 'adapter_model.safetensors')),
+    ).toBe(true);
+  });
+
+  it('the installed flowgrpo bin runs', async () => {
+    const version = JSON.parse(
+      readFileSync(join(ROOT, 'packages/cli/package.json'), 'utf8'),
+    ).version;
+    const out = await run(join(app, 'node_modules', '.bin', 'flowgrpo'), ['--version'], {
+      cwd: app,
+    });
+    expect(out.trim()).toBe(version);
   });
 });

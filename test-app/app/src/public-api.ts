@@ -8,8 +8,9 @@ import * as graphTesting from '@flowgrpo/graph/testing';
 import * as grpo from '@flowgrpo/grpo';
 import * as reward from '@flowgrpo/reward';
 import * as tools from '@flowgrpo/tools';
+import * as trainer from '@flowgrpo/trainer';
 
-const entries = { agent, agentTesting, core, graph, graphTesting, grpo, reward, tools };
+const entries = { agent, agentTesting, core, graph, graphTesting, grpo, reward, tools, trainer };
 for (const [name, exports] of Object.entries(entries)) {
   console.log(`${name}: ${Object.keys(exports).length} exports`);
 }
