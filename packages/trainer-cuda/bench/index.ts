@@ -5,6 +5,7 @@ import * as ort from 'onnxruntime-node';
 import { benchBandwidth } from './bandwidth.js';
 import { benchDecoder } from './decoder.js';
 import { benchGeneration } from './generation.js';
+import { benchGrpoStep } from './grpo-step.js';
 import { benchRollout } from './rollout.js';
 import { benchMatMul, benchOverhead } from './runtime.js';
 import { type BenchSection, formatSection } from './table.js';
@@ -19,6 +20,7 @@ const sections: { name: string; run: () => Promise<BenchSection> }[] = [
   { name: 'bandwidth', run: benchBandwidth },
   { name: 'rollout', run: benchRollout },
   { name: 'train-memory', run: benchTrainMemory },
+  { name: 'grpo-step', run: benchGrpoStep },
 ];
 
 const only = process.argv.slice(2);
