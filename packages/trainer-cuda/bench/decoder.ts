@@ -19,7 +19,7 @@ import {
 import { ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
 import { loadLlama2cCheckpoint } from '../src/models/weights/llama2c-checkpoint.js';
 import type { ModelWeights } from '../src/models/weights/model-weights.js';
-import { qwen05, randomWeights } from './models.js';
+import { qwen05, randomWeights, trainStepFeeds } from './models.js';
 import type { BenchSection } from './table.js';
 
 const int64 = (values: readonly number[], dims: number[]) =>
@@ -172,35 +172,11 @@ async function benchModel(
     }
     await art.release();
 
-    // train_step (forward + LoRA backward + SFT test loss), every position trainable.
+    // train_step (forward + LoRA backward + loss), every position a target.
     const train = await DecoderArtifacts.open(dir, { graphs: ['train_step'] });
     const ts = train.session('train_step');
     const [TB, TT] = big ? [1, 64] : [8, 128];
-    const tfeeds: Record<string, ort.Tensor> = {
-      input_ids: int64(tok(TB, TT), [TB, TT]),
-      attention_mask: int64(new Array(TB * TT).fill(1), [TB, TT]),
-      position_ids: int64(
-        Array.from({ length: TB * TT }, (_, i) => i % TT),
-        [TB, TT],
-      ),
-      target_positions: int64(
-        Array.from({ length: TB * (TT - 1) }, (_, i) => i % (TT - 1)),
-        [TB, TT - 1],
-      ),
-      target_ids: int64(tok(TB, TT - 1), [TB, TT - 1]),
-      loss_mask: new ort.Tensor('float32', new Float32Array(TB * (TT - 1)).fill(1), [TB, TT - 1]),
-      temperature: new ort.Tensor('float32', new Float32Array([1]), []),
-      lora_scale: new ort.Tensor('float32', new Float32Array([1]), []),
-    };
-    for (const spec of ts.inputs)
-      if (spec.name.includes('.lora_')) {
-        const d = spec.shape as number[];
-        tfeeds[spec.name] = new ort.Tensor(
-          'float32',
-          new Float32Array(d[0]! * d[1]!).fill(0.01),
-          d,
-        );
-      }
+    const tfeeds = trainStepFeeds(ts.inputs, TB, TT, c.vocabSize);
     await ts.run(tfeeds);
     const tt: number[] = [];
     for (let i = 0; i < (big ? 1 : 3); i++) {

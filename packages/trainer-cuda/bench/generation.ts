@@ -61,11 +61,19 @@ export async function benchGeneration(): Promise<BenchSection> {
       graphs: ['decode', 'generate'],
       maxPositions: STEPS,
     });
+    // The split-cache decode loop (no per-token copy of the cache), for comparison.
+    buildDecoderArtifacts(weights, join(tmp, 'split'), {
+      graphs: ['generate'],
+      maxPositions: STEPS,
+      generate: { attention: 'split' },
+    });
     const open = (graphs: ('decode' | 'generate')[], threads: number) =>
       DecoderArtifacts.open(join(tmp, 'art'), { graphs, intraOpThreads: threads });
     const fusedArt = await open(['generate'], 1);
     const fused2Art = await open(['generate'], 2);
     const stdArt = await open(['decode'], 1);
+    const splitArt = await DecoderArtifacts.open(join(tmp, 'split'), { intraOpThreads: 1 });
+    const split = new DecoderGenerator(splitArt);
     const fused = new DecoderGenerator(fusedArt);
     const fused2 = new DecoderGenerator(fused2Art);
     const std = new DecoderGenerator(stdArt, { useGenerateGraph: false });
@@ -89,11 +97,13 @@ export async function benchGeneration(): Promise<BenchSection> {
     }
     const f32: Timed[] = [];
     const f32x2: Timed[] = [];
+    const f32split: Timed[] = [];
     const s32: Timed[] = [];
     for (let round = 0; round < 2; round++) {
       await runC(3);
       for (let i = 0; i < 2; i++) f32.push(await timeGenerate(fused, prompt, 32));
       for (let i = 0; i < 2; i++) f32x2.push(await timeGenerate(fused2, prompt, 32));
+      for (let i = 0; i < 2; i++) f32split.push(await timeGenerate(split, prompt, 32));
       s32.push(await timeGenerate(std, prompt, 32));
     }
     await runC(3);
@@ -116,6 +126,7 @@ export async function benchGeneration(): Promise<BenchSection> {
     row('flowgrpo prefill/decode graphs, 1 thread (before)', 1, s1);
     row('flowgrpo generate graph, 1 thread (default)', 32, f32);
     row('flowgrpo generate graph, 2 threads', 32, f32x2);
+    row('flowgrpo generate graph, split-cache loop, 1 thread', 32, f32split);
     row('flowgrpo prefill/decode graphs, 1 thread (before)', 32, s32);
     notes.push(
       `tokens: sampled tokens per call (run.c's count comes from the same loop without printing); ` +
@@ -124,7 +135,12 @@ export async function benchGeneration(): Promise<BenchSection> {
         `(aggregate tok/s). run.c: ${runc.length} calls; flowgrpo batch 1: ${f1.length} calls; ` +
         `load average at the end: ${loadAverage()}`,
     );
-    await Promise.all([fusedArt.release(), fused2Art.release(), stdArt.release()]);
+    await Promise.all([
+      fusedArt.release(),
+      fused2Art.release(),
+      stdArt.release(),
+      splitArt.release(),
+    ]);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

@@ -1,6 +1,7 @@
 // Model shapes for the benchmarks: random weights of a given config (a shape, not a model), and
 // the Qwen2.5-0.5B config with a chosen number of layers.
 import { createTensor, type Tensor } from '@flowgrpo/core';
+import * as ort from 'onnxruntime-node';
 import type { DecoderConfig } from '../src/models/config.js';
 import type { ModelWeights, WeightDType } from '../src/models/weights/model-weights.js';
 import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
@@ -47,3 +48,55 @@ export const qwen05: (layers: number) => DecoderConfig = (layers) => ({
   bosTokenId: undefined,
   eosTokenId: 151645,
 });
+
+/**
+ * Feeds of a train_step graph for a batch of B rows × T tokens, every position after the first
+ * a target: ids from a fixed pattern; LoRA matrices small and non-zero; accumulators zero;
+ * per-target weights uniform (a mean loss); other scalars and vectors at plausible values (old /
+ * reference logprobs −5, advantages 1, clip ranges 0.2). The graph's own input list decides which
+ * of these exist.
+ */
+export function trainStepFeeds(
+  inputs: readonly { name: string; shape?: readonly (number | string)[] }[],
+  B: number,
+  T: number,
+  vocabSize: number,
+): Record<string, ort.Tensor> {
+  const K = T - 1;
+  const int64 = (n: number, f: (i: number) => number, dims: number[]) =>
+    new ort.Tensor(
+      'int64',
+      BigInt64Array.from({ length: n }, (_, i) => BigInt(f(i))),
+      dims,
+    );
+  const feeds: Record<string, ort.Tensor> = {
+    input_ids: int64(B * T, (i) => (i * 7919 + 13) % vocabSize, [B, T]),
+    attention_mask: int64(B * T, () => 1, [B, T]),
+    position_ids: int64(B * T, (i) => i % T, [B, T]),
+    target_positions: int64(B * K, (i) => i % K, [B, K]),
+    target_ids: int64(B * K, (i) => ((i + 1) * 7919 + 13) % vocabSize, [B, K]),
+  };
+  for (const spec of inputs) {
+    if (feeds[spec.name]) continue;
+    const dims = (spec.shape ?? []).map((d) =>
+      typeof d === 'number' ? d : d === 'batch' ? B : d === 'seq' ? T : K,
+    );
+    const n = dims.reduce((a, b) => a * b, 1);
+    const name = spec.name;
+    const value = name.startsWith('acc.')
+      ? 0
+      : name.includes('.lora_')
+        ? 0.01
+        : name.startsWith('epsilon')
+          ? 0.2
+          : name.endsWith('weights') || name === 'loss_mask'
+            ? 1 / (B * K)
+            : name.endsWith('logprobs')
+              ? -5
+              : name === 'beta' || name === 'kl_coeffs'
+                ? 0
+                : 1;
+    feeds[name] = new ort.Tensor('float32', new Float32Array(n).fill(value), dims);
+  }
+  return feeds;
+}

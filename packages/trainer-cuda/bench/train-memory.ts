@@ -65,16 +65,22 @@ async function torchStep(
   shape: string,
   threads: number,
 ): Promise<{ ms: number; peakMiB: number } | undefined> {
-  const { stdout } = await run(
-    py,
-    [join(ANCHORS, 'torch', 'train_step.py'), shape, String(threads), '4'],
-    {
-      env: { ...process.env, OMP_WAIT_POLICY: 'PASSIVE' },
-      timeout: 600_000,
-    },
-  );
-  const m = /ms_med=([\d.]+).*peak_MiB=(\d+)/.exec(stdout);
-  return m ? { ms: Number(m[1]), peakMiB: Number(m[2]) } : undefined;
+  // train_step.py run as is, then the process's VmHWM: its own peak. (The script's peak_MiB,
+  // ru_maxrss, would start from this bench's RSS: Linux carries it over fork and exec.)
+  const script = join(ANCHORS, 'torch', 'train_step.py');
+  const wrapper = [
+    'import runpy, sys',
+    `sys.argv = [${JSON.stringify(script)}, ${JSON.stringify(shape)}, '${threads}', '4']`,
+    `runpy.run_path(${JSON.stringify(script)}, run_name='__main__')`,
+    "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0])",
+  ].join('\n');
+  const { stdout } = await run(py, ['-c', wrapper], {
+    env: { ...process.env, OMP_WAIT_POLICY: 'PASSIVE' },
+    timeout: 600_000,
+  });
+  const m = /ms_med=([\d.]+)/.exec(stdout);
+  const hwm = /VmHWM:\s+(\d+)/.exec(stdout);
+  return m && hwm ? { ms: Number(m[1]), peakMiB: Number(hwm[1]) / 1024 } : undefined;
 }
 
 async function ourStep(
@@ -161,7 +167,7 @@ export async function benchTrainMemory(): Promise<BenchSection> {
   }
   notes.push(
     `shape a: hidden 256, 4 layers, vocab 4096, batch 4 × 256; b: hidden 896, 2 layers (Qwen2.5-0.5B), vocab 8192, batch 1 × 512. ` +
-      `Peak = the process's max RSS (ru_maxrss) over a warm-up and 4 steps, each side in a fresh process; ` +
+      `Peak = the process's VmHWM (its peak resident set) over a warm-up and 4 steps, each side in a fresh process; ` +
       `flowgrpo rows: the median over their processes; ORT's default is one thread per core (2 here). ` +
       `Load average at the end: ${loadAverage()}`,
   );
