@@ -175,3 +175,27 @@ export function learningRateAt(
       return c.learning_rate * 0.5 * (1 + Math.cos(Math.PI * Math.min(1, progress)));
   }
 }
+
+/** The policy's session and AdamW options from a trainer config (both trainers share them). */
+export function policyOptions(
+  c: Pick<
+    GRPOConfig,
+    | 'intra_op_threads'
+    | 'adam_beta1'
+    | 'adam_beta2'
+    | 'adam_epsilon'
+    | 'weight_decay'
+    | 'max_grad_norm'
+  >,
+) {
+  return {
+    ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
+    optimizer: {
+      beta1: c.adam_beta1,
+      beta2: c.adam_beta2,
+      eps: c.adam_epsilon,
+      weightDecay: c.weight_decay,
+      maxGradNorm: c.max_grad_norm,
+    },
+  };
+}

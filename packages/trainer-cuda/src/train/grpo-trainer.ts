@@ -39,6 +39,7 @@ import {
   GRPOConfigSchema,
   learningRateAt,
   parseConfig,
+  policyOptions,
 } from './config.js';
 import { EpochCursor } from './data-order.js';
 import { type EvalResult, evaluate, runOne } from './evaluate.js';
@@ -216,14 +217,7 @@ export class GRPOTrainer {
       artifacts: o.artifacts,
       params,
       device: o.device ?? 'cpu',
-      ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
-      optimizer: {
-        beta1: c.adam_beta1,
-        beta2: c.adam_beta2,
-        eps: c.adam_epsilon,
-        weightDecay: c.weight_decay,
-        maxGradNorm: c.max_grad_norm,
-      },
+      ...policyOptions(c),
       ...(optimizerState && { state: optimizerState }),
     });
     this.#policy = policy;

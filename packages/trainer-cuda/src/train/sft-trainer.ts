@@ -19,6 +19,7 @@ import { rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
 import {
   learningRateAt,
   parseConfig,
+  policyOptions,
   type SFTConfig,
   type SFTConfigInput,
   SFTConfigSchema,
@@ -244,14 +245,7 @@ export class SFTTrainer {
 
     const common = {
       device: o.device ?? 'cpu',
-      ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
-      optimizer: {
-        beta1: c.adam_beta1,
-        beta2: c.adam_beta2,
-        eps: c.adam_epsilon,
-        weightDecay: c.weight_decay,
-        maxGradNorm: c.max_grad_norm,
-      },
+      ...policyOptions(c),
       ...(optimizerState && { state: optimizerState }),
     };
     const policy = full
