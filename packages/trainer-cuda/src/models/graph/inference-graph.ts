@@ -4,6 +4,7 @@ import {
   type OnnxGraph,
   type OnnxModel,
   type OnnxTensor,
+  onnxTensor,
 } from '@flowgrpo/graph';
 import {
   type LoraConfig,
@@ -329,15 +330,18 @@ export function buildGenerateGraph(
     let pending: string | undefined;
     const norm = (w: string): string => {
       if (pending === undefined) return e.op1('SimplifiedLayerNormalization', [x, w], rmsAttrs);
-      const [out, , , sum] = e.op(
+      // Outputs: the normed rows and the residual sum; mean and inv_std_var left out ('').
+      const out = e.name('skip_norm');
+      const sum = e.name('residual');
+      e.op(
         'SkipSimplifiedLayerNormalization',
         [pending, x, w],
         { epsilon: { float: c.rmsNormEps } },
-        { outputs: 4, domain: MS_DOMAIN },
+        { outputs: [out, '', '', sum], domain: MS_DOMAIN },
       );
-      x = sum!;
+      x = sum;
       pending = undefined;
-      return out!;
+      return out;
     };
     const linear = (h: string, w: string, bias?: string, ad?: { a: string; b: string }) => {
       const y = e.op1('Gemm', [h, w, bias], { transB: 1 });
@@ -425,6 +429,7 @@ export function buildGenerateGraph(
         ['batch'],
       );
       greedy.output(lp, F, ['batch']);
+      greedy.output(idx, I64, ['batch', 1]);
     }
     const sampled = e.body(`${e.name('sampled')}/`);
     {
@@ -446,35 +451,53 @@ export function buildGenerateGraph(
       const lp = b.op1('Cast', [at(b, logp, idx)], { to: F });
       b.output(b.op1('Cast', [b.op1('Squeeze', [idx, axisLast])], { to: I32 }), I32, ['batch']);
       b.output(lp, F, ['batch']);
+      b.output(idx, I64, ['batch', 1]);
     }
-    const [token, logprob] = e.op(
+    const [token, logprob, index] = e.op(
       'If',
       [anySampled],
       {
         then_branch: { graph: sampled.graph('sample') },
         else_branch: { graph: greedy.graph('argmax') },
       },
-      { outputs: 2 },
+      { outputs: 3 },
     );
-    return { token: token!, logprob: logprob! };
+    return { token: token!, logprob: logprob!, index: index! };
   };
   /** Rows that drew a stop token (int32 0/1), or-ed with `before`; and "some row is not done". */
-  const stopCheck = (e: OnnxEmitter, token: string, before?: string) => {
-    const hit = e.op1(
-      'ReduceMax',
-      [
-        e.op1('Cast', [e.op1('Equal', [stopIds, e.op1('Unsqueeze', [token, axisLast])])], {
-          to: I32,
-        }),
-        axis1,
-      ],
-      { keepdims: 0 },
-    );
+  // Per row, 1 at its stop tokens: [B, V + 1] int32, built once per run (the −1 padding of
+  // stop_ids lands in the extra column V, which no token reads).
+  const stopIdx = g.op1(
+    'Cast',
+    [g.op1('Where', [g.op1('Less', [stopIds, g.i32([0], [])]), g.i32([V], []), stopIds])],
+    { to: I64 },
+  );
+  const stopTable = g.op1(
+    'ScatterElements',
+    [
+      g.op1(
+        'ConstantOfShape',
+        [
+          g.op1(
+            'Concat',
+            [g.op1('Gather', [g.op1('Shape', [stopIds]), g.i64([0])], { axis: 0 }), g.i64([V + 1])],
+            {
+              axis: 0,
+            },
+          ),
+        ],
+        { value: { tensor: onnxTensor('', Int32Array.of(0), [1]) } },
+      ),
+      stopIdx,
+      g.op1('Expand', [g.i32([1], []), g.op1('Shape', [stopIdx])]),
+    ],
+    { axis: 1 },
+  );
+  /** Rows that drew a stop token ([B, 1] int32), or-ed with `before`; and "some row is not done". */
+  const stopCheck = (e: OnnxEmitter, index: string, before?: string) => {
+    const hit = e.op1('GatherElements', [stopTable, index], { axis: 1 });
     const done = before ? e.op1('Max', [hit, before]) : hit;
-    const more = e.op1('Equal', [
-      e.op1('ReduceMin', [done, axis0], { keepdims: 0 }),
-      g.i32([0], []),
-    ]);
+    const more = e.op1('Equal', [e.op1('ReduceMin', [done], { keepdims: 0 }), g.i32([0], [])]);
     return { done, more };
   };
   const logitsOf = (e: OnnxEmitter, rows: string) => e.op1('Gemm', [rows, head], { transB: 1 });
@@ -536,7 +559,7 @@ export function buildGenerateGraph(
   const logitsA = logitsOf(g, lastA);
   const uT = g.op1('Transpose', [uniforms], { perm: [1, 0] }); // [K, B]
   const s0 = sample(g, logitsA, g.op1('Gather', [uT, g.i64([0], [])], { axis: 0 }));
-  const stop0 = stopCheck(g, s0.token);
+  const stop0 = stopCheck(g, s0.index);
   const nextPos = g.op1('Add', [
     g.op1('Squeeze', [g.op1('Gather', [positionIds, lastT], { axis: 1 }), axis1]),
     g.i32([1], []),
@@ -559,7 +582,7 @@ export function buildGenerateGraph(
     const iter = body.input(body.name('iter'), I64, []);
     body.input(body.name('cond'), BOOL, []);
     const tokIn = body.input(body.name('token'), I32, ['batch']);
-    const doneIn = body.input(body.name('done'), I32, ['batch']);
+    const doneIn = body.input(body.name('done'), I32, ['batch', 1]);
     const posIn = body.input(body.name('pos'), I32, ['batch']);
     body.input(body.name('logits'), F, ['batch', V]);
     const slots = split ? 'chunk' : 'total';
@@ -613,10 +636,10 @@ export function buildGenerateGraph(
     const logits = logitsOf(body, hidden);
     const u = body.op1('Gather', [uT, body.op1('Add', [iter, body.i64([1], [])])], { axis: 0 });
     const s = sample(body, logits, u);
-    const stop = stopCheck(body, s.token, doneIn);
+    const stop = stopCheck(body, s.index, doneIn);
     body.output(stop.more, BOOL, []);
     body.output(s.token, I32, ['batch']);
-    body.output(stop.done, I32, ['batch']);
+    body.output(stop.done, I32, ['batch', 1]);
     body.output(body.op1('Add', [posIn, g.i32([1], [])]), I32, ['batch']);
     body.output(logits, F, ['batch', V]);
     for (const kv of kvOut) {

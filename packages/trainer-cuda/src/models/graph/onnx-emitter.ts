@@ -22,6 +22,7 @@ export type Attr =
   | number[]
   | { floats: number[] }
   | { float: number }
+  | { tensor: OnnxTensor }
   | { graph: OnnxGraph };
 
 function attribute(v: Attr): OnnxAttributeValue {
@@ -31,6 +32,7 @@ function attribute(v: Attr): OnnxAttributeValue {
   if (Array.isArray(v)) return { type: 'ints', value: v };
   if ('floats' in v) return { type: 'floats', value: v.floats };
   if ('float' in v) return { type: 'float', value: v.float };
+  if ('tensor' in v) return { type: 'tensor', value: v.tensor };
   return { type: 'graph', value: v.graph };
 }
 
