@@ -34,6 +34,10 @@ export const projects: TestProjectInlineConfiguration[] = [
   pkg('trainer', 'packages/trainer-cuda', { testTimeout: 120_000 }),
   pkg('cli', 'packages/cli', { testTimeout: 120_000 }),
   pkg('examples', 'examples/autodiff-mlp', { testTimeout: 120_000 }),
+  // Each example's --quick path (examples/<name>/test), one project per example.
+  ...['solver', 'data-prep', 'gsm8k-calculator', 'search-agent', 'lora-sft'].map((name) =>
+    pkg(`example-${name}`, `examples/${name}`, { testTimeout: 180_000 }),
+  ),
   // Builds and packs the packages, installs them with npm into an app under the OS temp dir and
   // runs it (README "Use it in your app"): minutes on a cold npm cache, hence the timeout.
   {

@@ -1,0 +1,53 @@
+// The Flow-GRPO seed's training set (math + NQ) and AIME24 validation set, as Parquet.
+//   pnpm example data-prep [--quick] [--data-dir DIR] [--math F.parquet …] [--nq F] [--aime F]
+//                          [--out DIR] [--seed N]
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { DEFAULT_OUT, prepareData } from './prepare-data.js';
+import { sharedDir } from './shared.js';
+
+const usage = `Usage: pnpm example data-prep [flags]
+  --quick           the first 2,000 rows of each source
+  --data-dir DIR    a folder laid out like ../shared/data (default: $FLOWGRPO_SHARED/data or ../shared/data)
+  --math FILE       DeepMath-103K Parquet file (repeat for each shard) instead of the GSM8K stand-in
+  --nq FILE         FlashRAG NQ train Parquet/JSONL instead of Search-R1's NQ sample
+  --aime FILE       AIME 2024 Parquet/JSONL instead of ../shared/data/aime24
+  --out DIR         where combined_train.parquet and val.parquet go (default ${DEFAULT_OUT})
+  --seed N          shuffle seed (default 42)`;
+
+const argv = process.argv.slice(2);
+const { values } = parseArgs({
+  args: argv[0] === '--' ? argv.slice(1) : argv,
+  options: {
+    quick: { type: 'boolean', default: false },
+    'data-dir': { type: 'string' },
+    math: { type: 'string', multiple: true },
+    nq: { type: 'string' },
+    aime: { type: 'string' },
+    out: { type: 'string', default: DEFAULT_OUT },
+    seed: { type: 'string', default: '42' },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (values.help) {
+  console.log(usage);
+  process.exit(0);
+}
+const shared = sharedDir();
+const dataDir = values['data-dir'] ?? (shared ? join(shared, 'data') : undefined);
+if (!dataDir && !(values.math && values.nq)) {
+  console.log(
+    'data-prep: skipped — no data folder: ../shared (or $FLOWGRPO_SHARED) is absent; pass --data-dir, or --math and --nq with the full HF Parquet files',
+  );
+  process.exit(0);
+}
+console.log("flowgrpo example: data-prep — the Flow-GRPO seed's training and validation sets\n");
+await prepareData({
+  ...(dataDir && { dataDir }),
+  ...(values.math && { math: values.math }),
+  ...(values.nq && { nq: values.nq }),
+  ...(values.aime && { aime: values.aime }),
+  out: values.out,
+  seed: Number(values.seed),
+  ...(values.quick && { limit: 2000 }),
+});
