@@ -248,6 +248,8 @@ export class GRPOTrainer {
       let emptyBatches = Number(state.extra?.empty_batches ?? 0);
       const cursor = new EpochCursor(o.trainDataset.length, c.seed, state);
       let lastCheckpoint: string | undefined;
+      // The report shows a sample of the last batch's trajectories (every rollout is in Parquet).
+      let lastBatch: Trajectory[] = [];
       let finalEval: EvalResult | undefined;
       let stopped: TrainResult['stopped'] = 'max_steps';
       while (state.global_step < c.max_steps) {
@@ -476,6 +478,7 @@ export class GRPOTrainer {
           o.onLog?.(record);
         }
         await this.#run.writeRollouts(state.global_step, trajectories);
+        lastBatch = trajectories;
         bar.update(state.global_step, {
           reward: Number(record.reward),
           acc: Number(record.accuracy),
@@ -506,6 +509,7 @@ export class GRPOTrainer {
         title: `GRPO run — ${this.#run.dir}`,
         metrics: this.#run.readMetrics(),
         ...(finalEval && { evals: [finalEval] }),
+        trajectories: lastBatch.slice(0, 32),
       });
       return {
         globalStep: state.global_step,
