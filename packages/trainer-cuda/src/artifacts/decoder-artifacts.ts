@@ -202,6 +202,14 @@ export interface OpenArtifactsOptions extends Omit<CreateSessionOptions, 'device
   graphs?: readonly ArtifactGraphKind[];
 }
 
+/**
+ * The graph to sample with: the fused `generate` graph when the artifacts have it (decode loop in
+ * one ONNX run, continuous batching), else the standard `decode` graph.
+ */
+export function samplingGraph(manifest: ArtifactsManifest): 'generate' | 'decode' {
+  return manifest.graphs.generate ? 'generate' : 'decode';
+}
+
 /** Open sessions over an artifacts directory. */
 export class DecoderArtifacts {
   private constructor(

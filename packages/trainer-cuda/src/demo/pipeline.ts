@@ -2,7 +2,12 @@ import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Trajectory } from '@flowgrpo/core';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
+import {
+  buildDecoderArtifacts,
+  DecoderArtifacts,
+  readArtifactsManifest,
+  samplingGraph,
+} from '../artifacts/decoder-artifacts.js';
 import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
 import { LORA_TARGET_MODULES } from '../lora/lora-config.js';
 import { createTinyQwen2 } from '../models/tiny-factory.js';
@@ -138,7 +143,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   });
   const tokenizer = base.tokenizer;
   buildDecoderArtifacts(base.weights, join(out, 'artifacts', 'base'), {
-    graphs: ['decode'],
+    graphs: ['decode', 'generate'],
     maxPositions: 512,
   });
   lap('setup_s', start);
@@ -229,7 +234,10 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   // 6. Base, SFT, GRPO on the held-out questions (greedy).
   start = performance.now();
   const evalPolicy = async (name: string, artifacts: string, adapter?: string) => {
-    const art = await DecoderArtifacts.open(artifacts, { graphs: ['decode'], device });
+    const art = await DecoderArtifacts.open(artifacts, {
+      graphs: [samplingGraph(readArtifactsManifest(artifacts))],
+      device,
+    });
     try {
       const engine = new LocalPolicyEngine({ artifacts: art, tokenizer, model: name });
       if (adapter) await engine.updateAdapter({ name, path: adapter });

@@ -14,7 +14,11 @@ import {
   type LossAggregation,
 } from '@flowgrpo/grpo';
 import { type RewardFunction, rewardInputFromTrajectory, rewardMetrics } from '@flowgrpo/reward';
-import { DecoderArtifacts, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
+import {
+  DecoderArtifacts,
+  readArtifactsManifest,
+  samplingGraph,
+} from '../artifacts/decoder-artifacts.js';
 import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
 import { loraScaling } from '../lora/lora-config.js';
 import {
@@ -225,7 +229,7 @@ export class GRPOTrainer {
       if (o.rolloutEngine) this.#engine = o.rolloutEngine;
       else {
         this.#artifacts = await DecoderArtifacts.open(o.artifacts, {
-          graphs: ['decode'],
+          graphs: [samplingGraph(manifest)],
           device: o.device ?? 'cpu',
           ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
         });
