@@ -267,7 +267,7 @@ describe('malformed requests get OpenAI-style errors', () => {
     [
       'prompt too long',
       '/v1/completions',
-      { model: 'tiny', prompt: 'y'.repeat(600) },
+      { model: 'tiny', prompt: 'y'.repeat(1100) },
       400,
       'messages',
       'context_length_exceeded',

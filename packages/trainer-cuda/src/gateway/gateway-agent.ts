@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { PolicyEngine, RolloutAgent, RolloutContext } from '@flowgrpo/agent';
 import { ConfigError, type Trajectory } from '@flowgrpo/core';
 import type { RewardFunction, RewardResult } from '@flowgrpo/reward';
+import { withSampling } from '../train/sampling-override.js';
 import { type PolicyGateway, ROLLOUT_HEADER } from './gateway.js';
 import { rolloutTrajectory } from './recorder.js';
 
@@ -46,6 +47,13 @@ export interface GatewayAgentOptions {
   engines?: Record<string, PolicyEngine>;
   /** The gateway's API key, passed on to the program. */
   apiKey?: string;
+  /**
+   * Forces this temperature on every call of the trained model, whatever the agent asks: set it
+   * to the trainer's `temperature`, so the recorded logprobs are those of the distribution the
+   * trainer recomputes (an agent that sends its own temperature would otherwise show up as
+   * `logprob_mismatch`). Evaluation's greedy decoding still wins.
+   */
+  temperature?: number;
 }
 
 /** GRPOTrainer's `agent` option: `(policy) => RolloutAgent` over an agent program. */
@@ -55,7 +63,13 @@ export function gatewayAgent(o: GatewayAgentOptions): (policy: PolicyEngine) => 
     async run(question: string, context: RolloutContext = {}): Promise<Trajectory> {
       const rolloutId = `${context.queryId ?? 'q'}.${context.index ?? 0}.${randomUUID().slice(0, 8)}`;
       const unbind = o.gateway.bindRollout(rolloutId, {
-        engines: { ...o.engines, [model]: policy },
+        engines: {
+          ...o.engines,
+          [model]:
+            o.temperature === undefined
+              ? policy
+              : withSampling(policy, { temperature: o.temperature }),
+        },
         ...(context.seed !== undefined && { seed: context.seed }),
       });
       let answer = '';

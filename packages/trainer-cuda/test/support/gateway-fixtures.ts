@@ -37,7 +37,7 @@ export async function tinyGatewayModel(
     buildDecoderArtifacts(model.weights, artifacts, {
       lora: GATEWAY_LORA,
       graphs: ['decode', 'logprobs', 'train_step'],
-      maxPositions: 512,
+      maxPositions: 1024,
     });
   return { model, artifacts };
 }
