@@ -38,6 +38,9 @@ export const projects: TestProjectInlineConfiguration[] = [
   ...['solver', 'data-prep', 'gsm8k-calculator', 'search-agent', 'lora-sft'].map((name) =>
     pkg(`example-${name}`, `examples/${name}`, { testTimeout: 180_000 }),
   ),
+  // The guides' snippets equal regions of docs/snippets/*.ts (which `pnpm typecheck` compiles),
+  // and the API reference script runs.
+  pkg('docs', 'docs', { testTimeout: 180_000 }),
   // Builds and packs the packages, installs them with npm into an app under the OS temp dir and
   // runs it (README "Use it in your app"): minutes on a cold npm cache, hence the timeout.
   {
