@@ -2,6 +2,7 @@
 
 export * from './artifacts/decoder-artifacts.js';
 export * from './demo/index.js';
+export * from './gateway/index.js';
 export * from './generation/decoder-generator.js';
 export * from './generation/local-policy-engine.js';
 export * from './generation/sampling.js';
