@@ -92,7 +92,7 @@ it('trains two roles with their own adapters and keeps the frozen role frozen', 
       chain: '',
       result: 'x',
       source: 't',
-      extra_info: {},
+      extra_info: { ground_truth: 'x', idx: id },
     })),
     onLog: (r) => logs.push(r),
   }).train();
