@@ -7,6 +7,7 @@ import { demoCommand } from './commands/demo.js';
 import { evalCommand } from './commands/eval.js';
 import { exportCommand } from './commands/export.js';
 import { generateCommand } from './commands/generate.js';
+import { serveCommand } from './commands/serve.js';
 import { solveCommand } from './commands/solve.js';
 import { trainCommand } from './commands/train.js';
 
@@ -18,6 +19,7 @@ export const commands: Command[] = [
   trainCommand,
   evalCommand,
   exportCommand,
+  serveCommand,
 ];
 
 function help(): string {

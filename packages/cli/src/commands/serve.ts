@@ -1,0 +1,281 @@
+import { createHash } from 'node:crypto';
+import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { ConfigError, FileNotFoundError, trajectoryToJson } from '@flowgrpo/core';
+import {
+  createPolicyGateway,
+  LORA_TARGET_MODULES,
+  LocalPolicyHost,
+  type LoraConfig,
+  type LoraTargetModule,
+  loadTokenizer,
+  type PolicyHost,
+  RolloutRecorder,
+  rolloutTrajectory,
+  UpstreamPolicyHost,
+} from '@flowgrpo/trainer';
+import {
+  type Command,
+  numberOption,
+  type ParsedArgs,
+  stringOption,
+  UsageError,
+} from '../command.js';
+import { ensureArtifacts, modelKind, resolveTokenizer } from '../model-artifacts.js';
+
+const usage = `Usage:
+  flowgrpo serve --model PATH [options]
+      An OpenAI-compatible policy gateway over a local model (HF folder or artifacts directory):
+      /v1/models, /v1/chat/completions (JSON and SSE; tools in the Qwen/Hermes <tool_call>
+      format), /v1/completions, vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter.
+      Every call's prompt ids, sampled ids and logprobs are recorded under its rollout
+      (header x-flowgrpo-rollout-id, base URL <url>/rollouts/<id>/v1, or metadata.rollout_id);
+      GET /v1/rollouts/<id> returns them, POST /v1/rollouts/<id>/reward attaches a reward.
+  flowgrpo serve --upstream URL [--upstream URL …] --served-model-name NAME --tokenizer PATH
+      The same gateway in front of vLLM / SGLang servers: prompts are rendered here and sent as
+      token ids to /v1/completions; token ids and logprobs come back and are recorded.
+  Options:
+    --model PATH              HF model folder or artifacts directory (local mode)
+    --tokenizer PATH          folder with tokenizer.json (default: the model folder)
+    --served-model-name NAME  the base model's name in requests (default: the folder's name)
+    --lora NAME=PATH          serve a PEFT adapter as model NAME (repeatable)
+    --lora-r N --lora-alpha A --lora-targets q_proj,v_proj
+                              the LoRA shape adapters loaded later must have (default: that of
+                              the first --lora adapter; without either, no adapters can load)
+    --upstream URL            a vLLM / SGLang base URL, e.g. http://10.0.0.5:8000/v1 (repeatable)
+    --upstream-api-key-env V  environment variable holding the upstream's API key
+    --max-model-len N         the upstream's context length (prompts are checked against it)
+    --host H                  interface to listen on (default 127.0.0.1; 0.0.0.0 exposes it)
+    --port N                  port (default 8000; 0 picks a free one)
+    --api-key-env V           require "Authorization: Bearer $V" (default: FLOWGRPO_API_KEY
+                              when set, else no key)
+    --max-body-bytes N        largest request body (default 8388608)
+    --max-concurrency N       generations at once (default 256); more wait, up to --max-queue
+    --max-queue N             waiting requests before 429 (default 4096)
+    --max-tokens N            max_tokens when a request leaves it out (default 1024)
+    --chat-template-kwargs J  JSON variables for the chat template, e.g. '{"enable_thinking": false}'
+    --record FILE             append each rollout, when its reward is posted, as a JSON line
+                              (the trainer's Trajectory: token ids, logprobs, reward)
+    --device D                cpu | auto | cuda | webgpu (default cpu)
+    --threads N               CPU threads per op
+    --artifacts-dir DIR       where artifacts built from a HF folder go (default: a folder under
+                              the OS temp dir, reused while the model is unchanged)
+  Prints "listening on http://HOST:PORT/v1" when ready; Ctrl-C (SIGINT) or SIGTERM stops it.`;
+
+function repeated(args: ParsedArgs, name: string): string[] {
+  const v = args.values[name];
+  if (v === undefined) return [];
+  return (Array.isArray(v) ? v : [v]).map((x) => {
+    if (typeof x !== 'string') throw new UsageError(`--${name} needs a value`);
+    return x;
+  });
+}
+
+function intOption(args: ParsedArgs, name: string, min = 0): number | undefined {
+  const n = numberOption(args, name);
+  if (n !== undefined && (!Number.isInteger(n) || n < min))
+    throw new UsageError(`--${name} must be a whole number ≥ ${min}, got ${n}`);
+  return n;
+}
+
+/** `--lora name=path` pairs. */
+function loraPairs(args: ParsedArgs, cwd: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const spec of repeated(args, 'lora')) {
+    const eq = spec.indexOf('=');
+    if (eq <= 0) throw new UsageError(`--lora takes NAME=PATH, got '${spec}'`);
+    const path = resolve(cwd, spec.slice(eq + 1));
+    if (!existsSync(path)) throw new FileNotFoundError(path);
+    out[spec.slice(0, eq)] = path;
+  }
+  return out;
+}
+
+/** The LoRA shape of the artifacts: flags, else the first adapter's adapter_config.json. */
+function loraShape(args: ParsedArgs, adapters: Record<string, string>): LoraConfig | undefined {
+  const r = intOption(args, 'lora-r', 1);
+  if (r !== undefined) {
+    const targets = (stringOption(args, 'lora-targets') ?? 'q_proj,v_proj').split(',');
+    for (const t of targets)
+      if (!(LORA_TARGET_MODULES as readonly string[]).includes(t))
+        throw new UsageError(`--lora-targets: unknown module '${t}'`);
+    return {
+      r,
+      alpha: numberOption(args, 'lora-alpha') ?? 2 * r,
+      targetModules: targets as LoraTargetModule[],
+    };
+  }
+  const first = Object.values(adapters)[0];
+  if (!first) return undefined;
+  const file = join(first, 'adapter_config.json');
+  if (!existsSync(file)) throw new FileNotFoundError(file);
+  const c = JSON.parse(readFileSync(file, 'utf8')) as {
+    r: number;
+    lora_alpha: number;
+    target_modules: LoraTargetModule[];
+    use_rslora?: boolean;
+  };
+  return {
+    r: c.r,
+    alpha: c.lora_alpha,
+    targetModules: c.target_modules,
+    ...(c.use_rslora && { useRslora: true }),
+  };
+}
+
+export const serveCommand: Command = {
+  name: 'serve',
+  summary: 'OpenAI-compatible policy gateway that records token-exact calls (one LoRA per role)',
+  usage,
+  options: {
+    model: { type: 'string' },
+    tokenizer: { type: 'string' },
+    'served-model-name': { type: 'string' },
+    lora: { type: 'string', multiple: true },
+    'lora-r': { type: 'string' },
+    'lora-alpha': { type: 'string' },
+    'lora-targets': { type: 'string' },
+    upstream: { type: 'string', multiple: true },
+    'upstream-api-key-env': { type: 'string' },
+    'max-model-len': { type: 'string' },
+    host: { type: 'string' },
+    port: { type: 'string' },
+    'api-key-env': { type: 'string' },
+    'max-body-bytes': { type: 'string' },
+    'max-concurrency': { type: 'string' },
+    'max-queue': { type: 'string' },
+    'max-tokens': { type: 'string' },
+    'chat-template-kwargs': { type: 'string' },
+    record: { type: 'string' },
+    device: { type: 'string' },
+    threads: { type: 'string' },
+    'artifacts-dir': { type: 'string' },
+  },
+  async run(args, io) {
+    const cwd = io.cwd;
+    const modelArg = stringOption(args, 'model');
+    const upstream = repeated(args, 'upstream');
+    const tokArg = stringOption(args, 'tokenizer');
+    const device = stringOption(args, 'device') ?? 'cpu';
+    if (!['cpu', 'auto', 'cuda', 'webgpu'].includes(device))
+      throw new UsageError(`--device must be cpu, auto, cuda or webgpu, got '${device}'`);
+    let kwargs: Record<string, unknown> | undefined;
+    const kw = stringOption(args, 'chat-template-kwargs');
+    if (kw !== undefined) {
+      try {
+        kwargs = JSON.parse(kw) as Record<string, unknown>;
+      } catch {
+        throw new UsageError('--chat-template-kwargs must be a JSON object');
+      }
+    }
+    const keyEnv = stringOption(args, 'api-key-env');
+    const apiKey = keyEnv ? io.env[keyEnv] : io.env.FLOWGRPO_API_KEY;
+    if (keyEnv && !apiKey) throw new UsageError(`--api-key-env ${keyEnv}: the variable is not set`);
+    const adapters = loraPairs(args, cwd);
+    const log = (line: string) => io.stderr(`${line}\n`);
+
+    let host: PolicyHost;
+    if (upstream.length > 0) {
+      const name = stringOption(args, 'served-model-name');
+      if (!name)
+        throw new UsageError('--upstream needs --served-model-name (the upstream model name)');
+      const tokPath = tokArg ?? modelArg;
+      if (!tokPath)
+        throw new UsageError("--upstream needs --tokenizer (the model's tokenizer folder)");
+      const upKeyEnv = stringOption(args, 'upstream-api-key-env');
+      const maxLen = intOption(args, 'max-model-len', 1);
+      host = new UpstreamPolicyHost({
+        baseURLs: upstream,
+        model: name,
+        tokenizer: await loadTokenizer(resolve(cwd, tokPath)),
+        ...(upKeyEnv && io.env[upKeyEnv] && { apiKey: io.env[upKeyEnv] }),
+        ...(maxLen !== undefined && { maxContext: maxLen }),
+      });
+      for (const [n, p] of Object.entries(adapters)) await host.loadAdapter(n, p);
+    } else {
+      if (!modelArg) throw new UsageError('--model is required (or --upstream)');
+      const model = resolve(cwd, modelArg);
+      const lora = loraShape(args, adapters);
+      const kind = modelKind(model);
+      const dir =
+        stringOption(args, 'artifacts-dir') ??
+        join(
+          tmpdir(),
+          'flowgrpo-serve',
+          createHash('sha256').update(model).digest('hex').slice(0, 16),
+        );
+      if (kind === 'hf') mkdirSync(dirname(resolve(cwd, dir)), { recursive: true });
+      const { dir: artifacts, manifest } = await ensureArtifacts(model, resolve(cwd, dir), {
+        ...(lora && { lora }),
+        graphs: ['decode'],
+        log,
+      });
+      if (Object.keys(adapters).length > 0 && !manifest.lora)
+        throw new ConfigError(
+          `${model} is an artifacts directory built without LoRA; adapters cannot be served on it`,
+          { key: 'lora' },
+        );
+      const tokenizer = await resolveTokenizer(
+        model,
+        tokArg ? resolve(cwd, tokArg) : undefined,
+        manifest.config.vocabSize,
+      );
+      const threads = intOption(args, 'threads', 1);
+      host = await LocalPolicyHost.open({
+        artifacts,
+        tokenizer,
+        baseModel:
+          stringOption(args, 'served-model-name') ?? model.split(/[\\/]/).filter(Boolean).at(-1)!,
+        adapters,
+        device: device as 'cpu',
+        ...(threads !== undefined && { intraOpThreads: threads }),
+      });
+    }
+
+    const recordFile = stringOption(args, 'record');
+    const recorder = new RolloutRecorder({
+      ...(recordFile && {
+        onReward: (r) => {
+          const t = rolloutTrajectory(r, { queryId: r.id, groupId: r.id });
+          appendFileSync(resolve(cwd, recordFile), `${JSON.stringify(trajectoryToJson(t))}\n`);
+        },
+      }),
+    });
+    const maxBody = intOption(args, 'max-body-bytes', 1);
+    const maxConc = intOption(args, 'max-concurrency', 1);
+    const maxQueue = intOption(args, 'max-queue', 0);
+    const maxTokens = intOption(args, 'max-tokens', 1);
+    const gateway = await createPolicyGateway({
+      host,
+      recorder,
+      hostname: stringOption(args, 'host') ?? '127.0.0.1',
+      port: intOption(args, 'port', 0) ?? 8000,
+      ...(apiKey && { apiKey }),
+      ...(maxBody !== undefined && { maxBodyBytes: maxBody }),
+      ...(maxConc !== undefined && { maxConcurrency: maxConc }),
+      ...(maxQueue !== undefined && { maxQueue }),
+      ...(maxTokens !== undefined && { defaultMaxTokens: maxTokens }),
+      ...(kwargs && { chatTemplateVariables: kwargs }),
+    });
+    const models = host.models().map((m) => m.id);
+    io.stdout(`listening on ${gateway.baseURL} (models: ${models.join(', ')})\n`);
+    if (apiKey) log('API key required (Authorization: Bearer …)');
+
+    await new Promise<void>((done) => {
+      const stop = (name: string) => {
+        log(`${name}: closing the gateway`);
+        process.off('SIGINT', onInt);
+        process.off('SIGTERM', onTerm);
+        done();
+      };
+      const onInt = () => stop('SIGINT');
+      const onTerm = () => stop('SIGTERM');
+      process.on('SIGINT', onInt);
+      process.on('SIGTERM', onTerm);
+    });
+    await gateway.close();
+    await host.close();
+    return 0;
+  },
+};
