@@ -1,5 +1,5 @@
 // Fits a small MLP through flowgrpo's ONNX training graphs and writes the train-step graph.
-//   pnpm --filter @flowgrpo/example-autodiff-mlp start [--device cpu|webgpu|cuda|auto] [--steps N]
+//   pnpm example autodiff-mlp [--quick] [--device cpu|webgpu|cuda|auto] [--steps N]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { DeviceRequest } from '@flowgrpo/trainer';
@@ -13,11 +13,13 @@ const { values } = parseArgs({
     device: { type: 'string', default: 'cpu' },
     steps: { type: 'string', default: '200' },
     out: { type: 'string', default: 'out/autodiff-mlp' },
+    // 40 steps instead of 200 (every example has a --quick path).
+    quick: { type: 'boolean', default: false },
   },
 });
 const result = await fitMlp({
   device: values.device as DeviceRequest,
-  steps: Number(values.steps),
+  steps: values.quick ? 40 : Number(values.steps),
   onStep: (t, loss, norm) => {
     if (t === 1 || t % 20 === 0)
       console.log(
