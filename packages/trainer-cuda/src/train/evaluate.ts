@@ -66,14 +66,37 @@ interface Scored {
   source: string;
 }
 
-function toolCalls(t: Trajectory): number {
-  return (t.turns ?? []).filter((u) => u.toolName !== undefined && u.toolName !== 'None').length;
+// What a trajectory did, whichever agent recorded it: Flow rollouts record planner turns (a tool
+// per turn, tool failures in metadata.errors); the tag agent records token segments and says in
+// its metadata how many turns it took and which tool calls succeeded.
+interface TagAgentMetadata {
+  turns?: number;
+  toolCalls?: { ok: boolean }[];
+  errors?: { role: string }[];
 }
 
-function toolErrors(t: Trajectory): number {
-  const errors = (t.metadata?.errors as { role: string }[] | undefined) ?? [];
-  return errors.filter((e) => e.role === 'tools').length;
+/** Policy turns of a trajectory. */
+export function trajectoryTurns(t: Trajectory): number {
+  if (t.turns) return t.turns.length;
+  return (t.metadata as TagAgentMetadata | undefined)?.turns ?? 0;
 }
+
+/** Tool calls of a trajectory. */
+export function trajectoryToolCalls(t: Trajectory): number {
+  if (t.turns)
+    return t.turns.filter((u) => u.toolName !== undefined && u.toolName !== 'None').length;
+  return (t.metadata as TagAgentMetadata | undefined)?.toolCalls?.length ?? 0;
+}
+
+/** Failed tool calls of a trajectory. */
+export function trajectoryToolErrors(t: Trajectory): number {
+  const m = t.metadata as TagAgentMetadata | undefined;
+  if (!t.turns && m?.toolCalls) return m.toolCalls.filter((c) => !c.ok).length;
+  return (m?.errors ?? []).filter((e) => e.role === 'tools').length;
+}
+
+const toolCalls = trajectoryToolCalls;
+const toolErrors = trajectoryToolErrors;
 
 function compliant(t: Trajectory): boolean {
   const parsed = (t.turns ?? []).every((u) => u.parsed !== false);
@@ -98,7 +121,7 @@ function summarize(items: readonly Scored[], threshold: number): EvalSummary {
     accuracy_ci95: wilsonInterval(correct, n),
     reward_mean: mean((s) => s.reward),
     format_compliance: mean((s) => (compliant(s.trajectory) ? 1 : 0)),
-    turns_mean: mean((s) => s.trajectory.turns?.length ?? 0),
+    turns_mean: mean((s) => trajectoryTurns(s.trajectory)),
     tool_calls_per_trajectory: mean((s) => toolCalls(s.trajectory)),
     tool_error_rate: calls === 0 ? 0 : errors / calls,
     completion_length_mean: mean((s) => completionLength(s.trajectory)),

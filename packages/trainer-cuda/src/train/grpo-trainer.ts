@@ -46,7 +46,14 @@ import {
   policyOptions,
 } from './config.js';
 import { EpochCursor } from './data-order.js';
-import { type EvalResult, evaluate, runOne } from './evaluate.js';
+import {
+  type EvalResult,
+  evaluate,
+  runOne,
+  trajectoryToolCalls,
+  trajectoryToolErrors,
+  trajectoryTurns,
+} from './evaluate.js';
 import { aggregationWeights, LoraPolicy, type UpdateResult } from './lora-policy.js';
 import { type Progress, silentProgress } from './progress.js';
 import { writeReport } from './report.js';
@@ -426,16 +433,9 @@ export class GRPOTrainer {
 
         // Metrics: TRL's names, then flowgrpo's.
         const last = updates.findLast((u) => !u.skipped) ?? updates.at(-1);
-        const turns = trajectories.map((tr) => tr.turns?.length ?? 0);
-        const calls = trajectories.map(
-          (tr) => (tr.turns ?? []).filter((u) => u.toolName && u.toolName !== 'None').length,
-        );
-        const toolErrors = trajectories.map(
-          (tr) =>
-            ((tr.metadata?.errors as { role: string }[] | undefined) ?? []).filter(
-              (e) => e.role === 'tools',
-            ).length,
-        );
+        const turns = trajectories.map(trajectoryTurns);
+        const calls = trajectories.map(trajectoryToolCalls);
+        const toolErrors = trajectories.map(trajectoryToolErrors);
         const totalCalls = calls.reduce((a, b) => a + b, 0);
         const allTokens = trainRows.reduce((s, r) => s + r.tokens.length, 0);
         const record: MetricsRecord = {

@@ -1,0 +1,89 @@
+// evaluate()'s building blocks: the Wilson interval (values computed by hand from the formula
+// p̂ ± z·√(p̂(1−p̂)/n + z²/4n²), centred at (p̂ + z²/2n), all over 1 + z²/n, z = 1.959964) and what
+// a trajectory did, for Flow rollouts (turns) and tag-agent rollouts (segments + metadata).
+import type { Trajectory } from '@flowgrpo/core';
+import { describe, expect, it } from 'vitest';
+import {
+  comparisonTable,
+  trajectoryToolCalls,
+  trajectoryToolErrors,
+  trajectoryTurns,
+  wilsonInterval,
+} from '../src/index.js';
+
+describe('wilsonInterval', () => {
+  it('matches the formula worked by hand', () => {
+    // 7/10: centre (0.7 + 0.19208)/1.38415 = 0.64450, half-width 0.26556 → [0.3968, 0.8922].
+    const [lo, hi] = wilsonInterval(7, 10);
+    expect(lo).toBeCloseTo(0.3968, 3);
+    expect(hi).toBeCloseTo(0.8922, 3);
+    // 0/360: [0, z²/n / (1 + z²/n)] = [0, 0.01056].
+    expect(wilsonInterval(0, 360)[0]).toBe(0);
+    expect(wilsonInterval(0, 360)[1]).toBeCloseTo(0.01056, 4);
+    expect(wilsonInterval(360, 360)[1]).toBe(1);
+    expect(wilsonInterval(0, 0)).toEqual([0, 0]);
+  });
+});
+
+const base = {
+  queryId: 'q',
+  groupId: 'g',
+  finalAnswer: 'x',
+  stopReason: 'answer',
+  timings: {},
+} as const;
+const turn = (toolName?: string) => ({
+  index: 0,
+  promptTokens: new Int32Array(1),
+  actionTokens: new Int32Array(1),
+  actionLogprobs: new Float32Array(1),
+  text: '',
+  parsed: true,
+  ...(toolName && { toolName }),
+});
+
+describe('what a trajectory did', () => {
+  it('Flow rollouts: turns, tools per turn, tool failures from metadata.errors', () => {
+    const t: Trajectory = {
+      ...base,
+      turns: [turn('almanac'), turn('calculator'), turn('None')],
+      metadata: { errors: [{ role: 'tools' }, { role: 'executor' }] },
+    };
+    expect([trajectoryTurns(t), trajectoryToolCalls(t), trajectoryToolErrors(t)]).toEqual([
+      3, 2, 1,
+    ]);
+  });
+
+  it('tag-agent rollouts: the metadata the agent records', () => {
+    const t: Trajectory = {
+      ...base,
+      segments: [{ tokens: new Int32Array(2), trainable: true, kind: 'action' }],
+      metadata: { turns: 3, toolCalls: [{ ok: true }, { ok: false }, { ok: true }], errors: [] },
+    };
+    expect([trajectoryTurns(t), trajectoryToolCalls(t), trajectoryToolErrors(t)]).toEqual([
+      3, 3, 1,
+    ]);
+  });
+
+  it('comparisonTable lines the policies up', () => {
+    const r = {
+      n: 10,
+      accuracy: 0.7,
+      accuracy_ci95: wilsonInterval(7, 10),
+      reward_mean: 0.7,
+      format_compliance: 1,
+      turns_mean: 2,
+      tool_calls_per_trajectory: 1,
+      tool_error_rate: 0,
+      completion_length_mean: 50,
+      time_s: 1,
+      per_source: {},
+    };
+    const table = comparisonTable([
+      { ...r, name: 'sft' },
+      { ...r, name: 'grpo', accuracy: 0.9 },
+    ]);
+    expect(table.split('\n')).toHaveLength(4);
+    expect(table).toMatch(/grpo\s+90\.0% \[39\.7, 89\.2\]/);
+  });
+});
