@@ -494,6 +494,49 @@ describe('tools in the Hermes <tool_call> format on a template without tools (Ch
     }
   });
 
+  it("puts back the model's own argument text when an SDK re-serialises it (continuity kept)", async () => {
+    const engine = new ScriptedEngine(model.tokenizer, [callText, 'done']);
+    const g = await createPolicyGateway({
+      host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: { policy: engine } }),
+    });
+    try {
+      const url = `${g.rolloutBaseURL('reser')}/chat/completions`;
+      const send = (messages: unknown[]) =>
+        fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'policy', messages, tools }),
+        }).then((r) => r.json() as Promise<Json>);
+      const m1 = [user('When?')];
+      const msg = (await send(m1)).choices[0].message;
+      const tc = msg.tool_calls[0];
+      // What the Vercel AI SDK sends back: JSON.stringify of the parsed arguments.
+      const compact = {
+        ...tc,
+        function: { ...tc.function, arguments: JSON.stringify(JSON.parse(tc.function.arguments)) },
+      };
+      expect(compact.function.arguments).not.toBe(tc.function.arguments);
+      await send([
+        ...m1,
+        { ...msg, tool_calls: [compact] },
+        { role: 'tool', tool_call_id: tc.id, content: '1850' },
+      ]);
+      expect(chainCalls(g.recorder.get('reser')!.calls)).toHaveLength(1);
+      // Different arguments under the same id are the agent's own: rendered as sent.
+      const other = { ...tc, function: { ...tc.function, arguments: '{"query":"other"}' } };
+      await send([
+        ...m1,
+        { ...msg, tool_calls: [other] },
+        { role: 'tool', tool_call_id: tc.id, content: '1850' },
+      ]);
+      expect(model.tokenizer.decode(engine.seen[2]!.promptTokens as Int32Array)).toContain(
+        '{"query":"other"}',
+      );
+    } finally {
+      await g.close();
+    }
+  });
+
   it("tool_choice names a function: the assistant turn starts with the call's opening", async () => {
     const engine = new ScriptedEngine(model.tokenizer, ['{"query": "q"}}\n</tool_call>']);
     const g = await createPolicyGateway({

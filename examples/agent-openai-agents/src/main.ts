@@ -1,0 +1,36 @@
+// Trains an openai-agents-js agent (src/agent.ts) with GRPO through flowgrpo's policy gateway.
+//   pnpm example agent-openai-agents [--quick] [--steps N] [--out DIR]
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { trainAgent } from './train.js';
+
+const argv = process.argv.slice(2);
+const { values } = parseArgs({
+  args: argv[0] === '--' ? argv.slice(1) : argv,
+  options: {
+    quick: { type: 'boolean', default: false },
+    steps: { type: 'string' },
+    out: { type: 'string', default: join('out', 'agent-openai-agents') },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (values.help) {
+  console.log(`Usage: pnpm example agent-openai-agents [flags]
+  --quick     2 steps of 2 questions × 4 rollouts (the test command runs this)
+  --steps N   GRPO steps (default 20; 4 questions × 8 rollouts each)
+  --out DIR   default out/agent-openai-agents`);
+  process.exit(0);
+}
+console.log(
+  'flowgrpo example: agent-openai-agents — an openai-agents-js agent trained through the gateway\n',
+);
+const r = await trainAgent({
+  out: values.out,
+  steps: Number(values.steps ?? (values.quick ? 2 : 20)),
+  queriesPerStep: values.quick ? 2 : 4,
+  generations: values.quick ? 4 : 8,
+  log: (l) => console.log(l),
+});
+console.log(
+  `\n${r.globalStep} steps; run directory ${join(values.out, 'run')} (report: ${r.report})`,
+);
