@@ -34,6 +34,10 @@ export const projects: TestProjectInlineConfiguration[] = [
   pkg('trainer', 'packages/trainer-cuda', { testTimeout: 120_000 }),
   pkg('cli', 'packages/cli', { testTimeout: 120_000 }),
   pkg('examples', 'examples/autodiff-mlp', { testTimeout: 120_000 }),
+  // The policy gateway examples' quick paths: real agent frameworks trained through the gateway.
+  ...['agent-openai-agents', 'agent-vercel-ai'].map((name) =>
+    pkg(`example-${name}`, `examples/${name}`, { testTimeout: 180_000 }),
+  ),
   // Each example's --quick path (examples/<name>/test), one project per example.
   ...['solver', 'data-prep', 'gsm8k-calculator', 'search-agent', 'lora-sft'].map((name) =>
     pkg(`example-${name}`, `examples/${name}`, { testTimeout: 180_000 }),
