@@ -10,6 +10,8 @@ const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     steps: { type: 'string' },
+    eval: { type: 'string' },
+    lr: { type: 'string' },
     out: { type: 'string', default: join('out', 'agent-openai-agents') },
     help: { type: 'boolean', default: false },
   },
@@ -18,6 +20,8 @@ if (values.help) {
   console.log(`Usage: pnpm example agent-openai-agents [flags]
   --quick     2 steps of 2 questions × 4 rollouts (the test command runs this)
   --steps N   GRPO steps (default 20; 4 questions × 8 rollouts each)
+  --eval N    held-out questions scored greedily before and after (default 16; --quick 0)
+  --lr X      learning rate (default 0.02; --quick 0.005)
   --out DIR   default out/agent-openai-agents`);
   process.exit(0);
 }
@@ -29,6 +33,8 @@ const r = await trainAgent({
   steps: Number(values.steps ?? (values.quick ? 2 : 20)),
   queriesPerStep: values.quick ? 2 : 4,
   generations: values.quick ? 4 : 8,
+  evalQuestions: Number(values.eval ?? (values.quick ? 0 : 16)),
+  learningRate: Number(values.lr ?? (values.quick ? 5e-3 : 2e-2)),
   log: (l) => console.log(l),
 });
 console.log(

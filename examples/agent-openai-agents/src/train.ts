@@ -10,10 +10,15 @@ import {
   createAlmanac,
   createPolicyGateway,
   createTinyQwen2,
+  DecoderArtifacts,
   demoReward,
   EnginePolicyHost,
+  type EvalResult,
+  evaluate,
   GRPOTrainer,
   gatewayAgent,
+  greedy,
+  LocalPolicyEngine,
   lookupAlmanac,
   type MetricsRecord,
   makeQuestions,
@@ -28,10 +33,24 @@ export interface TrainOptions {
   queriesPerStep: number;
   generations: number;
   seed?: number;
+  /** Held-out questions scored (greedy) before and after training; 0 = none. */
+  evalQuestions?: number;
+  learningRate?: number;
+  /** The agent to train (default: the openai-agents-js agent of agent.ts). */
+  runAgent?: typeof runAlmanacAgent;
   log?: (line: string) => void;
 }
 
-const LORA = { r: 4, alpha: 8, targetModules: ['q_proj' as const, 'v_proj' as const] };
+export interface TrainAgentResult extends TrainResult {
+  /** Held-out evaluation of the untrained policy (the adapter starts as B = 0: the base). */
+  before?: EvalResult;
+}
+
+const LORA = {
+  r: 8,
+  alpha: 16,
+  targetModules: ['q_proj' as const, 'v_proj' as const, 'o_proj' as const, 'up_proj' as const],
+};
 
 /**
  * The demo's judge (1 for the right answer) plus a small shaping term, the share of letters and
@@ -52,7 +71,7 @@ export function exampleReward(): RewardFunction<object> {
   };
 }
 
-export async function trainAgent(o: TrainOptions): Promise<TrainResult> {
+export async function trainAgent(o: TrainOptions): Promise<TrainAgentResult> {
   const seed = o.seed ?? 1;
   const log = o.log ?? (() => {});
   mkdirSync(o.out, { recursive: true });
@@ -80,14 +99,48 @@ export async function trainAgent(o: TrainOptions): Promise<TrainResult> {
     host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: {}, maxContext: 2048 }),
   });
   log(`gateway: ${gateway.baseURL}`);
+  // The agent program: the openai-agents-js agent, its base URL pointed at the gateway.
+  const agent = gatewayAgent({
+    gateway,
+    model: 'policy',
+    temperature: 1,
+    program: ({ baseURL, apiKey, model, question }) =>
+      (o.runAgent ?? runAlmanacAgent)({
+        baseURL,
+        apiKey,
+        model,
+        question,
+        lookup: (q) => lookupAlmanac(almanac, q),
+      }),
+  });
+  const reward = exampleReward();
+  const heldOut = o.evalQuestions
+    ? questionRows(makeQuestions(almanac, 'test', o.evalQuestions, `${seed}:test`))
+    : undefined;
   try {
+    let before: EvalResult | undefined;
+    if (heldOut) {
+      const opened = await DecoderArtifacts.open(artifacts, { graphs: ['decode'] });
+      try {
+        const engine = new LocalPolicyEngine({ artifacts: opened, tokenizer: model.tokenizer });
+        before = await evaluate({
+          agent: agent(greedy(engine)),
+          dataset: heldOut,
+          reward,
+          name: 'before',
+        });
+        log(`held-out reward before training: ${before.reward_mean.toFixed(4)} (greedy)`);
+      } finally {
+        await opened.release();
+      }
+    }
     const trainer = new GRPOTrainer({
       config: {
         output_dir: join(o.out, 'run'),
         max_steps: o.steps,
         queries_per_step: o.queriesPerStep,
         num_generations: o.generations,
-        learning_rate: 5e-3,
+        learning_rate: o.learningRate ?? 5e-3,
         temperature: 1,
         beta: 0,
         lora: { r: LORA.r, lora_alpha: LORA.alpha, target_modules: LORA.targetModules },
@@ -95,21 +148,9 @@ export async function trainAgent(o: TrainOptions): Promise<TrainResult> {
       },
       artifacts,
       tokenizer: model.tokenizer,
-      // The agent program: the openai-agents-js agent, its base URL pointed at the gateway.
-      agent: gatewayAgent({
-        gateway,
-        model: 'policy',
-        temperature: 1,
-        program: ({ baseURL, apiKey, model, question }) =>
-          runAlmanacAgent({
-            baseURL,
-            apiKey,
-            model,
-            question,
-            lookup: (q) => lookupAlmanac(almanac, q),
-          }),
-      }),
-      reward: exampleReward(),
+      agent,
+      reward,
+      ...(heldOut && { evalDataset: heldOut }),
       trainDataset: questionRows(makeQuestions(almanac, 'train', 32, `${seed}:train`)),
       onLog: (r: MetricsRecord) => {
         if (typeof r.reward === 'number')
@@ -118,7 +159,10 @@ export async function trainAgent(o: TrainOptions): Promise<TrainResult> {
           );
       },
     });
-    return await trainer.train();
+    const result = await trainer.train();
+    if (result.eval)
+      log(`held-out reward after training: ${result.eval.reward_mean.toFixed(4)} (greedy)`);
+    return { ...result, ...(before && { before }) };
   } finally {
     await gateway.close();
   }
