@@ -19,6 +19,7 @@ export {
 export * from './multi-role-trainer.js';
 export * from './policy-host.js';
 export * from './recorder.js';
+export * from './role-policies.js';
 export {
   type ParsedToolCall,
   parseAssistantText,

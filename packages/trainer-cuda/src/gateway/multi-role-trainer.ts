@@ -1,33 +1,28 @@
-import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ConfigError, createRng, type SampleRow } from '@flowgrpo/core';
-import { computeAdvantages, type LossAggregation } from '@flowgrpo/grpo';
 import type { RewardFunction } from '@flowgrpo/reward';
 import { DecoderArtifacts, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
-import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import {
-  initLoraParams,
-  type LoraParams,
-  loadLoraAdapter,
-  saveLoraAdapter,
-} from '../lora/lora-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
-import { type TrainRow, targetsOf } from '../train/collate.js';
 import {
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
   learningRateAt,
   parseConfig,
-  policyOptions,
 } from '../train/config.js';
 import { EpochCursor } from '../train/data-order.js';
-import { aggregationWeights, LoraPolicy } from '../train/lora-policy.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
 import type { AgentProgram } from './gateway-agent.js';
 import { LocalPolicyHost } from './policy-host.js';
-import { type CallChain, chainCalls, type RecordedRollout } from './recorder.js';
+import type { RecordedRollout } from './recorder.js';
+import {
+  openRoles,
+  type RoleSpec,
+  type ServedRole,
+  saveRoleAdapters,
+  updateRole,
+} from './role-policies.js';
 
 // Several roles of one agent system, each its own LoRA adapter on the shared base, served by the
 // gateway under the role's name (the request's `model`), trained together by GRPO:
@@ -42,13 +37,6 @@ import { type CallChain, chainCalls, type RecordedRollout } from './recorder.js'
 // One base model in the rollout engines (one opened artifacts directory, an engine per role);
 // each trained role holds its own train_step/logprobs sessions (base weights referenced again by
 // each — memory grows with the number of trained roles).
-
-export interface RoleSpec {
-  /** Train this role's adapter (true) or serve it frozen (false). */
-  trainable: boolean;
-  /** Adapter to start from (PEFT folder or matrices). Default: trained → PEFT init, frozen → base. */
-  adapter?: string | LoraParams;
-}
 
 export interface MultiRoleGRPOTrainerOptions {
   /** GRPOTrainer's config keys (num_generations, queries_per_step, loss_type, …). */
@@ -77,44 +65,6 @@ export interface MultiRoleTrainResult {
   adapters: Record<string, string>;
 }
 
-const AGGREGATION: Record<GRPOConfig['loss_type'], LossAggregation> = {
-  grpo: 'seq-mean-token-mean',
-  dapo: 'token-mean',
-  bnpo: 'token-mean',
-  dr_grpo: 'seq-sum-norm',
-  flow: 'flow',
-};
-
-/** One training row per chain: prompt, then completions (trainable) and observations between. */
-export function chainRow(
-  chain: CallChain,
-  advantage: number,
-  trajectory: number,
-  turn: number,
-): TrainRow {
-  const last = chain.calls.at(-1)!;
-  const n = last.promptTokens.length + last.completionTokens.length;
-  const tokens = new Int32Array(n);
-  const mask = new Uint8Array(n);
-  const logprobs = new Float32Array(n).fill(Number.NaN);
-  for (const c of chain.calls) {
-    // Each call's prompt is a prefix of the last call's prompt + completion (a chain).
-    tokens.set(c.promptTokens, 0);
-    const at = c.promptTokens.length;
-    tokens.set(c.completionTokens, at);
-    mask.fill(1, at, at + c.completionTokens.length);
-    logprobs.set(c.logprobs, at);
-  }
-  return { tokens, mask, logprobs, advantage, trajectory, turn };
-}
-
-interface Role {
-  name: string;
-  spec: RoleSpec;
-  engine: LocalPolicyEngine;
-  policy?: LoraPolicy;
-}
-
 export class MultiRoleGRPOTrainer {
   readonly config: GRPOConfig;
   readonly #o: MultiRoleGRPOTrainerOptions;
@@ -122,8 +72,6 @@ export class MultiRoleGRPOTrainer {
   constructor(o: MultiRoleGRPOTrainerOptions) {
     this.config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
     this.#o = o;
-    if (Object.keys(o.roles).length === 0)
-      throw new ConfigError('give at least one role', { key: 'roles' });
     if (!Object.values(o.roles).some((r) => r.trainable))
       throw new ConfigError('no role is trainable', { key: 'roles' });
     if (o.trainDataset.length === 0)
@@ -134,38 +82,22 @@ export class MultiRoleGRPOTrainer {
     const c = this.config;
     const o = this.#o;
     const manifest = readArtifactsManifest(o.artifacts);
-    if (!manifest.lora)
-      throw new ConfigError(`${o.artifacts} has no LoRA inputs; build it with a LoRA config`, {
-        key: 'artifacts',
-      });
     const device = o.device ?? 'cpu';
     const artifacts = await DecoderArtifacts.open(o.artifacts, { graphs: ['decode'], device });
     const host = await LocalPolicyHost.open({ artifacts, tokenizer: o.tokenizer });
-    const roles: Role[] = [];
+    let roles: ServedRole[] = [];
     let gateway: PolicyGateway | undefined;
     try {
-      for (const [name, spec] of Object.entries(o.roles)) {
-        const params =
-          typeof spec.adapter === 'string'
-            ? (await loadLoraAdapter(spec.adapter, manifest.config)).params
-            : (spec.adapter ??
-              (spec.trainable
-                ? initLoraParams(manifest.config, manifest.lora, `${c.seed}:lora:${name}`)
-                : undefined));
-        const engine = new LocalPolicyEngine({
-          artifacts,
-          tokenizer: o.tokenizer,
-          model: name,
-          maxBatchSize: Math.max(c.num_generations, c.rollout_concurrency),
-        });
-        engine.generator.setLora(params);
-        const policy =
-          spec.trainable && params
-            ? await LoraPolicy.open({ artifacts: o.artifacts, params, device, ...policyOptions(c) })
-            : undefined;
-        host.serve(name, engine);
-        roles.push({ name, spec, engine, ...(policy && { policy }) });
-      }
+      roles = await openRoles({
+        artifactsDir: o.artifacts,
+        artifacts,
+        manifest,
+        tokenizer: o.tokenizer,
+        roles: o.roles,
+        config: c,
+        device,
+      });
+      for (const r of roles) host.serve(r.name, r.engine);
       gateway = await createPolicyGateway({ ...o.gateway, host });
       return await this.#loop(gateway, roles);
     } finally {
@@ -176,7 +108,7 @@ export class MultiRoleGRPOTrainer {
     }
   }
 
-  async #loop(gateway: PolicyGateway, roles: Role[]): Promise<MultiRoleTrainResult> {
+  async #loop(gateway: PolicyGateway, roles: ServedRole[]): Promise<MultiRoleTrainResult> {
     const c = this.config;
     const o = this.#o;
     const G = c.num_generations;
@@ -212,6 +144,7 @@ export class MultiRoleGRPOTrainer {
             if (typeof out !== 'string' && out.reward !== undefined)
               gateway.recorder.setReward(id, { reward: out.reward });
           } catch (e) {
+            // A failed rollout keeps the calls it made, scored as its reward says (0 if none).
             if (o.signal?.aborted) throw e;
           } finally {
             unbind();
@@ -244,81 +177,20 @@ export class MultiRoleGRPOTrainer {
         step: step + 1,
         reward: scored.reduce((a, b) => a + b, 0) / scored.length,
       };
+      const groups = jobs.map((j) => j.q);
       const lr = learningRateAt(step + 1, c);
       for (const role of roles) {
-        const calls = rollouts.map((r) => r.calls.filter((x) => x.model === role.name));
-        record[`${role.name}/calls`] = calls.reduce((s, x) => s + x.length, 0) / calls.length;
-        if (!role.policy) continue;
-        // Per-role rewards and advantages over the rollouts in which the role acted.
-        const acted = calls.map((x, k) => ({ k, x })).filter((e) => e.x.length > 0);
-        if (acted.length === 0) continue;
-        const rewards = Float64Array.from(
-          acted,
-          ({ k }) => rollouts[k]!.roleRewards?.[role.name] ?? scored[k]!,
-        );
-        const groups = Int32Array.from(acted, ({ k }) => Math.floor(k / G));
-        const adv = computeAdvantages(rewards, groups, { scale: c.scale_rewards });
-        const trainRows: TrainRow[] = [];
-        acted.forEach(({ x }, i) => {
-          chainCalls(x).forEach((chain, t) => {
-            trainRows.push(chainRow(chain, adv[i]!, i, t));
-          });
-        });
-        const targets = targetsOf(trainRows);
-        if (targets.count === 0) continue;
-        const lp = {
-          temperature: c.temperature,
-          maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
-        };
-        const old = await role.policy.logprobs(trainRows, targets, { ...lp, loraScale: 1 });
-        const ref =
-          c.beta !== 0
-            ? await role.policy.logprobs(trainRows, targets, { ...lp, loraScale: 0 })
-            : undefined;
-        let mismatch = 0;
-        for (let j = 0; j < targets.count; j++)
-          mismatch = Math.max(mismatch, Math.abs(old[j]! - targets.sampleLogprob[j]!));
-        const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
-          maxLen: c.max_completion_length,
-        });
-        const u = await role.policy.update(
-          trainRows,
-          targets,
-          { old, ...(ref && { ref }), pgWeights },
-          {
-            learningRate: lr,
-            temperature: c.temperature,
-            epsilonLow: c.epsilon,
-            epsilonHigh: c.epsilon_high ?? c.epsilon,
-            ...(c.clip_ratio_c !== undefined && { clipRatioC: c.clip_ratio_c }),
-            beta: c.beta,
-            klEstimator: c.kl_estimator,
-            maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
-          },
-        );
-        // The role's engine samples from its new adapter from the next rollout on.
-        role.engine.generator.setLora(role.policy.params);
-        Object.assign(record, {
-          [`${role.name}/reward`]: rewards.reduce((a, b) => a + b, 0) / rewards.length,
-          [`${role.name}/loss`]: u.stats.loss,
-          [`${role.name}/grad_norm`]: u.gradNorm,
-          [`${role.name}/train_tokens`]: targets.count,
-          [`${role.name}/logprob_mismatch/max`]: mismatch,
-        });
+        record[`${role.name}/calls`] =
+          rollouts.reduce((s, r) => s + r.calls.filter((x) => x.model === role.name).length, 0) /
+          rollouts.length;
+        const m = await updateRole(role, rollouts, scored, groups, c, lr);
+        if (m) Object.assign(record, m);
       }
       step++;
       metrics.push(record);
       o.onLog?.(record);
     }
-    const adapters: Record<string, string> = {};
-    const dir = resolve(c.output_dir);
-    mkdirSync(dir, { recursive: true });
-    for (const role of roles) {
-      if (!role.policy) continue;
-      const out = join(dir, 'adapters', role.name);
-      await saveLoraAdapter(out, role.policy.config, role.policy.lora!, role.policy.params);
-      adapters[role.name] = out;
-    }
+    const adapters = await saveRoleAdapters(roles, join(resolve(c.output_dir), 'adapters'));
     return { globalStep: step, metrics, adapters };
   }
 }
