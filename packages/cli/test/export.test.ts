@@ -6,12 +6,11 @@ import {
   LoraPolicy,
   loadHfModel,
   loadLoraAdapter,
-  ReferenceDecoder,
   readArtifactsManifest,
-  referenceSequenceLogprobs,
   type TrainRow,
   targetsOf,
 } from '@flowgrpo/trainer';
+import { ReferenceDecoder, referenceSequenceLogprobs } from '@flowgrpo/trainer/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';

@@ -11,19 +11,19 @@ import { join } from 'node:path';
 import { decodeModel, WeightsFileWriter } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { buildArtifactGraph } from '../src/artifacts/decoder-artifacts.js';
 import {
   ALL_GRAPHS,
-  buildArtifactGraph,
   buildDecoderArtifacts,
   DEFAULT_GRAPHS,
   DecoderArtifacts,
-  expectedTensorShapes,
-  initTinyWeights,
   type LoraConfig,
   readArtifactsManifest,
   tinyQwen2Config,
-  writeBaseWeights,
 } from '../src/index.js';
+import { writeBaseWeights } from '../src/models/graph/base-weights.js';
+import { initTinyWeights } from '../src/models/tiny-factory.js';
+import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-artifacts-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -9,14 +9,10 @@ import { createTensor } from '@flowgrpo/core';
 import { toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  buildDecoderGraph,
-  type DecoderConfig,
-  initTinyWeights,
-  type ModelWeights,
-  ReferenceDecoder,
-  writeBaseWeights,
-} from '../src/index.js';
+import { buildDecoderGraph, type DecoderConfig, type ModelWeights } from '../src/index.js';
+import { writeBaseWeights } from '../src/models/graph/base-weights.js';
+import { ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
+import { initTinyWeights } from '../src/models/tiny-factory.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-decoder-ref-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -19,12 +19,14 @@ import {
   type LoraConfig,
   loadLlama2cCheckpoint,
   type ModelWeights,
+} from '../src/index.js';
+import { writeBaseWeights } from '../src/models/graph/base-weights.js';
+import {
   pastKeyName,
   pastValueName,
   presentKeyName,
   presentValueName,
-  writeBaseWeights,
-} from '../src/index.js';
+} from '../src/models/graph/decoder-graph.js';
 
 const int64 = (values: readonly number[], dims: number[]) =>
   new ort.Tensor(

@@ -13,16 +13,18 @@ import {
   createSession,
   deviceAvailability,
   ExecutionProviderUnavailableError,
-  expectedTensorShapes,
   loadDecoderModel,
   loadHfModel,
   ModelLoadError,
   parseDecoderConfig,
-  parseLlama2cCheckpoint,
-  parseLlama2cHeader,
   resolveDevice,
   WeightsMismatchError,
 } from '../src/index.js';
+import {
+  parseLlama2cCheckpoint,
+  parseLlama2cHeader,
+} from '../src/models/weights/llama2c-checkpoint.js';
+import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
 
 // The fault matrix of @flowgrpo/trainer at its inputs: corrupt llama2.c checkpoints, a config
 // that does not match its weights, a corrupt ONNX model, and an execution provider that is not

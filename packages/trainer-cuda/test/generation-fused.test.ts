@@ -23,13 +23,13 @@ import {
   DecoderGenerator,
   type GenerationOutput,
   initLoraParams,
-  initTinyWeights,
   LocalPolicyEngine,
   type LoraConfig,
   type LoraParams,
   type TinyModel,
   tinyQwen2Config,
 } from '../src/index.js';
+import { initTinyWeights } from '../src/models/tiny-factory.js';
 
 const int64 = (values: readonly number[], dims: number[]) =>
   new ort.Tensor(

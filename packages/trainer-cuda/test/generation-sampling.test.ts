@@ -4,7 +4,7 @@
 // full vocabulary whatever the filters.
 import { createRng } from '@flowgrpo/core';
 import { describe, expect, it } from 'vitest';
-import { argmaxOf, sampleToken, tokenLogprob } from '../src/index.js';
+import { argmaxOf, sampleToken, tokenLogprob } from '../src/generation/sampling.js';
 
 const p = [0.5, 0.3, 0.15, 0.05];
 const logits = Float32Array.from(p, Math.log);

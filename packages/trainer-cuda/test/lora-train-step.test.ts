@@ -19,24 +19,25 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   buildDecoderArtifacts,
-  buildTrainStepGraph,
   DecoderArtifacts,
   type DecoderConfig,
-  expectedTensorShapes,
   initLoraParams,
-  initTinyWeights,
-  LORA_SCALE,
   type LoraConfig,
   loadLoraAdapter,
-  loraParamSpecs,
-  loraScaling,
+  saveLoraAdapter,
+  weightAsFloat32,
+} from '../src/index.js';
+import { loraParamSpecs, loraScaling } from '../src/lora/lora-config.js';
+import {
   ROPE_COS,
   ROPE_SIN,
   ropeTables,
-  saveLoraAdapter,
-  weightAsFloat32,
   writeBaseWeights,
-} from '../src/index.js';
+} from '../src/models/graph/base-weights.js';
+import { LORA_SCALE } from '../src/models/graph/decoder-graph.js';
+import { initTinyWeights } from '../src/models/tiny-factory.js';
+import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
+import { buildTrainStepGraph } from '../src/train/train-step-graph.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-lora-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -7,13 +7,13 @@ import { join } from 'node:path';
 import { ValidationError, writeSafetensors } from '@flowgrpo/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  expectedTensorShapes,
   loadHfModel,
   parseDecoderConfig,
   toHfConfigJson,
   UnsupportedArchitectureError,
   WeightsMismatchError,
 } from '../src/index.js';
+import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
 
 const QWEN25_05B = {
   architectures: ['Qwen2ForCausalLM'],

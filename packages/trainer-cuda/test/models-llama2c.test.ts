@@ -5,20 +5,24 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
-  generateGreedy,
   Llama2cTokenizer,
-  LM_HEAD,
   loadDecoderModel,
   loadLlama2cCheckpoint,
   loadTokenizer,
-  parseLlama2cCheckpoint,
-  permuteRopeRows,
-  ReferenceDecoder,
-  referenceSequenceLogprobs,
-  referenceTokenLogprob,
   WeightsMismatchError,
   weightAsFloat32,
 } from '../src/index.js';
+import {
+  generateGreedy,
+  ReferenceDecoder,
+  referenceSequenceLogprobs,
+  referenceTokenLogprob,
+} from '../src/models/reference/reference-decoder.js';
+import {
+  parseLlama2cCheckpoint,
+  permuteRopeRows,
+} from '../src/models/weights/llama2c-checkpoint.js';
+import { LM_HEAD } from '../src/models/weights/tensor-names.js';
 
 /** run.c's RoPE: pairs (2i, 2i+1) of each head rotate by pos · θ^(-2i/d). */
 function ropeInterleaved(v: Float64Array, headDim: number, pos: number): Float64Array {

@@ -11,17 +11,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createTinyQwen2,
   type DecoderConfig,
-  generateGreedy,
   HfTokenizer,
-  initTinyWeights,
   loadHfModel,
   loadTokenizer,
   type ModelWeights,
-  ReferenceDecoder,
   saveHfModel,
   tinyQwen2Config,
   type WeightDType,
 } from '../src/index.js';
+import { generateGreedy, ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
+import { initTinyWeights } from '../src/models/tiny-factory.js';
 
 // HF's Qwen2/Qwen3 forward in numpy float64, written from the transformers modeling code's
 // semantics (not from our TypeScript): whole sequence at once, no cache.

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
-import { ByteLevelTokenizer, bytesToUnicode, HfTokenizer } from '../src/index.js';
+import { ByteLevelTokenizer, HfTokenizer } from '../src/index.js';
+import { bytesToUnicode } from '../src/tokenizers/byte-level-tokenizer.js';
 
 const IM_START = 151644;
 const IM_END = 151645;

@@ -3,13 +3,12 @@
 // a trajectory did, for Flow rollouts (turns) and tag-agent rollouts (segments + metadata).
 import type { Trajectory } from '@flowgrpo/core';
 import { describe, expect, it } from 'vitest';
+import { comparisonTable, wilsonInterval } from '../src/index.js';
 import {
-  comparisonTable,
   trajectoryToolCalls,
   trajectoryToolErrors,
   trajectoryTurns,
-  wilsonInterval,
-} from '../src/index.js';
+} from '../src/train/evaluate.js';
 
 describe('wilsonInterval', () => {
   it('matches the formula worked by hand', () => {

@@ -13,16 +13,13 @@ import { createRng, type Trajectory } from '@flowgrpo/core';
 import { grpoLoss, type LossAggregation } from '@flowgrpo/grpo';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  aggregationWeights,
   buildDecoderArtifacts,
   type DecoderConfig,
   initLoraParams,
-  initTinyWeights,
   type LoraConfig,
   type LoraParams,
   LoraPolicy,
   mergeLora,
-  ReferenceDecoder,
   rowsFromTrajectories,
   type Targets,
   type TrainRow,
@@ -30,6 +27,9 @@ import {
   tinyQwen2Config,
   type UpdateHyperParams,
 } from '../src/index.js';
+import { ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
+import { initTinyWeights } from '../src/models/tiny-factory.js';
+import { aggregationWeights } from '../src/train/lora-policy.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-grpo-loss-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -9,19 +9,19 @@ import { join } from 'node:path';
 import { WeightsFileWriter } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { buildArtifactGraph } from '../src/artifacts/decoder-artifacts.js';
 import {
   ALL_GRAPHS,
-  buildArtifactGraph,
   buildDecoderArtifacts,
   createSession,
   type DecoderConfig,
   deviceAvailability,
-  initTinyWeights,
   type LoraConfig,
-  loraParamSpecs,
   tinyQwen2Config,
-  writeBaseWeights,
 } from '../src/index.js';
+import { loraParamSpecs } from '../src/lora/lora-config.js';
+import { writeBaseWeights } from '../src/models/graph/base-weights.js';
+import { initTinyWeights } from '../src/models/tiny-factory.js';
 
 const webgpu = await deviceAvailability('webgpu');
 if (!webgpu.available) console.info(`[decoder] WebGPU strict tests skipped: ${webgpu.reason}`);

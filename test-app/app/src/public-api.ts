@@ -9,8 +9,20 @@ import * as grpo from '@flowgrpo/grpo';
 import * as reward from '@flowgrpo/reward';
 import * as tools from '@flowgrpo/tools';
 import * as trainer from '@flowgrpo/trainer';
+import * as trainerTesting from '@flowgrpo/trainer/testing';
 
-const entries = { agent, agentTesting, core, graph, graphTesting, grpo, reward, tools, trainer };
+const entries = {
+  agent,
+  agentTesting,
+  core,
+  graph,
+  graphTesting,
+  grpo,
+  reward,
+  tools,
+  trainer,
+  trainerTesting,
+};
 for (const [name, exports] of Object.entries(entries)) {
   console.log(`${name}: ${Object.keys(exports).length} exports`);
 }
