@@ -739,6 +739,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
           ...(b.role_rewards && { roleRewards: b.role_rewards }),
           ...(b.final_answer !== undefined && { finalAnswer: b.final_answer }),
           ...(b.details && { details: b.details }),
+          ...(b.group_id !== undefined && { groupId: b.group_id }),
         });
         if (!r) throw missing();
         sendJson(res, 200, {

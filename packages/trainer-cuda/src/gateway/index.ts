@@ -17,6 +17,7 @@ export {
   gatewayReward,
 } from './gateway-agent.js';
 export * from './multi-role-trainer.js';
+export * from './online-trainer.js';
 export * from './policy-host.js';
 export * from './recorder.js';
 export * from './role-policies.js';

@@ -52,6 +52,8 @@ export interface RecordedRollout {
   roleRewards?: Record<string, number>;
   finalAnswer?: string;
   details?: Record<string, unknown>;
+  /** The GRPO group (task) given with the reward. */
+  groupId?: string;
   createdAt: number;
   /** Calls started and not yet finished. */
   inFlight: number;
@@ -237,6 +239,7 @@ export class RolloutRecorder {
       roleRewards?: Record<string, number>;
       finalAnswer?: string;
       details?: Record<string, unknown>;
+      groupId?: string;
     },
   ): RecordedRollout | undefined {
     const rollout = this.#rollouts.get(id);
@@ -245,6 +248,7 @@ export class RolloutRecorder {
     if (r.roleRewards) rollout.roleRewards = r.roleRewards;
     if (r.finalAnswer !== undefined) rollout.finalAnswer = r.finalAnswer;
     if (r.details) rollout.details = r.details;
+    if (r.groupId !== undefined) rollout.groupId = r.groupId;
     const view = this.get(id)!;
     this.#onReward?.(view);
     return view;

@@ -137,6 +137,8 @@ export const RewardRequestSchema = z.looseObject({
   reward: z.number().refine(Number.isFinite, { message: 'reward must be a finite number' }),
   /** The agent's final answer, when the trainer should see it. */
   final_answer: z.string().optional(),
+  /** The GRPO group (the task) this rollout belongs to, for training from posted rewards. */
+  group_id: z.string().min(1).max(200).optional(),
   /** Per-role rewards (multi-role training); roles left out get `reward`. */
   role_rewards: z.record(z.string(), z.number()).optional(),
   details: z.record(z.string(), z.unknown()).optional(),

@@ -1,0 +1,226 @@
+import { createHash } from 'node:crypto';
+import { join, resolve } from 'node:path';
+import { ConfigError } from '@flowgrpo/core';
+import { DecoderArtifacts, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
+import type { DeviceRequest } from '../runtime/devices.js';
+import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import {
+  type GRPOConfig,
+  type GRPOConfigInput,
+  GRPOConfigSchema,
+  learningRateAt,
+  parseConfig,
+} from '../train/config.js';
+import { RunDirectory } from '../train/run-dir.js';
+import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
+import { LocalPolicyHost } from './policy-host.js';
+import { type RecordedRollout, RolloutRecorder } from './recorder.js';
+import {
+  openRoles,
+  type RoleSpec,
+  type ServedRole,
+  saveRoleAdapters,
+  updateRole,
+} from './role-policies.js';
+
+// Training driven by the agents themselves (`flowgrpo serve --train`): the gateway serves the
+// roles; agents — any process, any language — run episodes against it and post each episode's
+// reward to /v1/rollouts/{id}/reward with the task it solved (`group_id`). Rewarded rollouts
+// gather by group; a group is complete with G = num_generations rollouts, and every
+// queries_per_step complete groups make one GRPO update of each trained role (as
+// MultiRoleGRPOTrainer does), after which the roles serve their new adapters.
+//
+// Rollouts that were sampled before an update and rewarded after it are trained with truncated
+// importance weights min(π_now / π_sampled, cap) (TRL's vllm_importance_sampling_correction), so
+// agents never have to wait for the trainer. Updates run on the server's thread: requests wait
+// while one runs.
+
+export interface OnlineGRPOTrainerOptions {
+  /** GRPOTrainer's keys: num_generations (G per group), queries_per_step (groups per update), max_steps, … */
+  config: GRPOConfigInput;
+  /** Artifacts with LoRA decode, logprobs and train_step graphs. */
+  artifacts: string;
+  tokenizer: Tokenizer;
+  /** Served roles (= model names); at least one trainable. */
+  roles: Record<string, RoleSpec>;
+  /** The base model (no adapter) is served under this name too (default 'base'). */
+  baseModel?: string;
+  device?: DeviceRequest;
+  gateway?: Omit<PolicyGatewayOptions, 'host' | 'recorder'>;
+  onLog?: (record: Record<string, number>) => void;
+}
+
+/** The group of a rollout: the posted group_id, else the first call's prompt (the task). */
+export function rolloutGroupKey(r: RecordedRollout): string {
+  if (r.groupId !== undefined) return r.groupId;
+  const first = r.calls[0];
+  if (!first) return `rollout:${r.id}`;
+  return `prompt:${createHash('sha256').update(first.promptTokens).digest('hex').slice(0, 16)}`;
+}
+
+export class OnlineGRPOTrainer {
+  readonly config: GRPOConfig;
+  readonly gateway: PolicyGateway;
+  readonly roles: readonly ServedRole[];
+  readonly metrics: Record<string, number>[] = [];
+  /** Resolves once max_steps updates are done (the gateway keeps serving). */
+  readonly finished: Promise<void>;
+  readonly #o: OnlineGRPOTrainerOptions;
+  readonly #host: LocalPolicyHost;
+  readonly #artifacts: DecoderArtifacts;
+  readonly #run: RunDirectory;
+  readonly #filling = new Map<string, RecordedRollout[]>();
+  readonly #complete: RecordedRollout[][] = [];
+  #queue: Promise<void> = Promise.resolve();
+  #step = 0;
+  #finish!: () => void;
+  #failure: unknown;
+
+  private constructor(
+    o: OnlineGRPOTrainerOptions,
+    config: GRPOConfig,
+    parts: {
+      gateway: PolicyGateway;
+      roles: ServedRole[];
+      host: LocalPolicyHost;
+      artifacts: DecoderArtifacts;
+    },
+  ) {
+    this.#o = o;
+    this.config = config;
+    this.gateway = parts.gateway;
+    this.roles = parts.roles;
+    this.#host = parts.host;
+    this.#artifacts = parts.artifacts;
+    this.#run = new RunDirectory(resolve(config.output_dir));
+    this.finished = new Promise((r) => {
+      this.#finish = r;
+    });
+  }
+
+  /** Opens the roles and starts the gateway; training happens as rewards arrive. */
+  static async start(o: OnlineGRPOTrainerOptions): Promise<OnlineGRPOTrainer> {
+    const config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
+    if (!Object.values(o.roles).some((r) => r.trainable))
+      throw new ConfigError('no role is trainable', { key: 'roles' });
+    const manifest = readArtifactsManifest(o.artifacts);
+    const device = o.device ?? 'cpu';
+    const artifacts = await DecoderArtifacts.open(o.artifacts, { graphs: ['decode'], device });
+    const host = await LocalPolicyHost.open({
+      artifacts,
+      tokenizer: o.tokenizer,
+      baseModel: o.baseModel ?? 'base',
+    });
+    let roles: ServedRole[] = [];
+    try {
+      roles = await openRoles({
+        artifactsDir: o.artifacts,
+        artifacts,
+        manifest,
+        tokenizer: o.tokenizer,
+        roles: o.roles,
+        config,
+        device,
+      });
+      for (const r of roles) host.serve(r.name, r.engine);
+      let self: OnlineGRPOTrainer | undefined;
+      const recorder = new RolloutRecorder({
+        onReward: (r) => {
+          if (self) self.#rewarded(r);
+        },
+      });
+      const gateway = await createPolicyGateway({ ...o.gateway, host, recorder });
+      self = new OnlineGRPOTrainer(o, config, { gateway, roles, host, artifacts });
+      self.#run.truncateMetrics(0);
+      self.#run.writeJson('config.json', { trainer: 'online-grpo', ...config });
+      return self;
+    } catch (e) {
+      for (const r of roles) await r.policy?.release();
+      await host.close();
+      await artifacts.release();
+      throw e;
+    }
+  }
+
+  /** Optimizer updates done. */
+  get step(): number {
+    return this.#step;
+  }
+
+  /** Rewarded rollouts per group still short of G. */
+  pending(): Record<string, number> {
+    return Object.fromEntries([...this.#filling].map(([k, v]) => [k, v.length]));
+  }
+
+  /** Resolves when no update is queued or running (rethrows an update's failure). */
+  async idle(): Promise<void> {
+    await this.#queue;
+    if (this.#failure) throw this.#failure;
+  }
+
+  #rewarded(r: RecordedRollout): void {
+    if (this.#step >= this.config.max_steps || r.calls.length === 0) return;
+    const key = rolloutGroupKey(r);
+    const group = [...(this.#filling.get(key) ?? []).filter((x) => x.id !== r.id), r];
+    if (group.length < this.config.num_generations) {
+      this.#filling.set(key, group);
+      return;
+    }
+    this.#filling.delete(key);
+    this.#complete.push(group);
+    if (this.#complete.length >= this.config.queries_per_step) {
+      const batch = this.#complete.splice(0, this.config.queries_per_step);
+      this.#queue = this.#queue.then(() => this.#update(batch));
+    }
+  }
+
+  async #update(batch: RecordedRollout[][]): Promise<void> {
+    if (this.#failure || this.#step >= this.config.max_steps) return;
+    const c = this.config;
+    try {
+      const rollouts = batch.flat();
+      const rewards = rollouts.map((r) => r.reward ?? 0);
+      const groups = batch.flatMap((g, i) => g.map(() => i));
+      const lr = learningRateAt(this.#step + 1, c);
+      const record: Record<string, number> = {
+        step: this.#step + 1,
+        reward: rewards.reduce((a, b) => a + b, 0) / rewards.length,
+        rollouts: rollouts.length,
+        learning_rate: lr,
+      };
+      for (const role of this.roles) {
+        const m = await updateRole(role, rollouts, rewards, groups, c, lr, {
+          importanceCorrection: true,
+        });
+        if (m) Object.assign(record, m);
+      }
+      this.#step++;
+      this.metrics.push(record);
+      this.#run.logMetrics(record);
+      this.#o.onLog?.(record);
+      if (this.#step >= c.max_steps) {
+        await this.saveAdapters();
+        this.#finish();
+      }
+    } catch (e) {
+      this.#failure = e;
+      this.#finish();
+    }
+  }
+
+  /** Saves every trained role's adapter (PEFT) under output_dir/adapters/<role>. */
+  saveAdapters(): Promise<Record<string, string>> {
+    return saveRoleAdapters(this.roles, join(this.#run.dir, 'adapters'));
+  }
+
+  /** Waits for a running update, saves the adapters, closes the gateway and the sessions. */
+  async close(): Promise<Record<string, string>> {
+    await this.#queue;
+    const adapters = await this.saveAdapters();
+    await this.gateway.close();
+    for (const r of this.roles) await r.policy?.release();
+    await this.#host.close();
+    await this.#artifacts.release();
+    return adapters;
+  }
+}

@@ -1,0 +1,110 @@
+// Training driven by the agents (`flowgrpo serve --train`): agents run episodes against the
+// gateway on their own and post rewards with a group id; every queries_per_step complete groups
+// of G rollouts make one GRPO update, and the role serves its new adapter from then on.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { OnlineGRPOTrainer } from '../src/gateway/index.js';
+import { GATEWAY_LORA, tinyGatewayModel } from './support/gateway-fixtures.js';
+
+const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-online-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+it('updates the served adapter from the rewards agents post, group by group', async () => {
+  const { model, artifacts } = await tinyGatewayModel(root);
+  const out = join(root, 'run');
+  const trainer = await OnlineGRPOTrainer.start({
+    config: {
+      output_dir: out,
+      max_steps: 2,
+      num_generations: 4,
+      queries_per_step: 2,
+      learning_rate: 1e-2,
+      beta: 0,
+      lora: {
+        r: GATEWAY_LORA.r,
+        lora_alpha: GATEWAY_LORA.alpha,
+        target_modules: [...GATEWAY_LORA.targetModules],
+      },
+      seed: 2,
+    },
+    artifacts,
+    tokenizer: model.tokenizer,
+    roles: { policy: { trainable: true } },
+  });
+  const gw = trainer.gateway;
+  try {
+    const models = (await (await fetch(`${gw.baseURL}/models`)).json()) as {
+      data: { id: string }[];
+    };
+    expect(models.data.map((m) => m.id).sort()).toEqual(['base', 'policy']);
+    // An agent of its own: episodes with explicit seeds, a reward it computes, the task as group.
+    const episode = async (id: string, task: string, seed: number) => {
+      const r = await fetch(`${gw.rolloutBaseURL(id)}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'policy',
+          messages: [{ role: 'user', content: task }],
+          max_tokens: 8,
+          seed,
+        }),
+      });
+      const text = ((await r.json()) as { choices: { message: { content: string } }[] }).choices[0]!
+        .message.content;
+      const reward =
+        text.length === 0 ? 0 : [...text].filter((c) => /[a-z]/i.test(c)).length / text.length;
+      const posted = await fetch(`${gw.baseURL}/rollouts/${id}/reward`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ reward, group_id: task }),
+      });
+      expect(posted.status).toBe(200);
+    };
+    // The same prompt and seed: the policy's tokens and their logprobs.
+    const probe = async () => {
+      const r = await fetch(`${gw.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'policy',
+          messages: [{ role: 'user', content: 'probe' }],
+          max_tokens: 8,
+          seed: 1,
+          logprobs: true,
+        }),
+      });
+      const body = (await r.json()) as {
+        choices: { logprobs: { content: { logprob: number }[] } }[];
+      };
+      return body.choices[0]!.logprobs.content.map((c) => c.logprob);
+    };
+    const before = await probe();
+    for (let batch = 0; batch < 2; batch++) {
+      for (let q = 0; q < 2; q++) {
+        const task = `task ${batch}-${q}`;
+        await Promise.all(
+          [0, 1, 2, 3].map((g) => episode(`e${batch}.${q}.${g}`, task, 100 * batch + 10 * q + g)),
+        );
+      }
+      // Two complete groups of 4: one update (agents could go on without waiting; here they
+      // wait so that every rollout is sampled by the adapter it is trained from).
+      await trainer.idle();
+      expect(trainer.step).toBe(batch + 1);
+      expect(trainer.pending()).toEqual({});
+    }
+    await trainer.finished;
+    for (const m of trainer.metrics) {
+      expect(m['policy/logprob_mismatch/max']).toBeLessThanOrEqual(1e-4);
+      expect(m['policy/train_tokens']).toBeGreaterThan(0);
+      expect(m.rollouts).toBe(8);
+    }
+    expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
+    expect(existsSync(join(out, 'adapters', 'policy', 'adapter_model.safetensors'))).toBe(true);
+    // The served policy is the updated one (same prompt and seed, other logprobs).
+    expect(await probe()).not.toEqual(before);
+  } finally {
+    await trainer.close();
+  }
+});
