@@ -5,12 +5,17 @@ import { dirname, join, resolve } from 'node:path';
 import { ConfigError, FileNotFoundError, trajectoryToJson } from '@flowgrpo/core';
 import {
   createPolicyGateway,
+  GRPOConfigSchema,
   LORA_TARGET_MODULES,
   LocalPolicyHost,
   type LoraConfig,
   type LoraTargetModule,
   loadTokenizer,
+  OnlineGRPOTrainer,
   type PolicyHost,
+  parseConfig,
+  type RecordedRollout,
+  type RoleSpec,
   RolloutRecorder,
   rolloutTrajectory,
   UpstreamPolicyHost,
@@ -22,7 +27,13 @@ import {
   stringOption,
   UsageError,
 } from '../command.js';
-import { ensureArtifacts, modelKind, resolveTokenizer } from '../model-artifacts.js';
+import {
+  ensureArtifacts,
+  loraFromOptions,
+  modelKind,
+  resolveTokenizer,
+} from '../model-artifacts.js';
+import { metricsLine } from '../run-progress.js';
 
 const usage = `Usage:
   flowgrpo serve --model PATH [options]
@@ -61,7 +72,19 @@ const usage = `Usage:
     --threads N               CPU threads per op
     --artifacts-dir DIR       where artifacts built from a HF folder go (default: a folder under
                               the OS temp dir, reused while the model is unchanged)
-  Prints "listening on http://HOST:PORT/v1" when ready; Ctrl-C (SIGINT) or SIGTERM stops it.`;
+  Training from the rewards agents post (local mode):
+    --train FILE              a JSON of GRPOTrainer's keys: output_dir, num_generations (rollouts
+                              per group), queries_per_step (complete groups per update), max_steps,
+                              learning_rate, lora {r, lora_alpha, target_modules}, beta, …
+                              Agents post {"reward": R, "group_id": TASK} to
+                              /v1/rollouts/<id>/reward; each queries_per_step complete groups of
+                              num_generations rollouts make one GRPO update of the trained roles,
+                              which then serve their new adapters. metrics.jsonl and the PEFT
+                              adapters (output_dir/adapters/<role>) are written as it goes.
+    --train-role NAME         a served role (model name) to train (repeatable; default: policy);
+                              it starts from --lora NAME=PATH when given, else from PEFT's init
+  Prints "listening on http://HOST:PORT/v1" when ready; Ctrl-C (SIGINT) or SIGTERM stops it
+  (after saving the trained adapters).`;
 
 function repeated(args: ParsedArgs, name: string): string[] {
   const v = args.values[name];
@@ -124,6 +147,22 @@ function loraShape(args: ParsedArgs, adapters: Record<string, string>): LoraConf
   };
 }
 
+/** Resolves on the first SIGINT or SIGTERM. */
+function untilSignal(log: (line: string) => void): Promise<void> {
+  return new Promise<void>((done) => {
+    const stop = (name: string) => {
+      log(`${name}: closing the gateway`);
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
+      done();
+    };
+    const onInt = () => stop('SIGINT');
+    const onTerm = () => stop('SIGTERM');
+    process.on('SIGINT', onInt);
+    process.on('SIGTERM', onTerm);
+  });
+}
+
 export const serveCommand: Command = {
   name: 'serve',
   summary: 'OpenAI-compatible policy gateway that records token-exact calls (one LoRA per role)',
@@ -151,6 +190,8 @@ export const serveCommand: Command = {
     device: { type: 'string' },
     threads: { type: 'string' },
     'artifacts-dir': { type: 'string' },
+    train: { type: 'string' },
+    'train-role': { type: 'string', multiple: true },
   },
   async run(args, io) {
     const cwd = io.cwd;
@@ -175,6 +216,95 @@ export const serveCommand: Command = {
     const adapters = loraPairs(args, cwd);
     const log = (line: string) => io.stderr(`${line}\n`);
 
+    const recordFile = stringOption(args, 'record');
+    const record = recordFile
+      ? (r: RecordedRollout) => {
+          const t = rolloutTrajectory(r, { queryId: r.id, groupId: r.groupId ?? r.id });
+          appendFileSync(resolve(cwd, recordFile), `${JSON.stringify(trajectoryToJson(t))}\n`);
+        }
+      : undefined;
+    const maxBody = intOption(args, 'max-body-bytes', 1);
+    const maxConc = intOption(args, 'max-concurrency', 1);
+    const maxQueue = intOption(args, 'max-queue', 0);
+    const maxTokens = intOption(args, 'max-tokens', 1);
+    const serving = {
+      hostname: stringOption(args, 'host') ?? '127.0.0.1',
+      port: intOption(args, 'port', 0) ?? 8000,
+      ...(apiKey && { apiKey }),
+      ...(maxBody !== undefined && { maxBodyBytes: maxBody }),
+      ...(maxConc !== undefined && { maxConcurrency: maxConc }),
+      ...(maxQueue !== undefined && { maxQueue }),
+      ...(maxTokens !== undefined && { defaultMaxTokens: maxTokens }),
+      ...(kwargs && { chatTemplateVariables: kwargs }),
+    };
+    const trainFile = stringOption(args, 'train');
+    const threads = intOption(args, 'threads', 1);
+
+    // ---- training from posted rewards -------------------------------------------------------
+    if (trainFile) {
+      if (upstream.length > 0)
+        throw new UsageError('--train trains a local model; it cannot be combined with --upstream');
+      if (!modelArg) throw new UsageError('--train needs --model');
+      const file = resolve(cwd, trainFile);
+      if (!existsSync(file)) throw new FileNotFoundError(file);
+      let raw: unknown;
+      try {
+        raw = JSON.parse(readFileSync(file, 'utf8'));
+      } catch (e) {
+        throw new ConfigError(`${file} is not JSON: ${(e as Error).message}`, { key: 'train' });
+      }
+      const config = parseConfig(GRPOConfigSchema, raw, trainFile);
+      config.output_dir = resolve(dirname(file), config.output_dir);
+      const model = resolve(cwd, modelArg);
+      const { dir: artifacts, manifest } = await ensureArtifacts(
+        model,
+        join(config.output_dir, 'artifacts'),
+        { lora: loraFromOptions(config.lora), graphs: ['decode', 'logprobs', 'train_step'], log },
+      );
+      const tokenizer = await resolveTokenizer(
+        model,
+        tokArg ? resolve(cwd, tokArg) : undefined,
+        manifest.config.vocabSize,
+      );
+      const trained = repeated(args, 'train-role');
+      const roles: Record<string, RoleSpec> = {};
+      for (const name of trained.length > 0 ? trained : ['policy'])
+        roles[name] = { trainable: true, ...(adapters[name] && { adapter: adapters[name] }) };
+      for (const [name, path] of Object.entries(adapters))
+        roles[name] ??= { trainable: false, adapter: path };
+      const trainer = await OnlineGRPOTrainer.start({
+        config,
+        artifacts,
+        tokenizer,
+        roles,
+        baseModel:
+          stringOption(args, 'served-model-name') ?? model.split(/[\\/]/).filter(Boolean).at(-1)!,
+        device: device as 'cpu',
+        gateway: serving,
+        onLog: (m) => io.stderr(metricsLine(m)),
+        ...(record && { onReward: record }),
+      });
+      const models = trainer.gateway.host.models().map((m) => m.id);
+      io.stdout(`listening on ${trainer.gateway.baseURL} (models: ${models.join(', ')})\n`);
+      log(
+        `training ${Object.keys(roles)
+          .filter((r) => roles[r]!.trainable)
+          .join(', ')}: ` +
+          `${config.queries_per_step} groups of ${config.num_generations} rewarded rollouts per update, ` +
+          `${config.max_steps} updates; metrics in ${join(config.output_dir, 'metrics.jsonl')}`,
+      );
+      void trainer.finished.then(() =>
+        log(
+          `training done after ${trainer.step} updates; adapters in ${join(config.output_dir, 'adapters')} (still serving)`,
+        ),
+      );
+      await untilSignal(log);
+      const saved = await trainer.close();
+      log(`adapters saved: ${Object.values(saved).join(', ')}`);
+      return 0;
+    }
+
+    // ---- serving --------------------------------------------------------------------------------
     let host: PolicyHost;
     if (upstream.length > 0) {
       const name = stringOption(args, 'served-model-name');
@@ -197,16 +327,17 @@ export const serveCommand: Command = {
       if (!modelArg) throw new UsageError('--model is required (or --upstream)');
       const model = resolve(cwd, modelArg);
       const lora = loraShape(args, adapters);
-      const kind = modelKind(model);
-      const dir =
+      const dir = resolve(
+        cwd,
         stringOption(args, 'artifacts-dir') ??
-        join(
-          tmpdir(),
-          'flowgrpo-serve',
-          createHash('sha256').update(model).digest('hex').slice(0, 16),
-        );
-      if (kind === 'hf') mkdirSync(dirname(resolve(cwd, dir)), { recursive: true });
-      const { dir: artifacts, manifest } = await ensureArtifacts(model, resolve(cwd, dir), {
+          join(
+            tmpdir(),
+            'flowgrpo-serve',
+            createHash('sha256').update(model).digest('hex').slice(0, 16),
+          ),
+      );
+      if (modelKind(model) === 'hf') mkdirSync(dirname(dir), { recursive: true });
+      const { dir: artifacts, manifest } = await ensureArtifacts(model, dir, {
         ...(lora && { lora }),
         graphs: ['decode'],
         log,
@@ -221,7 +352,6 @@ export const serveCommand: Command = {
         tokArg ? resolve(cwd, tokArg) : undefined,
         manifest.config.vocabSize,
       );
-      const threads = intOption(args, 'threads', 1);
       host = await LocalPolicyHost.open({
         artifacts,
         tokenizer,
@@ -233,47 +363,15 @@ export const serveCommand: Command = {
       });
     }
 
-    const recordFile = stringOption(args, 'record');
-    const recorder = new RolloutRecorder({
-      ...(recordFile && {
-        onReward: (r) => {
-          const t = rolloutTrajectory(r, { queryId: r.id, groupId: r.id });
-          appendFileSync(resolve(cwd, recordFile), `${JSON.stringify(trajectoryToJson(t))}\n`);
-        },
-      }),
-    });
-    const maxBody = intOption(args, 'max-body-bytes', 1);
-    const maxConc = intOption(args, 'max-concurrency', 1);
-    const maxQueue = intOption(args, 'max-queue', 0);
-    const maxTokens = intOption(args, 'max-tokens', 1);
     const gateway = await createPolicyGateway({
       host,
-      recorder,
-      hostname: stringOption(args, 'host') ?? '127.0.0.1',
-      port: intOption(args, 'port', 0) ?? 8000,
-      ...(apiKey && { apiKey }),
-      ...(maxBody !== undefined && { maxBodyBytes: maxBody }),
-      ...(maxConc !== undefined && { maxConcurrency: maxConc }),
-      ...(maxQueue !== undefined && { maxQueue }),
-      ...(maxTokens !== undefined && { defaultMaxTokens: maxTokens }),
-      ...(kwargs && { chatTemplateVariables: kwargs }),
+      recorder: new RolloutRecorder({ ...(record && { onReward: record }) }),
+      ...serving,
     });
     const models = host.models().map((m) => m.id);
     io.stdout(`listening on ${gateway.baseURL} (models: ${models.join(', ')})\n`);
     if (apiKey) log('API key required (Authorization: Bearer …)');
-
-    await new Promise<void>((done) => {
-      const stop = (name: string) => {
-        log(`${name}: closing the gateway`);
-        process.off('SIGINT', onInt);
-        process.off('SIGTERM', onTerm);
-        done();
-      };
-      const onInt = () => stop('SIGINT');
-      const onTerm = () => stop('SIGTERM');
-      process.on('SIGINT', onInt);
-      process.on('SIGTERM', onTerm);
-    });
+    await untilSignal(log);
     await gateway.close();
     await host.close();
     return 0;

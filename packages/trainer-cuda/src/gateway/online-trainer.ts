@@ -48,6 +48,8 @@ export interface OnlineGRPOTrainerOptions {
   device?: DeviceRequest;
   gateway?: Omit<PolicyGatewayOptions, 'host' | 'recorder'>;
   onLog?: (record: Record<string, number>) => void;
+  /** Also called for every rewarded rollout (e.g. to write it to a file). */
+  onReward?: (rollout: RecordedRollout) => void;
 }
 
 /** The group of a rollout: the posted group_id, else the first call's prompt (the task). */
@@ -126,6 +128,7 @@ export class OnlineGRPOTrainer {
       let self: OnlineGRPOTrainer | undefined;
       const recorder = new RolloutRecorder({
         onReward: (r) => {
+          o.onReward?.(r);
           if (self) self.#rewarded(r);
         },
       });
