@@ -12,6 +12,7 @@ import {
   LocalPolicyHost,
   loadTokenizer,
   MultiRoleGRPOTrainer,
+  OnlineGRPOTrainer,
   UpstreamPolicyHost,
 } from '@flowgrpo/trainer';
 import OpenAI from 'openai';
@@ -200,4 +201,26 @@ export async function local(artifacts: string, tokenizerDir: string): Promise<vo
   // #endregion local
   await gateway.close();
   await host.close();
+}
+
+export async function online(artifacts: string, tokenizerDir: string): Promise<void> {
+  // #region online
+  const trainer = await OnlineGRPOTrainer.start({
+    config: {
+      output_dir: 'out/runs/online', // metrics.jsonl, adapters/<role>/
+      num_generations: 8, // rewarded rollouts per group (task)
+      queries_per_step: 4, // complete groups per update
+      max_steps: 100,
+      learning_rate: 1e-5,
+      lora: { r: 16, lora_alpha: 32, target_modules: ['q_proj', 'v_proj'] },
+    },
+    artifacts, // with LoRA decode, logprobs and train_step graphs
+    tokenizer: await loadTokenizer(tokenizerDir),
+    roles: { policy: { trainable: true } },
+    gateway: { port: 8000 },
+  });
+  console.log(`agents: ${trainer.gateway.baseURL}, model "policy"`);
+  await trainer.finished; // max_steps updates done; the gateway keeps serving
+  await trainer.close(); // saves the adapters
+  // #endregion online
 }
