@@ -1,10 +1,12 @@
-// An agent written with openai-agents-js, as anyone writes one for an OpenAI-compatible server:
-// an Agent with instructions and a tool, run by the Runner. Nothing here knows about flowgrpo —
-// the trainer only changes `baseURL` (to the gateway's per-rollout URL).
+// An agent written with openai-agents-js, as anyone writes one: an Agent with instructions and a
+// tool, run by the Runner over an OpenAI client — the SDK's default Responses API, or Chat
+// Completions. Nothing here knows about flowgrpo — the trainer only changes `baseURL` (to the
+// gateway's per-rollout URL).
 import {
   Agent,
   MaxTurnsExceededError,
   OpenAIChatCompletionsModel,
+  OpenAIProvider,
   Runner,
   setTracingDisabled,
   tool,
@@ -24,6 +26,11 @@ export interface AlmanacAgentOptions {
   lookup: (query: string) => string | undefined;
   maxTokens?: number;
   maxTurns?: number;
+  /**
+   * The OpenAI API the SDK talks: 'responses' (the SDK's default, /v1/responses) or
+   * 'chat_completions' (OpenAIChatCompletionsModel, what most OpenAI-compatible servers offer).
+   */
+  api?: 'responses' | 'chat_completions';
 }
 
 export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
@@ -39,12 +46,16 @@ export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
     name: 'almanac-agent',
     instructions:
       'Answer the question. Use the almanac tool for facts. Reply with the answer only.',
-    model: new OpenAIChatCompletionsModel(client, o.model),
+    model: o.api === 'chat_completions' ? new OpenAIChatCompletionsModel(client, o.model) : o.model,
     modelSettings: { maxTokens: o.maxTokens ?? 24 },
     tools: [almanac],
   });
   try {
-    const result = await new Runner({ tracingDisabled: true }).run(agent, o.question, {
+    const runner = new Runner({
+      tracingDisabled: true,
+      modelProvider: new OpenAIProvider({ openAIClient: client, useResponses: true }),
+    });
+    const result = await runner.run(agent, o.question, {
       maxTurns: o.maxTurns ?? 3,
     });
     return String(result.finalOutput ?? '');

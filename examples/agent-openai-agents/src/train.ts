@@ -111,6 +111,10 @@ export async function trainAgent(o: TrainOptions): Promise<TrainAgentResult> {
         model,
         question,
         lookup: (q) => lookupAlmanac(almanac, q),
+        // The untrained tiny model never ends a reply before max_tokens; over the Responses API
+        // the SDK treats such a reply ("incomplete") as a failed run, over Chat Completions as
+        // an answer. test/tool-call.test.ts runs the agent over both APIs.
+        api: 'chat_completions',
       }),
   });
   const reward = exampleReward();

@@ -621,3 +621,77 @@ describe('upstream mode: the gateway in front of a vLLM-compatible server', () =
     }
   });
 });
+
+describe('the Responses API (/v1/responses)', () => {
+  const tools = [
+    {
+      type: 'function',
+      name: 'lookup',
+      parameters: { type: 'object', properties: { query: { type: 'string' } } },
+    },
+  ];
+  it('answers with output items, takes the conversation back as input items, streams events', async () => {
+    const engine = new ScriptedEngine(model.tokenizer, [
+      '<tool_call>\n{"name": "lookup", "arguments": {"query": "x"}}\n</tool_call>',
+      'It is 7.',
+    ]);
+    const g = await createPolicyGateway({
+      host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: { policy: engine } }),
+    });
+    try {
+      const send = (body: object) =>
+        fetch(`${g.rolloutBaseURL('resp')}/responses`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'policy', tools, ...body }),
+        });
+      const input = [{ role: 'user', content: 'What is x?' }];
+      const r1 = (await (await send({ instructions: 'Be brief.', input })).json()) as Json;
+      expect(r1.object).toBe('response');
+      expect(r1.status).toBe('completed');
+      expect(r1.output).toEqual([
+        {
+          type: 'function_call',
+          id: expect.stringMatching(/^fc_/),
+          call_id: expect.stringMatching(/^call_/),
+          name: 'lookup',
+          arguments: '{"query": "x"}',
+          status: 'completed',
+        },
+      ]);
+      const call = r1.output[0];
+      const input2 = [
+        ...input,
+        { type: 'function_call', call_id: call.call_id, name: 'lookup', arguments: call.arguments },
+        { type: 'function_call_output', call_id: call.call_id, output: '7' },
+      ];
+      const s = await send({ instructions: 'Be brief.', input: input2, stream: true });
+      const events = (await s.text())
+        .split('\n\n')
+        .filter((e) => e.includes('data: '))
+        .map((e) => JSON.parse(e.slice(e.indexOf('data: ') + 6)));
+      expect(events.map((e) => e.type)).toEqual([
+        'response.created',
+        'response.in_progress',
+        'response.output_item.added',
+        'response.content_part.added',
+        'response.output_text.delta',
+        'response.output_text.done',
+        'response.content_part.done',
+        'response.output_item.done',
+        'response.completed',
+      ]);
+      expect(events.at(-1).response.output[0].content[0].text).toBe('It is 7.');
+      expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+      // The tool loop is one continuous chain, recorded under the rollout.
+      const rollout = g.recorder.get('resp')!;
+      expect(rollout.calls.map((c) => c.endpoint)).toEqual(['responses', 'responses']);
+      expect(chainCalls(rollout.calls)).toHaveLength(1);
+      const bad = await send({ input, previous_response_id: r1.id });
+      expect(bad.status).toBe(400);
+      expect(((await bad.json()) as Json).error.param).toBe('previous_response_id');
+    } finally {
+      await g.close();
+    }
+  });
+});

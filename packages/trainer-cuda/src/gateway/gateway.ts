@@ -7,6 +7,12 @@ import { badRequest, errorBody, GatewayError } from './errors.js';
 import { readJson, sendJson, startSse } from './http-util.js';
 import type { PolicyHost } from './policy-host.js';
 import { type RecordedCall, type RecordedRollout, RolloutRecorder } from './recorder.js';
+import {
+  ResponsesRequestSchema,
+  responseEvents,
+  responseObject,
+  responsesToChat,
+} from './responses.js';
 import { type ParsedToolCall, parseAssistantText } from './tool-calls.js';
 import {
   type ChatCompletionRequest,
@@ -28,6 +34,7 @@ import {
 //   GET  /v1/models, /v1/models/{id}
 //   POST /v1/chat/completions        messages → chat template (+ tools) → ids → policy; SSE too
 //   POST /v1/completions             text or token ids → policy
+//   POST /v1/responses               the Responses API's input items → the chat path; SSE too
 //   POST /v1/load_lora_adapter       vLLM's runtime LoRA routes
 //   POST /v1/unload_lora_adapter
 //   GET  /v1/rollouts, /v1/rollouts/{id}; POST /v1/rollouts/{id}/reward; DELETE /v1/rollouts/{id}
@@ -319,11 +326,13 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
   }
 
   // ---- /v1/chat/completions ------------------------------------------------------------------
+  /** Render → sample → parse → record; `send` answers in the endpoint's format. */
   async function chat(
-    res: ServerResponse,
     body: ChatCompletionRequest,
     rolloutId: string,
     signal: AbortSignal,
+    endpoint: RecordedCall['endpoint'],
+    send: (call: RecordedCall, content: string | null, toolCalls: ParsedToolCall[]) => void,
   ): Promise<void> {
     const started = Date.now();
     const t0 = performance.now();
@@ -364,7 +373,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       call = {
         index,
         model: body.model,
-        endpoint: 'chat.completions',
+        endpoint,
         promptTokens: Int32Array.from(r.promptTokens),
         completionTokens: Int32Array.from(r.actionTokens),
         logprobs: Float32Array.from(r.actionLogprobs),
@@ -376,7 +385,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
         timings: { queue_ms: g.queueMs, generate_ms: g.generateMs, total_ms: 0 },
       };
       call.timings.total_ms = performance.now() - t0;
-      sendChat(res, body, rolloutId, call, parsed.content, parsed.toolCalls);
+      send(call, parsed.content, parsed.toolCalls);
     } finally {
       recorder.end(rolloutId, call);
       if (call) o.onCall?.(rolloutId, call);
@@ -677,7 +686,45 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       only('POST');
       const raw = await readJson(req, maxBody);
       const body = parseBody(ChatCompletionRequestSchema, raw);
-      await chat(res, body, rolloutOf(req, fromPath, body), abort.signal);
+      const rolloutId = rolloutOf(req, fromPath, body);
+      await chat(body, rolloutId, abort.signal, 'chat.completions', (call, content, calls) =>
+        sendChat(res, body, rolloutId, call, content, calls),
+      );
+      return;
+    }
+    if (path === '/v1/responses') {
+      only('POST');
+      const raw = await readJson(req, maxBody);
+      const request = parseBody(ResponsesRequestSchema, raw);
+      const body = parseBody(ChatCompletionRequestSchema, responsesToChat(request));
+      const rolloutId = rolloutOf(req, fromPath, body);
+      await chat(body, rolloutId, abort.signal, 'responses', (call, content, toolCalls) => {
+        const parts = {
+          id: `resp_${randomUUID().replaceAll('-', '')}`,
+          createdAt: call.startedAt,
+          model: body.model,
+          content,
+          toolCalls,
+          finishReason: call.finishReason,
+          usage: { input: call.promptTokens.length, output: call.completionTokens.length },
+          request,
+        };
+        const headers = { [ROLLOUT_HEADER]: rolloutId };
+        if (!request.stream) {
+          const status = call.finishReason === 'length' ? 'incomplete' : 'completed';
+          sendJson(res, 200, responseObject(parts, status), headers);
+          return;
+        }
+        res.writeHead(200, {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-cache',
+          connection: 'keep-alive',
+          ...headers,
+        });
+        for (const e of responseEvents(parts))
+          res.write(`event: ${String(e.type)}\ndata: ${JSON.stringify(e)}\n\n`);
+        res.end();
+      });
       return;
     }
     if (path === '/v1/completions') {

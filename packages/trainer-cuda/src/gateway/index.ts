@@ -20,6 +20,7 @@ export * from './multi-role-trainer.js';
 export * from './online-trainer.js';
 export * from './policy-host.js';
 export * from './recorder.js';
+export { type ResponsesRequest, ResponsesRequestSchema, responsesToChat } from './responses.js';
 export * from './role-policies.js';
 export {
   type ParsedToolCall,

@@ -29,7 +29,7 @@ export interface RecordedCall {
   index: number;
   /** The served model (adapter) that sampled it. */
   model: string;
-  endpoint: 'chat.completions' | 'completions';
+  endpoint: 'chat.completions' | 'completions' | 'responses';
   promptTokens: Int32Array<ArrayBuffer>;
   completionTokens: Int32Array<ArrayBuffer>;
   /** log π(token) of every completion token under the sampling policy. */
