@@ -39,7 +39,8 @@ const usage = `Usage:
   flowgrpo serve --model PATH [options]
       An OpenAI-compatible policy gateway over a local model (HF folder or artifacts directory):
       /v1/models, /v1/chat/completions (JSON and SSE; tools in the Qwen/Hermes <tool_call>
-      format), /v1/completions, vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter.
+      format), /v1/responses, /v1/completions, vLLM's /v1/load_lora_adapter and
+      /v1/unload_lora_adapter.
       Every call's prompt ids, sampled ids and logprobs are recorded under its rollout
       (header x-flowgrpo-rollout-id, base URL <url>/rollouts/<id>/v1, or metadata.rollout_id);
       GET /v1/rollouts/<id> returns them, POST /v1/rollouts/<id>/reward attaches a reward.
