@@ -1,9 +1,12 @@
 #!/usr/bin/env node
-// Copies each snippet region of docs/snippets/*.ts into the ```ts block that follows its
-// `<!-- snippet: docs/snippets/<file>.ts#<region> -->` line in docs/**/*.md. Edit the .ts file
-// (which `pnpm typecheck` compiles), then run `node scripts/docs-snippets.mjs`; docs/test checks
-// that the markdown matches.
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+// Copies each snippet into the ```ts (or ```typescript) block that follows its marker line in the
+// markdown docs/test checks: docs/**/*.md (docs/api aside), README.md, packages/*/README.md,
+// packages/*/docs/**/*.md and examples/*/README.md. A marker is
+// `<!-- snippet: docs/snippets/<file>.ts#<region> -->` (that region of the file) or
+// `<!-- snippet: test-app/app/src/<file>.ts -->` (the whole file). Edit the .ts file (which
+// `pnpm typecheck` compiles), then run `node scripts/docs-snippets.mjs`; docs/test checks that
+// the markdown matches. A block indented under a list item keeps its indentation.
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -21,7 +24,15 @@ function region(path, name) {
   return body.map((l) => l.slice(indent)).join('\n');
 }
 
+function snippet(marker) {
+  const [path, name] = marker.split('#');
+  return name === undefined
+    ? readFileSync(join(repo, path), 'utf8').replace(/\n$/, '')
+    : region(path, name);
+}
+
 function markdownFiles(dir) {
+  if (!existsSync(dir)) return [];
   return readdirSync(dir).flatMap((name) => {
     const p = join(dir, name);
     if (statSync(p).isDirectory())
@@ -30,13 +41,31 @@ function markdownFiles(dir) {
   });
 }
 
+const inEachFolder = (dir, file) =>
+  readdirSync(join(repo, dir))
+    .map((name) => join(repo, dir, name, file))
+    .filter((p) => existsSync(p));
+
+const files = [
+  ...markdownFiles(join(repo, 'docs')),
+  join(repo, 'README.md'),
+  ...inEachFolder('packages', 'README.md'),
+  ...inEachFolder('packages', 'docs').flatMap(markdownFiles),
+  ...inEachFolder('examples', 'README.md'),
+];
+
 let changed = 0;
-for (const file of markdownFiles(join(repo, 'docs'))) {
+for (const file of files) {
   const text = readFileSync(file, 'utf8');
   const next = text.replace(
-    /<!-- snippet: (\S+)#(\S+) -->\n+```ts\n[\s\S]*?\n?```/g,
-    (_m, path, name) =>
-      `<!-- snippet: ${path}#${name} -->\n\n\`\`\`ts\n${region(path, name)}\n\`\`\``,
+    /^([ \t]*)<!-- snippet: (\S+) -->(\n(?:[ \t]*\n)*)[ \t]*```(ts|typescript)\n(?:[\s\S]*?\n)?[ \t]*```[ \t]*$/gm,
+    (_m, indent, marker, gap, lang) => {
+      const code = snippet(marker)
+        .split('\n')
+        .map((l) => (l ? indent + l : l))
+        .join('\n');
+      return `${indent}<!-- snippet: ${marker} -->${gap}${indent}\`\`\`${lang}\n${code}\n${indent}\`\`\``;
+    },
   );
   if (next !== text) {
     writeFileSync(file, next);
