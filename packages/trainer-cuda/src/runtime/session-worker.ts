@@ -42,7 +42,7 @@ function startWorker(): Worker {
 export interface WorkerSessionOptions extends Omit<CreateSessionOptions, 'deviceOutputs'> {
   /**
    * Outputs kept inside the worker and fed back as inputs on the next run (output name → input
-   * name), e.g. `{ 'present.0.key': 'past.0.key' }`. On WebGPU they stay in GPU buffers.
+   * name), e.g. `{ 'present.0.key': 'past_key_values.0.key' }`. On WebGPU they stay in GPU buffers.
    */
   carry?: Record<string, string>;
 }
