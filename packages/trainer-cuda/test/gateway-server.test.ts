@@ -366,6 +366,38 @@ describe('limits and the API key', () => {
 });
 
 describe('recording rollouts', () => {
+  it('does not record a call whose client went away before the reply', async () => {
+    const engine = new ScriptedEngine(model.tokenizer, ['late']);
+    let open!: () => void;
+    engine.gate = new Promise((r) => {
+      open = r;
+    });
+    const g = await createPolicyGateway({
+      host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: { policy: engine } }),
+    });
+    try {
+      const abort = new AbortController();
+      const request = fetch(`${g.rolloutBaseURL('gone')}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'policy', messages: [user('x')] }),
+        signal: abort.signal,
+      }).catch((e: Error) => e);
+      while (engine.seen.length === 0) await new Promise((r) => setTimeout(r, 5));
+      abort.abort();
+      expect(await request).toBeInstanceOf(Error);
+      // The server has seen the closed socket (it aborts the request's signal); then the
+      // generation ends.
+      while (!engine.seen[0]!.signal?.aborted) await new Promise((r) => setTimeout(r, 5));
+      open();
+      while ((g.recorder.get('gone')?.inFlight ?? 0) > 0)
+        await new Promise((r) => setTimeout(r, 5));
+      expect(g.recorder.get('gone')!.calls).toEqual([]);
+    } finally {
+      await g.close();
+    }
+  });
+
   it('groups calls by header, /rollouts/<id>/v1 base URL or metadata, and attaches rewards', async () => {
     const body = { model: 'tiny', messages: [user('q')], max_tokens: 3 };
     await post('/v1/chat/completions', body, { [ROLLOUT_HEADER]: 'g1' });

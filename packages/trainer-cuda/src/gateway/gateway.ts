@@ -280,20 +280,25 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
   const tokenText = (id: number, asIds: boolean) =>
     asIds ? `token_id:${id}` : tokenizer.decode([id]);
 
-  /** Text pieces of each completion token (decoded incrementally; UTF-8 split tokens wait). */
-  function tokenPieces(ids: ArrayLike<number>): string[] {
-    const out: string[] = [];
-    let prev = '';
+  /**
+   * The text length each completion token brings (decoded incrementally over a short window, as
+   * vLLM's detokenizer does; a token that ends inside a UTF-8 character waits for the next).
+   * Only chunk boundaries come from here: streamed text is cut from the final content itself.
+   */
+  function tokenPieceLengths(ids: readonly number[]): number[] {
+    const out: number[] = [];
+    const decode = (a: number, b: number) =>
+      tokenizer.decode(ids.slice(a, b), { skipSpecialTokens: true });
+    let prefix = 0;
+    let read = 0;
     for (let i = 0; i < ids.length; i++) {
-      const cur = tokenizer.decode(Array.prototype.slice.call(ids, 0, i + 1), {
-        skipSpecialTokens: true,
-      });
-      if (cur.endsWith('\uFFFD') && i < ids.length - 1) {
-        out.push('');
-        continue;
-      }
-      out.push(cur.startsWith(prev) ? cur.slice(prev.length) : '');
-      prev = cur;
+      const before = decode(prefix, read);
+      const after = decode(prefix, i + 1);
+      if (after.length > before.length && !after.endsWith('\uFFFD')) {
+        out.push(after.length - before.length);
+        prefix = read;
+        read = i + 1;
+      } else out.push(0);
     }
     return out;
   }
@@ -357,6 +362,8 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
         index,
         signal,
       });
+      // A client that went away never saw this reply: it is not part of its trajectory.
+      signal.throwIfAborted();
       const r = g.result;
       const text = rendered.prefill + r.text;
       const parsed = parseAssistantText(
@@ -462,11 +469,12 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       ...(tokenIds && { prompt_token_ids: Array.from(call.promptTokens) }),
     });
     // Content token by token (as far as the content reaches), each with its logprob if asked.
-    const pieces = tokenPieces(ids);
     const visible = content ?? '';
     let sent = 0;
-    pieces.forEach((piece, i) => {
-      const take = piece.slice(0, Math.max(0, visible.length - sent));
+    let reached = 0;
+    tokenPieceLengths(ids).forEach((n, i) => {
+      reached += n;
+      const take = visible.slice(sent, Math.max(sent, Math.min(visible.length, reached)));
       sent += take.length;
       if (take === '' && !body.logprobs) return;
       sse.send(
