@@ -287,8 +287,9 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
    */
   function tokenPieceLengths(ids: readonly number[]): number[] {
     const out: number[] = [];
+    // (HF tokenizers refuse to decode an empty list.)
     const decode = (a: number, b: number) =>
-      tokenizer.decode(ids.slice(a, b), { skipSpecialTokens: true });
+      b <= a ? '' : tokenizer.decode(ids.slice(a, b), { skipSpecialTokens: true });
     let prefix = 0;
     let read = 0;
     for (let i = 0; i < ids.length; i++) {
