@@ -228,6 +228,7 @@ describe('train_step: LoRA gradients', () => {
       input_ids: tensor('int64', [B, T], ids),
       attention_mask: tensor('int64', [B, T], mask),
       position_ids: tensor('int64', [B, T], pos),
+      segment_ids: tensor('int64', [B, T], 0), // one example per row (packing: train-sft-packing)
       target_positions: tensor('int64', [B, 3], tpos),
       target_ids: tensor('int64', [B, 3], tids),
       temperature: tensor('float32', [], [temperature]),

@@ -182,12 +182,16 @@ describe.skipIf(!webgpu.available).each(configs)(
       await Promise.all([cpu.release(), gpu.release()]);
     });
 
-    it('train_step loads strictly and gives the CPU EP’s loss, logprobs and LoRA gradients', async () => {
+    it('train_step loads strictly and gives the CPU EP’s loss, logprobs and LoRA gradients (a packed row too)', async () => {
       const [cpu, gpu] = await Promise.all([open('train_step', false), open('train_step', true)]);
       const feeds: Record<string, ort.Tensor> = {
         ...prefillFeeds,
-        target_positions: int64([2, 3, 1, 3], [2, 2]),
-        target_ids: int64([19, 3, 25, 8], [2, 2]),
+        // The second row packs two examples (2 + 3 tokens): positions restart, and the
+        // block-diagonal mask is built from segment_ids on the device too.
+        position_ids: int64([0, 0, 0, 1, 2, 0, 1, 0, 1, 2], [2, T]),
+        segment_ids: int64([0, 0, 0, 0, 0, 0, 0, 1, 1, 1], [2, T]),
+        target_positions: int64([2, 3, 0, 3], [2, 2]),
+        target_ids: int64([19, 3, 4, 30], [2, 2]),
         temperature: f32([1], []),
         // A GRPO objective with every term on (clip, dual clip, k3 KL, an NLL term).
         old_logprobs: f32([-5.1, -5.6, -5.3, -5.0], [2, 2]),

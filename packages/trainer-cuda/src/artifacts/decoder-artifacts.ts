@@ -25,7 +25,11 @@ import { writeDirAtomicallySync } from '../util/atomic-dir.js';
 // runs and policy engines.
 
 export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
-export const ARTIFACTS_FORMAT_VERSION = 1;
+/**
+ * Bumped whenever a graph's inputs or meaning change, so artifacts built before are rebuilt rather
+ * than fed what they do not expect. 2: train_step takes `segment_ids` (packed rows).
+ */
+export const ARTIFACTS_FORMAT_VERSION = 2;
 export const ARTIFACTS_MANIFEST = 'artifacts.json';
 export const WEIGHTS_FILE = 'weights.data';
 /** The standard ai.onnx graphs (built from the differentiable IR). */
@@ -180,8 +184,11 @@ export function readArtifactsManifest(dir: string): ArtifactsManifest {
     );
   }
   if (m.format !== ARTIFACTS_FORMAT || m.formatVersion !== ARTIFACTS_FORMAT_VERSION) {
+    const stale = m.format === ARTIFACTS_FORMAT && typeof m.formatVersion === 'number';
     throw new DataFormatError(
-      `${path}: not a ${ARTIFACTS_FORMAT} v${ARTIFACTS_FORMAT_VERSION} manifest`,
+      stale
+        ? `${path}: artifacts of format v${m.formatVersion}, this version reads v${ARTIFACTS_FORMAT_VERSION}: rebuild them (buildDecoderArtifacts / flowgrpo export)`
+        : `${path}: not a ${ARTIFACTS_FORMAT} v${ARTIFACTS_FORMAT_VERSION} manifest`,
       { file: path },
     );
   }

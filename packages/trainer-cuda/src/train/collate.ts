@@ -4,6 +4,7 @@ import {
   ATTENTION_MASK,
   INPUT_IDS,
   POSITION_IDS,
+  SEGMENT_IDS,
   TARGET_IDS,
   TARGET_POSITIONS,
 } from '../models/graph/decoder-graph.js';
@@ -19,7 +20,11 @@ import {
 //                  (action) segments only, observations masked
 //
 // Rows are right-padded into micro-batches under a token budget. The loss graph reads targets:
-// the token at row position i ≥ 1 is predicted by the hidden state at i − 1.
+// the token at row position i ≥ 1 is predicted by the hidden state at i − 1. A packed row (SFT's
+// `packing`, packing.ts) holds several examples: `segments` says which token belongs to which,
+// positions restart at 0 per example, attention stays inside an example, and the first token of
+// an example is no target (nothing of its own precedes it) — so every target has exactly the
+// log-probability and the weight it has unpacked.
 
 export interface TrainRow {
   /** Every token of the row, as sampled / as the model saw it. */
@@ -34,6 +39,20 @@ export interface TrainRow {
   trajectory: number;
   /** The turn's index within its trajectory (0 for a tag-agent row). */
   turn: number;
+  /**
+   * A packed row: per token, the index (0, 1, …, non-decreasing) of the example it belongs to.
+   * Absent: the row is one example.
+   */
+  segments?: Int32Array;
+}
+
+/** Per token of a row: its position within its own example (0 at each example's first token). */
+export function positionsOf(row: TrainRow): Int32Array {
+  const n = row.tokens.length;
+  const pos = new Int32Array(n);
+  const seg = row.segments;
+  for (let i = 1; i < n; i++) pos[i] = seg && seg[i] !== seg[i - 1] ? 0 : pos[i - 1]! + 1;
+  return pos;
 }
 
 /** Rows of one batch of trajectories; `advantages[i]` belongs to `trajectories[i]`. */
@@ -94,8 +113,8 @@ export function rowsFromTrajectories(
 
 /**
  * The trainable tokens of a set of rows, flattened in row order: target j is token
- * `rows[row[j]].tokens[pos[j] + 1]`, predicted at position `pos[j]`. A trainable first token has
- * no prefix to be predicted from and is left out.
+ * `rows[row[j]].tokens[pos[j] + 1]`, predicted at position `pos[j]`. A trainable first token (of
+ * the row, or of a packed example) has no prefix to be predicted from and is left out.
  */
 export interface Targets {
   count: number;
@@ -112,8 +131,11 @@ export interface Targets {
 }
 
 export function targetsOf(rows: readonly TrainRow[]): Targets {
+  // Token i is a target when trainable and not the first of its example.
+  const isTarget = (r: TrainRow, i: number) =>
+    r.mask[i] === 1 && (!r.segments || r.segments[i] === r.segments[i - 1]);
   let count = 0;
-  for (const r of rows) for (let i = 1; i < r.tokens.length; i++) count += r.mask[i]!;
+  for (const r of rows) for (let i = 1; i < r.tokens.length; i++) if (isTarget(r, i)) count++;
   const t: Targets = {
     count,
     row: new Int32Array(count),
@@ -130,7 +152,7 @@ export function targetsOf(rows: readonly TrainRow[]): Targets {
   rows.forEach((r, ri) => {
     t.rowStart[ri] = j;
     for (let i = 1; i < r.tokens.length; i++) {
-      if (r.mask[i] !== 1) continue;
+      if (!isTarget(r, i)) continue;
       t.row[j] = ri;
       t.pos[j] = i - 1;
       t.id[j] = r.tokens[i]!;
@@ -193,11 +215,17 @@ const int64 = (values: ArrayLike<number>, dims: number[]) => {
   return new ort.Tensor('int64', data, dims);
 };
 
-/** The token feeds of a micro-batch (ids, mask, positions, target positions and ids). */
+/**
+ * The token feeds of a micro-batch (ids, mask, positions, target positions and ids), and with
+ * `segments` (the train_step graph) the segment ids of packed rows — 0 throughout for an unpacked
+ * row and for padding (which attention_mask already hides). Graphs without segment_ids (logprobs)
+ * cannot tell packed examples apart: packed rows are refused there.
+ */
 export function tokenFeeds(
   mb: MicroBatch,
   rows: readonly TrainRow[],
   targets: Targets,
+  options: { segments?: boolean } = {},
 ): Record<string, ort.Tensor> {
   const B = mb.rows.length;
   const T = mb.seqLen;
@@ -205,15 +233,17 @@ export function tokenFeeds(
   const ids = new Int32Array(B * T);
   const mask = new Int32Array(B * T);
   const pos = new Int32Array(B * T);
+  const seg = new Int32Array(B * T);
   const tpos = new Int32Array(B * K);
   const tids = new Int32Array(B * K);
   mb.rows.forEach((ri, b) => {
     const r = rows[ri]!;
+    if (r.segments && !options.segments)
+      throw new RangeError('a packed row needs a graph with segment_ids (train_step)');
     ids.set(r.tokens, b * T);
-    for (let i = 0; i < r.tokens.length; i++) {
-      mask[b * T + i] = 1;
-      pos[b * T + i] = i;
-    }
+    mask.fill(1, b * T, b * T + r.tokens.length);
+    pos.set(positionsOf(r), b * T);
+    if (r.segments) seg.set(r.segments, b * T);
     const start = targets.rowStart[ri]!;
     for (let k = 0; k < targets.rowCount[ri]!; k++) {
       tpos[b * K + k] = targets.pos[start + k]!;
@@ -224,6 +254,7 @@ export function tokenFeeds(
     [INPUT_IDS]: int64(ids, [B, T]),
     [ATTENTION_MASK]: int64(mask, [B, T]),
     [POSITION_IDS]: int64(pos, [B, T]),
+    ...(options.segments && { [SEGMENT_IDS]: int64(seg, [B, T]) }),
     [TARGET_POSITIONS]: int64(tpos, [B, K]),
     [TARGET_IDS]: int64(tids, [B, K]),
   };

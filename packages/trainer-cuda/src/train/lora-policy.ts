@@ -239,7 +239,10 @@ export class LoraPolicy {
     return feeds;
   }
 
-  /** log π(target) per target at the current adapter (loraScale 1) or the base model (0). */
+  /**
+   * log π(target) per target at the current adapter (loraScale 1) or the base model (0). Rows
+   * must be unpacked (the logprobs graph has no segment_ids); `update` takes packed rows too.
+   */
   async logprobs(
     rows: readonly TrainRow[],
     targets: Targets,
@@ -324,7 +327,7 @@ export class LoraPolicy {
       [KL_COEFFS]: new ort.Tensor('float32', Float32Array.from(KL_ONE_HOT[hp.klEstimator]), [3]),
     };
     const feeds = mbs.map((mb) => ({
-      ...tokenFeeds(mb, rows, targets),
+      ...tokenFeeds(mb, rows, targets, { segments: true }),
       ...shared,
       [OLD_LOGPROBS]: perTargetFeed(mb, targets, inputs.old ?? zeros),
       [REF_LOGPROBS]: perTargetFeed(mb, targets, inputs.ref ?? inputs.old ?? zeros),

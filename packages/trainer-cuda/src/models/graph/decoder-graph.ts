@@ -13,6 +13,7 @@ import {
   mergeHeads,
   pickLogprobs,
   runtimeShape,
+  segmentsAsFloat,
   selectRows,
 } from './webgpu-safe.js';
 
@@ -35,7 +36,10 @@ import {
 // h = kv·g + j share kv head kv; rather than copying K/V g times (repeat_kv), the queries of a
 // group are stacked ([B, kvHeads, g·T, d]) so one MatMul per kv head serves the whole group.
 // Left padding: attention_mask (1 = token, 0 = pad) masks keys; position ids are inputs (the
-// caller counts real tokens only). The WebGPU-safe idioms are in webgpu-safe.ts.
+// caller counts real tokens only). Packed rows (train_step only): segment_ids names the example
+// each token belongs to, and attention is causal within an example only (block-diagonal), with
+// position ids restarting at 0 per example — padding-free packing, as flash-attention's varlen
+// kernels compute it. The WebGPU-safe idioms are in webgpu-safe.ts.
 
 export type DecoderGraphKind = 'prefill' | 'decode' | 'logprobs' | 'train_step';
 
@@ -64,6 +68,8 @@ export interface DecoderGraph {
 export const INPUT_IDS = 'input_ids';
 export const ATTENTION_MASK = 'attention_mask';
 export const POSITION_IDS = 'position_ids';
+/** train_step: [B, T] int64, the packed example of each token (0 … T−1; one example: all 0). */
+export const SEGMENT_IDS = 'segment_ids';
 export const LORA_SCALE = 'lora_scale';
 export const TARGET_POSITIONS = 'target_positions';
 export const TARGET_IDS = 'target_ids';
@@ -78,6 +84,7 @@ export interface DecoderInputs {
   inputIds: Value; // [B, T] int64
   attentionMask: Value; // [B, S] int64 0/1 (S = past + T)
   positionIds: Value; // [B, T] int64
+  segmentIds?: Value; // train_step: [B, T] int64, the packed example of each token
   past?: { key: Value; value: Value }[]; // decode: [B, kvHeads, past, d] per layer
 }
 
@@ -195,7 +202,8 @@ export function decoderForward(
       3,
     );
   };
-  const attnBias = causalPaddingBias(b, maskAsFloat(b, inputs.attentionMask), emb, group);
+  const segments = inputs.segmentIds && segmentsAsFloat(b, inputs.segmentIds, emb);
+  const attnBias = causalPaddingBias(b, maskAsFloat(b, inputs.attentionMask), emb, group, segments);
   const heads = (x: Value, n: number) => b.reshape(x, runtimeShape(b, emb, [n, hd])); // [B, T, n, d]
 
   // The residual stream, [B·T, hidden].
@@ -305,6 +313,8 @@ export function addDecoderInputs(
     ]),
     positionIds: b.input(POSITION_IDS, 'int64', ['batch', 'seq']),
   };
+  // Only the train step takes packed rows (the one graph serves packed and unpacked batches).
+  if (kind === 'train_step') inputs.segmentIds = b.input(SEGMENT_IDS, 'int64', ['batch', 'seq']);
   if (kind === 'decode') {
     const shape = ['batch', c.numKeyValueHeads, 'past_seq', c.headDim];
     inputs.past = Array.from({ length: c.numHiddenLayers }, (_, l) => ({

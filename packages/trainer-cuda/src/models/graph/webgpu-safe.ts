@@ -46,23 +46,45 @@ export function maskAsFloat(b: GraphBuilder, attentionMask: Value): Value {
 }
 
 /**
+ * The int64 segment ids [B, T] of packed rows (train_step) as floats, read as a Gather from the
+ * float 0 … T−1 along axis 1 of `like` (ids must lie in [0, T): a row of T tokens holds at most
+ * T examples). Why not Cast: an int64 → float Cast has no WebGPU kernel.
+ */
+export function segmentsAsFloat(b: GraphBuilder, segmentIds: Value, like: Value): Value {
+  return b.gather(positionsAlong(b, like, 1), segmentIds, 0);
+}
+
+/**
  * Additive attention bias [B, 1, g·T, S] for causal attention with padding, in the stacked-query
  * layout (row j·T + i is query i of GQA group member j): query i (absolute position S − T + i)
  * sees key k when k ≤ S − T + i, i.e. when S − 1 − k ≥ T − 1 − i, and key k is not padding. Both
  * sides count from the end, so neither S − T nor an int64 Range is needed.
+ *
+ * With `segments` (packed rows, no past: S = T) query i also needs key k in its own example —
+ * segment[k] = segment[i] — so the mask is block-diagonal causal and no example sees another.
  */
 export function causalPaddingBias(
   b: GraphBuilder,
   maskF: Value, // [B, S] float 0/1
   queries: Value, // [B, T, ...] any float tensor with the query length T on axis 1
   group: number,
+  segments?: Value, // [B, T] float segment ids (S = T)
 ): Value {
   const keyFromEnd = distanceToEnd(b, maskF, 1); // [S]
   const queryFromEnd = distanceToEnd(b, queries, 1); // [T]
-  const stacked = group > 1 ? b.concat(Array(group).fill(queryFromEnd), 0) : queryFromEnd;
-  const causal = b.greaterOrEqual(b.unsqueeze(keyFromEnd, [0]), b.unsqueeze(stacked, [1]));
+  const stack = (x: Value, axis: number) => (group > 1 ? b.concat(Array(group).fill(x), axis) : x);
+  const causal = b.greaterOrEqual(
+    b.unsqueeze(keyFromEnd, [0]),
+    b.unsqueeze(stack(queryFromEnd, 0), [1]),
+  );
   const notPad = b.greater(b.unsqueeze(maskF, [1, 2]), 0);
-  return b.where(b.and(causal, notPad), 0, MASKED);
+  let allowed = b.and(causal, notPad); // [B, 1, g·T, S]
+  if (segments) {
+    const querySegment = b.unsqueeze(stack(segments, 1), [1, 3]); // [B, 1, g·T, 1]
+    const keySegment = b.unsqueeze(segments, [1, 2]); // [B, 1, 1, S]
+    allowed = b.and(allowed, b.equal(querySegment, keySegment));
+  }
+  return b.where(allowed, 0, MASKED);
 }
 
 /**
