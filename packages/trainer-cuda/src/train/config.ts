@@ -116,12 +116,28 @@ export const SFTConfigSchema = z
   .object({
     ...common,
     learning_rate: z.number().positive().default(2e-4),
-    /** Examples per optimizer step. */
+    /** Examples (with `packing`: packed rows) per optimizer step. */
     per_device_train_batch_size: positiveInt.default(16),
     /** Loss on the assistant turns only (TRL's assistant_only_loss); false = every token. */
     assistant_only_loss: z.boolean().default(true),
-    /** Longest example kept (tokens); longer ones are truncated from the left. */
+    /**
+     * Longest example kept (tokens); longer ones are truncated from the left. With `packing`, also
+     * the length of a packed row.
+     */
     max_length: positiveInt.default(1024),
+    /**
+     * TRL's sequence packing: examples share rows of `max_length` tokens (padding-free: each
+     * attends to itself only, positions restart, the loss per token is unchanged); a batch of
+     * `per_device_train_batch_size` is then that many packed rows. Off by default, as in TRL.
+     */
+    packing: z.boolean().default(false),
+    /** 'bfd' (best-fit decreasing, TRL's default: examples stay whole) or 'wrapped' (cut to fill). */
+    packing_strategy: z
+      .enum(['bfd', 'wrapped'], {
+        error: (issue) =>
+          `must be 'bfd' or 'wrapped'${issue.input === undefined ? '' : ` (got ${JSON.stringify(issue.input)})`}`,
+      })
+      .default('bfd'),
     /**
      * Train a LoRA adapter (true, the default) or every weight of the model (false: full
      * fine-tuning, as for a small model created from a seed). TRL's `--use_peft`.

@@ -15,7 +15,7 @@ import {
   saveCheckpoint,
   type TrainerState,
 } from './checkpoint.js';
-import { rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
+import { packMicroBatches, rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
 import {
   learningRateAt,
   parseConfig,
@@ -26,6 +26,7 @@ import {
 } from './config.js';
 import { EpochCursor } from './data-order.js';
 import { LoraPolicy } from './lora-policy.js';
+import { packRows } from './packing.js';
 import { type Progress, silentProgress } from './progress.js';
 import { writeReport } from './report.js';
 import { type MetricsRecord, RunDirectory } from './run-dir.js';
@@ -33,9 +34,9 @@ import { type MetricsRecord, RunDirectory } from './run-dir.js';
 // Supervised fine-tuning with LoRA — the SFT → GRPO seed's warm start. Examples in TRL's dataset
 // formats (conversational `messages`, `prompt`/`completion`, plain `text`) or recorded
 // trajectories (the loss on the planner's action tokens only), tokenized once; loss on the
-// assistant tokens only; batches of examples split into token-budgeted micro-batches whose
-// gradients add up exactly; evaluation loss with early stopping; the same checkpoints, metrics
-// and report as GRPO.
+// assistant tokens only; optionally packed several to a row (TRL's `packing`, packing.ts);
+// batches split into token-budgeted micro-batches whose gradients add up exactly; evaluation loss
+// with early stopping; the same checkpoints, metrics and report as GRPO.
 
 /** Tokenizer and generation files a model folder may hold (copied into full checkpoints). */
 const TOKENIZER_FILES = [
@@ -203,6 +204,15 @@ export class SFTTrainer {
     }
     const tok = { assistantOnly: c.assistant_only_loss, maxLength: c.max_length };
     const examples = o.trainDataset.map((e) => sftRows(e, o.tokenizer, tok));
+    // The unit a batch is made of: an example's rows, or (packing, as TRL packs the dataset
+    // once before training) one packed row. The evaluation set stays unpacked: same loss.
+    const units: TrainRow[][] = c.packing
+      ? packRows(examples.flat(), c.max_length, c.packing_strategy).map((r) => [r])
+      : examples;
+    if (units.length === 0)
+      throw new ConfigError('no example of the train dataset has a token to train on', {
+        key: 'trainDataset',
+      });
     const evalRows = (o.evalDataset ?? []).flatMap((e) => sftRows(e, o.tokenizer, tok));
 
     let state: TrainerState = {
@@ -213,7 +223,12 @@ export class SFTTrainer {
       rng: { seed: c.seed, scheme: 'order = permutation(seed, epoch)' },
       nan_steps_skipped: 0,
       log_history: [],
-      extra: { best_eval_loss: null, best_checkpoint: null, evals_without_improvement: 0 },
+      extra: {
+        best_eval_loss: null,
+        best_checkpoint: null,
+        evals_without_improvement: 0,
+        num_tokens: 0,
+      },
       config: { ...c },
     };
     let params: LoraParams | undefined;
@@ -266,6 +281,7 @@ export class SFTTrainer {
       best_eval_loss: number | null;
       best_checkpoint: string | null;
       evals_without_improvement: number;
+      num_tokens?: number;
     };
     const evalLoss = async (): Promise<number> => {
       const targets = targetsOf(evalRows);
@@ -303,15 +319,24 @@ export class SFTTrainer {
       const bar = progress.start('SFT', c.max_steps);
       bar.update(state.global_step);
       let inARow = 0;
-      const cursor = new EpochCursor(examples.length, c.seed, state);
+      const cursor = new EpochCursor(units.length, c.seed, state);
       while (state.global_step < c.max_steps) {
         if (o.signal?.aborted) {
           stopped = 'aborted';
           break;
         }
         const t0 = performance.now();
-        const rows = cursor.take(c.per_device_train_batch_size).flatMap((i) => examples[i]!);
+        const rows = cursor.take(c.per_device_train_batch_size).flatMap((i) => units[i]!);
         const targets = targetsOf(rows);
+        // What the graph computes: the rows of the micro-batches, each padded to its longest.
+        const mbs = packMicroBatches(rows, targets, c.max_tokens_per_microbatch);
+        let tokens = 0;
+        let slots = 0;
+        for (const mb of mbs) {
+          for (const ri of mb.rows) tokens += rows[ri]!.tokens.length;
+          slots += mb.rows.length * mb.seqLen;
+        }
+        extra.num_tokens = (extra.num_tokens ?? 0) + tokens;
         const lr = learningRateAt(state.global_step + 1, c);
         const r = await policy.update(
           rows,
@@ -347,7 +372,15 @@ export class SFTTrainer {
           grad_norm: r.gradNorm,
           learning_rate: lr,
           entropy: r.stats.entropy_sum,
-          num_tokens: targets.count,
+          // TRL's: tokens trained on so far (padding excluded).
+          num_tokens: extra.num_tokens,
+          // This step: tokens, the share carrying loss, rows and micro-batches through the
+          // graph, and the share of the graph's token slots that is padding.
+          'train/tokens': tokens,
+          trainable_token_ratio: tokens === 0 ? 0 : targets.count / tokens,
+          'train/rows': mbs.reduce((s, mb) => s + mb.rows.length, 0),
+          'train/micro_batches': mbs.length,
+          'train/padding_ratio': slots === 0 ? 0 : 1 - tokens / slots,
           nan_steps_skipped: state.nan_steps_skipped,
           'timing/train_s': (performance.now() - t0) / 1000,
         };
