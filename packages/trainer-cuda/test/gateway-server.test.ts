@@ -205,6 +205,14 @@ describe('malformed requests get OpenAI-style errors', () => {
       'missing_required_parameter',
     ],
     [
+      'a message without content',
+      '/v1/chat/completions',
+      { model: 'tiny', messages: [{ role: 'user' }] },
+      400,
+      'messages.0.content',
+      'missing_required_parameter',
+    ],
+    [
       'empty messages',
       '/v1/chat/completions',
       { model: 'tiny', messages: [] },

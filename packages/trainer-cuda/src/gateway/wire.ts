@@ -152,7 +152,9 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.outp
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
   const path = issue.path.map(String).join('.');
-  const missing = issue.code === 'invalid_type' && issue.message.includes('undefined');
+  let at: unknown = body;
+  for (const k of issue.path) at = (at as Record<PropertyKey, unknown> | undefined)?.[k];
+  const missing = at === undefined && issue.path.length > 0;
   throw badRequest(
     missing ? `'${path}' is a required property` : `${path ? `${path}: ` : ''}${issue.message}`,
     path || null,
