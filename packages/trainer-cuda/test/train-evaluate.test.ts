@@ -5,6 +5,7 @@ import type { Trajectory } from '@flowgrpo/core';
 import { describe, expect, it } from 'vitest';
 import { comparisonTable, wilsonInterval } from '../src/index.js';
 import {
+  trajectoryCompletionLength,
   trajectoryToolCalls,
   trajectoryToolErrors,
   trajectoryTurns,
@@ -62,6 +63,22 @@ describe('what a trajectory did', () => {
     expect([trajectoryTurns(t), trajectoryToolCalls(t), trajectoryToolErrors(t)]).toEqual([
       3, 3, 1,
     ]);
+  });
+
+  it('recorded single-chain rollouts (the gateway): one turn per action segment', () => {
+    // prompt, action (3 tokens), observation, action (2 tokens): 2 turns, 5 sampled tokens.
+    const seg = (kind: 'prompt' | 'action' | 'observation', n: number) => ({
+      tokens: new Int32Array(n),
+      trainable: kind === 'action',
+      kind,
+    });
+    const t: Trajectory = {
+      ...base,
+      segments: [seg('prompt', 7), seg('action', 3), seg('observation', 4), seg('action', 2)],
+    };
+    expect([trajectoryTurns(t), trajectoryCompletionLength(t)]).toEqual([2, 5]);
+    const flow: Trajectory = { ...base, turns: [turn('almanac'), turn('None')] };
+    expect(trajectoryCompletionLength(flow)).toBe(2);
   });
 
   it('comparisonTable lines the policies up', () => {

@@ -78,7 +78,10 @@ interface TagAgentMetadata {
 /** Policy turns of a trajectory. */
 export function trajectoryTurns(t: Trajectory): number {
   if (t.turns) return t.turns.length;
-  return (t.metadata as TagAgentMetadata | undefined)?.turns ?? 0;
+  const tagTurns = (t.metadata as TagAgentMetadata | undefined)?.turns;
+  if (tagTurns !== undefined) return tagTurns;
+  // A recorded single-chain rollout (the gateway's segments): one turn per sampled action.
+  return (t.segments ?? []).filter((s) => s.kind === 'action').length;
 }
 
 /** Tool calls of a trajectory. */
@@ -103,7 +106,8 @@ function compliant(t: Trajectory): boolean {
   return parsed && t.stopReason !== 'parse_error' && t.stopReason !== 'error';
 }
 
-function completionLength(t: Trajectory): number {
+/** Sampled tokens of a trajectory (its turns' actions, or its trainable segments). */
+export function trajectoryCompletionLength(t: Trajectory): number {
   if (t.turns) return t.turns.reduce((s, u) => s + u.actionTokens.length, 0);
   return (t.segments ?? []).filter((s) => s.trainable).reduce((s, g) => s + g.tokens.length, 0);
 }
@@ -124,7 +128,7 @@ function summarize(items: readonly Scored[], threshold: number): EvalSummary {
     turns_mean: mean((s) => trajectoryTurns(s.trajectory)),
     tool_calls_per_trajectory: mean((s) => toolCalls(s.trajectory)),
     tool_error_rate: calls === 0 ? 0 : errors / calls,
-    completion_length_mean: mean((s) => completionLength(s.trajectory)),
+    completion_length_mean: mean((s) => trajectoryCompletionLength(s.trajectory)),
   };
 }
 

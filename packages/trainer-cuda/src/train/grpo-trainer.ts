@@ -50,6 +50,7 @@ import {
   type EvalResult,
   evaluate,
   runOne,
+  trajectoryCompletionLength,
   trajectoryToolCalls,
   trajectoryToolErrors,
   trajectoryTurns,
@@ -446,9 +447,7 @@ export class GRPOTrainer {
           ...grpoMetrics({
             rewards,
             groups,
-            completionLengths: trajectories.map((tr) =>
-              (tr.turns ?? []).reduce((s, u) => s + u.actionTokens.length, 0),
-            ),
+            completionLengths: trajectories.map(trajectoryCompletionLength),
             ...(last && {
               loss: {
                 clipFracLow: last.stats.clip_low_sum,
