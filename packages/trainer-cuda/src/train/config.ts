@@ -145,6 +145,11 @@ export const SFTConfigSchema = z
     use_peft: z.boolean().default(true),
     /** Stop when the eval loss has not improved for this many evaluations (0 = never). */
     early_stopping_patience: z.number().int().nonnegative().default(0),
+    /**
+     * How much the eval loss must fall below the best so far to count as an improvement for
+     * `early_stopping_patience` (HF's EarlyStoppingCallback `early_stopping_threshold`).
+     */
+    early_stopping_threshold: z.number().nonnegative().default(0),
   })
   .strict();
 export type SFTConfig = z.output<typeof SFTConfigSchema>;

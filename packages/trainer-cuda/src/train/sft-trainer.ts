@@ -391,11 +391,16 @@ export class SFTTrainer {
         if (evalNow) {
           const loss = await evalLoss();
           record.eval_loss = loss;
-          if (extra.best_eval_loss === null || loss < extra.best_eval_loss) {
-            extra.best_eval_loss = loss;
+          // As HF's EarlyStoppingCallback: any lower loss is the new best checkpoint, but only
+          // an improvement larger than the threshold resets the patience counter.
+          const best = extra.best_eval_loss;
+          if (best === null || best - loss > c.early_stopping_threshold)
             extra.evals_without_improvement = 0;
+          else extra.evals_without_improvement++;
+          if (best === null || loss < best) {
+            extra.best_eval_loss = loss;
             extra.best_checkpoint = await save();
-          } else extra.evals_without_improvement++;
+          }
         }
         state.log_history.push(record as Record<string, number>);
         if (

@@ -1,0 +1,82 @@
+// SFTTrainer's early stopping, as HF's EarlyStoppingCallback defines it: an evaluation counts as
+// an improvement only when the eval loss falls below the best so far by more than
+// `early_stopping_threshold`; after `early_stopping_patience` evaluations without one, training
+// stops. Any lower loss is still the new best checkpoint. The expected steps below follow from
+// those rules on a run whose eval loss falls at every step (the eval set is the training set and
+// every weight is trained at a high learning rate, so each step lowers it; the first test checks it).
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTinyQwen2, type SFTExample, SFTTrainer, type TinyModel } from '../src/index.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-sft-early-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+let model: TinyModel;
+beforeAll(async () => {
+  model = await createTinyQwen2(join(tmp, 'model'), {
+    seed: 'early-stopping',
+    hiddenSize: 32,
+    layers: 1,
+    heads: 4,
+    kvHeads: 2,
+    intermediateSize: 48,
+  });
+});
+
+const data: SFTExample[] = Array.from({ length: 8 }, (_, i) => ({
+  prompt: `Count ${i}: `,
+  completion: `${'*'.repeat(i + 1)}.`,
+}));
+
+async function train(dir: string, threshold: number) {
+  const result = await new SFTTrainer({
+    config: {
+      output_dir: join(tmp, dir),
+      max_steps: 6,
+      learning_rate: 3e-3,
+      per_device_train_batch_size: 8,
+      max_length: 64,
+      eval_steps: 1,
+      early_stopping_patience: 2,
+      early_stopping_threshold: threshold,
+      use_peft: false,
+      seed: 5,
+    },
+    model: model.dir,
+    tokenizer: model.tokenizer,
+    trainDataset: data,
+    evalDataset: data,
+  }).train();
+  const evalLoss = readFileSync(join(tmp, dir, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, number>)
+    .filter((r) => r.eval_loss !== undefined)
+    .map((r) => r.eval_loss!);
+  return { result, evalLoss };
+}
+
+describe('SFT early stopping', () => {
+  it('threshold 0: every lower loss is an improvement, so the run reaches max_steps', async () => {
+    const { result, evalLoss } = await train('no-threshold', 0);
+    // The premise: the eval loss falls at every evaluation.
+    for (let i = 1; i < evalLoss.length; i++) expect(evalLoss[i]).toBeLessThan(evalLoss[i - 1]!);
+    expect(evalLoss).toHaveLength(6);
+    expect(result.stopped).toBe('max_steps');
+    expect(basename(result.bestCheckpoint)).toBe('checkpoint-6');
+  });
+
+  it('a threshold above the per-step gain: stops after `patience` evaluations, best kept', async () => {
+    // Step 1 sets the best; steps 2 and 3 improve by less than 10 nats → counter 1, 2 → stop at 3.
+    const { result, evalLoss } = await train('threshold', 10);
+    expect(evalLoss).toHaveLength(3);
+    expect(result.stopped).toBe('early_stopping');
+    expect(result.globalStep).toBe(3);
+    // Step 3's loss is the lowest, so it is the best checkpoint although it did not "improve".
+    expect(evalLoss[2]).toBeLessThan(evalLoss[1]!);
+    expect(basename(result.bestCheckpoint)).toBe('checkpoint-3');
+    expect(result.bestEvalLoss).toBe(evalLoss[2]);
+  });
+});
