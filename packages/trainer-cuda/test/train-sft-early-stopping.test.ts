@@ -4,7 +4,7 @@
 // stops. Any lower loss is still the new best checkpoint. The expected steps below follow from
 // those rules on a run whose eval loss falls at every step (the eval set is the training set and
 // every weight is trained at a high learning rate, so each step lowers it; the first test checks it).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -30,7 +30,7 @@ const data: SFTExample[] = Array.from({ length: 8 }, (_, i) => ({
   completion: `${'*'.repeat(i + 1)}.`,
 }));
 
-async function train(dir: string, threshold: number) {
+async function train(dir: string, threshold: number, saveTotalLimit = 0) {
   const result = await new SFTTrainer({
     config: {
       output_dir: join(tmp, dir),
@@ -42,6 +42,7 @@ async function train(dir: string, threshold: number) {
       early_stopping_patience: 2,
       early_stopping_threshold: threshold,
       use_peft: false,
+      save_total_limit: saveTotalLimit,
       seed: 5,
     },
     model: model.dir,
@@ -78,5 +79,25 @@ describe('SFT early stopping', () => {
     expect(evalLoss[2]).toBeLessThan(evalLoss[1]!);
     expect(basename(result.bestCheckpoint)).toBe('checkpoint-3');
     expect(result.bestEvalLoss).toBe(evalLoss[2]);
+  });
+
+  it('a fresh run into a used output_dir: the earlier checkpoints go, the new best stays', async () => {
+    // Run 1 leaves checkpoint-1 … checkpoint-6. Run 2 (fresh, same folder) stops at step 3 with
+    // save_total_limit 1. Were run 1's checkpoint-6 left in place, rotation (which keeps the
+    // highest steps) would delete run 2's best, checkpoint-3, and keep the stale one.
+    await train('reused', 0);
+    expect(
+      readdirSync(join(tmp, 'reused')).filter((n) => n.startsWith('checkpoint-')),
+    ).toHaveLength(6);
+    const { result } = await train('reused', 10, 1);
+    expect(basename(result.bestCheckpoint)).toBe('checkpoint-3');
+    expect(existsSync(join(result.bestCheckpoint, 'config.json'))).toBe(true);
+    // save_total_limit counts the checkpoints besides the best one: run 2's checkpoint-2 and its
+    // best, checkpoint-3; nothing of run 1's.
+    expect(
+      readdirSync(join(tmp, 'reused'))
+        .filter((n) => n.startsWith('checkpoint-'))
+        .sort(),
+    ).toEqual(['checkpoint-2', 'checkpoint-3']);
   });
 });

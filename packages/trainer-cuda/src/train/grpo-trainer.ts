@@ -32,6 +32,7 @@ import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
   listCheckpoints,
   loadCheckpoint,
+  removeStaleCheckpoints,
   rotateCheckpoints,
   saveCheckpoint,
   type TrainerState,
@@ -221,7 +222,17 @@ export class GRPOTrainer {
       params = o.adapter ?? initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`);
     }
     // A fresh run starts a fresh metrics.jsonl (a resumed one kept the steps it continues from).
-    if (!resumeFrom) this.#run.truncateMetrics(0);
+    if (!resumeFrom) {
+      this.#run.truncateMetrics(0);
+      const stale = removeStaleCheckpoints(this.#run.dir, [
+        o.artifacts,
+        ...(typeof o.adapter === 'string' ? [o.adapter] : []),
+      ]);
+      if (stale.length > 0)
+        progress.log(
+          `${this.#run.dir} held an earlier run's checkpoints (${stale.join(', ')}): removed (resume_from_checkpoint continues a run instead)`,
+        );
+    }
     this.#run.writeJson('config.json', { trainer: 'grpo', ...c, artifacts: resolve(o.artifacts) });
 
     // ---- the model, its optimizer, the rollout engine -------------------------------------

@@ -11,6 +11,7 @@ import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
   listCheckpoints,
   loadCheckpoint,
+  removeStaleCheckpoints,
   rotateCheckpoints,
   saveCheckpoint,
   type TrainerState,
@@ -250,7 +251,17 @@ export class SFTTrainer {
         (typeof o.adapter === 'object' ? o.adapter : undefined) ??
         initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`);
     // A fresh run starts a fresh metrics.jsonl (a resumed one kept the steps it continues from).
-    if (!resumeFrom) this.#run.truncateMetrics(0);
+    if (!resumeFrom) {
+      this.#run.truncateMetrics(0);
+      const stale = removeStaleCheckpoints(
+        this.#run.dir,
+        [o.model, o.artifacts, o.adapter].filter((p): p is string => typeof p === 'string'),
+      );
+      if (stale.length > 0)
+        progress.log(
+          `${this.#run.dir} held an earlier run's checkpoints (${stale.join(', ')}): removed (resume_from_checkpoint continues a run instead)`,
+        );
+    }
     this.#run.writeJson('config.json', {
       trainer: 'sft',
       ...c,
