@@ -1,6 +1,7 @@
 import type { RolloutAgent } from '@flowgrpo/agent';
 import type { SampleRow, Trajectory } from '@flowgrpo/core';
 import { type RewardFunction, rewardInputFromTrajectory } from '@flowgrpo/reward';
+import { expectAbortListeners } from '../util/abort-listeners.js';
 
 // Evaluation of a policy inside its agent on a dataset: each question once, the reward function
 // scoring the final answer. Reports what the seeds' tables report — accuracy (with a 95% Wilson
@@ -160,6 +161,7 @@ export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
     }
   };
   const width = Math.max(1, Math.min(o.concurrency ?? 32, o.dataset.length));
+  expectAbortListeners(o.signal, 4 * width);
   await Promise.all(Array.from({ length: width }, worker));
   const perSource: Record<string, EvalSummary> = {};
   for (const source of [...new Set(results.map((r) => r.source))].sort())

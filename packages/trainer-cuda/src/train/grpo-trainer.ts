@@ -29,6 +29,7 @@ import {
 } from '../lora/lora-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import { expectAbortListeners } from '../util/abort-listeners.js';
 import {
   listCheckpoints,
   loadCheckpoint,
@@ -180,6 +181,7 @@ export class GRPOTrainer {
   }
 
   async train(): Promise<TrainResult> {
+    expectAbortListeners(this.#o.signal, 4 * this.config.rollout_concurrency);
     const c = this.config;
     const o = this.#o;
     const progress = o.progress ?? silentProgress;
