@@ -21,8 +21,8 @@ const out = mkdtempSync(join(tmpdir(), 'flowgrpo-demo-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 let result: DemoResult;
 beforeAll(async () => {
-  result = await runDemo({ outDir: out, seed: 3, budget: 'smoke' });
-}, 300_000);
+  result = await runDemo({ outDir: out, seed: 3, budget: 'smoke', rft: true });
+}, 600_000); // a hang guard: ~100 s alone on 2 cores, ~190 s with a training run beside it
 
 const rows = (file: string): SampleRow[] =>
   readFileSync(join(out, 'data', file), 'utf8')
@@ -31,8 +31,13 @@ const rows = (file: string): SampleRow[] =>
     .map((l) => JSON.parse(l) as SampleRow);
 
 describe('flowgrpo demo (smoke budget)', () => {
-  it('evaluates base, SFT and GRPO on the held-out questions and writes the report', () => {
-    expect(result.evals.map((e) => e.name)).toEqual(['base', 'sft', 'grpo']);
+  it('evaluates base, SFT, the RFT baseline and GRPO on the held-out questions and writes the report', () => {
+    expect(result.evals.map((e) => e.name)).toEqual([
+      'base',
+      'sft',
+      'rft (sft on correct traces)',
+      'grpo',
+    ]);
     for (const e of result.evals) {
       expect(e.n).toBe(24);
       expect(e.accuracy).toBeGreaterThanOrEqual(0);
@@ -41,6 +46,23 @@ describe('flowgrpo demo (smoke budget)', () => {
     expect(result.table).toMatch(/grpo/);
     expect(readFileSync(result.report, 'utf8')).toContain('<svg');
     expect(JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')).seed).toBe(3);
+  });
+
+  it('the RFT baseline trains on the judged-correct demonstrations only, from the base model', async () => {
+    // Smoke budget: 400 demonstrations, the first 32 for validation. The teacher is right on
+    // about two thirds of them (docs/demo.md), so RFT keeps some but not all.
+    const rft = result.rft!;
+    expect(rft.demonstrations).toBeGreaterThan(0);
+    expect(rft.demonstrations).toBeLessThan(368);
+    expect(rft.validation).toBeGreaterThan(0);
+    expect(rft.validation).toBeLessThan(32);
+    // Its own run folder, a complete model folder, and artifacts built from it.
+    expect(rft.checkpoint.startsWith(join(out, 'runs', 'rft'))).toBe(true);
+    expect(existsSync(join(rft.checkpoint, 'config.json'))).toBe(true);
+    expect(readArtifactsManifest(join(out, 'artifacts', 'rft')).lora).toBeUndefined();
+    const saved = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8'));
+    expect(saved.rft.demonstrations).toBe(rft.demonstrations);
+    expect(readFileSync(result.report, 'utf8')).toContain('RFT baseline');
   });
 
   it('keeps the held-out split disjoint: no landmark or year of a test question is in training', () => {

@@ -4,7 +4,7 @@ import { type CliIO, type Command, numberOption, stringOption, UsageError } from
 import { cliProgress, interruptSignal } from '../run-progress.js';
 
 const usage = `Usage:
-  flowgrpo demo [--quick] [--seed N] [--out DIR]
+  flowgrpo demo [--quick] [--rft] [--seed N] [--out DIR]
 
 The embedded Flow-GRPO demo, offline on the CPU: an almanac question task generated from the
 seed (1–3 tool calls: almanac lookups and a calculator), a tiny Qwen2-architecture planner
@@ -19,6 +19,8 @@ Writes DIR/report.html (curves, the table, sample trajectories), DIR/results.jso
 
 Options:
   --quick      smaller budgets everywhere (shows the whole loop; the gain is reported, not promised)
+  --rft        also the rejection-sampling baseline: the same SFT on only the demonstrations the
+               judge marks correct (uses the reward, as GRPO does; one more SFT run)
   --seed N     seed of the task, the model and the trainers (default 1)
   --out DIR    output folder (default out/demo, or out/demo-quick with --quick)
   --device D   cpu (default) | auto | webgpu | cuda`;
@@ -29,6 +31,7 @@ export const demoCommand: Command = {
   usage,
   options: {
     quick: { type: 'boolean' },
+    rft: { type: 'boolean' },
     seed: { type: 'string' },
     out: { type: 'string' },
     device: { type: 'string' },
@@ -53,17 +56,24 @@ export const demoCommand: Command = {
       const r = await runDemo({
         outDir,
         quick,
+        rft: args.values.rft === true,
         seed,
         device: device as 'cpu',
         progress,
         signal: interrupt.signal,
       });
       io.stdout(`\nHeld-out accuracy (${r.evals[0]!.n} questions, greedy):\n\n${r.table}\n\n`);
-      const [base, sft, grpo] = r.evals;
+      const byName = (prefix: string) => r.evals.find((e) => e.name.startsWith(prefix));
+      const [base, sft, grpo] = [byName('base'), byName('sft'), byName('grpo')];
       io.stdout(
         `GRPO − SFT: ${(100 * (grpo!.accuracy - sft!.accuracy)).toFixed(1)} points ` +
           `(base ${(100 * base!.accuracy).toFixed(1)}%, SFT ${(100 * sft!.accuracy).toFixed(1)}%, GRPO ${(100 * grpo!.accuracy).toFixed(1)}%) in ${r.timings.total_s!.toFixed(0)} s\n`,
       );
+      const rft = byName('rft');
+      if (rft)
+        io.stdout(
+          `GRPO − RFT: ${(100 * (grpo!.accuracy - rft.accuracy)).toFixed(1)} points (RFT ${(100 * rft.accuracy).toFixed(1)}%, on ${r.rft!.demonstrations} correct demonstrations)\n`,
+        );
       io.stdout(`report:   ${r.report}\nrun dir:  ${r.outDir}\n`);
       return 0;
     } finally {
