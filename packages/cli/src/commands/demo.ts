@@ -12,7 +12,7 @@ created from the seed, SFT on an imperfect teacher's demonstrations until the va
 stops improving, then Flow-GRPO from the SFT model with outcome rewards only — and base, SFT and
 GRPO evaluated side by side on held-out questions (no landmark, town or year shared with
 training). The planner runs inside the real FlowRollout; the executor, verifier, final-answer
-generator and judge are rule-based engines. About 10 minutes on 2 CPU cores; --quick about 2.
+generator and judge are rule-based engines. About 6 minutes on 2 idle CPU cores; --quick under 2.
 
 Writes DIR/report.html (curves, the table, sample trajectories), DIR/results.json, the runs
 (metrics.jsonl, checkpoints, rollouts as Parquet) and the data. See docs/demo.md.
