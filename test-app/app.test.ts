@@ -217,6 +217,7 @@ describe('an app outside the workspace', () => {
         'reward',
         'tools',
         'trainer',
+        'trainerTesting',
       ].sort(),
     );
     for (const [name, n] of Object.entries(counts)) expect(n, name).toBeGreaterThan(0);
