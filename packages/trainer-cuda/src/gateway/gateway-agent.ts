@@ -3,8 +3,8 @@ import type { PolicyEngine, RolloutAgent, RolloutContext } from '@flowgrpo/agent
 import { ConfigError, type Trajectory } from '@flowgrpo/core';
 import type { RewardFunction, RewardResult } from '@flowgrpo/reward';
 import { withSampling } from '../train/sampling-override.js';
-import { type PolicyGateway, ROLLOUT_HEADER } from './gateway.js';
-import { rolloutTrajectory } from './recorder.js';
+import { type PolicyGateway, ROLLOUT_HEADER, type RolloutBinding } from './gateway.js';
+import { type RecordedRollout, rolloutTrajectory } from './recorder.js';
 
 // GRPOTrainer × the gateway: the trainer's `agent` option built from an arbitrary agent program
 // — a function that gets a base URL and a rollout id and returns an answer. Each rollout:
@@ -62,50 +62,30 @@ export function gatewayAgent(o: GatewayAgentOptions): (policy: PolicyEngine) => 
   return (policy) => ({
     async run(question: string, context: RolloutContext = {}): Promise<Trajectory> {
       const rolloutId = `${context.queryId ?? 'q'}.${context.index ?? 0}.${randomUUID().slice(0, 8)}`;
-      const unbind = o.gateway.bindRollout(rolloutId, {
-        engines: {
-          ...o.engines,
-          [model]:
-            o.temperature === undefined
-              ? policy
-              : withSampling(policy, { temperature: o.temperature }),
-        },
-        ...(context.seed !== undefined && { seed: context.seed }),
-      });
-      let answer = '';
-      let posted: number | undefined;
-      let failure: Error | undefined;
       const start = performance.now();
-      try {
-        const out = await o.program({
-          baseURL: o.gateway.rolloutBaseURL(rolloutId),
-          rolloutId,
+      const { recorded, answer, failure } = await runAgentProgram(
+        o.gateway,
+        o.program,
+        rolloutId,
+        {
+          engines: {
+            ...o.engines,
+            [model]:
+              o.temperature === undefined
+                ? policy
+                : withSampling(policy, { temperature: o.temperature }),
+          },
+          ...(context.seed !== undefined && { seed: context.seed }),
+        },
+        {
           question,
           model,
           apiKey: o.apiKey ?? 'EMPTY',
-          headers: { [ROLLOUT_HEADER]: rolloutId },
           ...(context.signal && { signal: context.signal }),
           ...(context.seed !== undefined && { seed: context.seed }),
           ...(context.groundTruth !== undefined && { groundTruth: context.groundTruth }),
-        });
-        if (typeof out === 'string') answer = out;
-        else {
-          answer = out.answer;
-          posted = out.reward;
-        }
-      } catch (e) {
-        if (context.signal?.aborted) throw e;
-        failure = e instanceof Error ? e : new Error(String(e));
-      } finally {
-        unbind();
-      }
-      const recorded = o.gateway.recorder.take(rolloutId) ?? {
-        id: rolloutId,
-        calls: [],
-        createdAt: Date.now(),
-        inFlight: 0,
-      };
-      if (posted !== undefined) recorded.reward = posted;
+        },
+      );
       const t = rolloutTrajectory(recorded, {
         model,
         queryId: context.queryId ?? rolloutId,
@@ -131,6 +111,59 @@ export function gatewayAgent(o: GatewayAgentOptions): (policy: PolicyEngine) => 
       return t;
     },
   });
+}
+
+/** What one run of an agent program left: its recorded calls, its answer, and why it failed. */
+export interface AgentProgramRun {
+  /** The rollout's recorded calls (none when it made none); a reward the program returned. */
+  recorded: RecordedRollout;
+  answer: string;
+  /** The error the program threw (the run was not aborted): a failed rollout, kept. */
+  failure?: Error;
+}
+
+/**
+ * One run of an agent program as rollout `rolloutId`: the binding routes its calls, the program
+ * gets the rollout's base URL and header, and the calls it made are taken from the recorder. A
+ * program that throws is a failed rollout unless the run was aborted (then the error goes on).
+ */
+export async function runAgentProgram(
+  gateway: PolicyGateway,
+  program: AgentProgram,
+  rolloutId: string,
+  binding: RolloutBinding,
+  context: Omit<AgentProgramContext, 'baseURL' | 'rolloutId' | 'headers'>,
+): Promise<AgentProgramRun> {
+  const unbind = gateway.bindRollout(rolloutId, binding);
+  let answer = '';
+  let posted: number | undefined;
+  let failure: Error | undefined;
+  try {
+    const out = await program({
+      ...context,
+      baseURL: gateway.rolloutBaseURL(rolloutId),
+      rolloutId,
+      headers: { [ROLLOUT_HEADER]: rolloutId },
+    });
+    if (typeof out === 'string') answer = out;
+    else {
+      answer = out.answer;
+      posted = out.reward;
+    }
+  } catch (e) {
+    if (context.signal?.aborted) throw e;
+    failure = e instanceof Error ? e : new Error(String(e));
+  } finally {
+    unbind();
+  }
+  const recorded = gateway.recorder.take(rolloutId) ?? {
+    id: rolloutId,
+    calls: [],
+    createdAt: Date.now(),
+    inFlight: 0,
+  };
+  if (posted !== undefined) recorded.reward = posted;
+  return { recorded, answer, ...(failure && { failure }) };
 }
 
 /**

@@ -13,7 +13,7 @@ import {
 } from '../train/config.js';
 import { EpochCursor } from '../train/data-order.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
-import type { AgentProgram } from './gateway-agent.js';
+import { type AgentProgram, runAgentProgram } from './gateway-agent.js';
 import { LocalPolicyHost } from './policy-host.js';
 import type { RecordedRollout } from './recorder.js';
 import {
@@ -126,35 +126,21 @@ export class MultiRoleGRPOTrainer {
         for (let k = next++; k < jobs.length; k = next++) {
           const { row, q, g } = jobs[k]!;
           const id = `b${batch}.q${q}.g${g}`;
-          const unbind = gateway.bindRollout(id, { seed: base + q * G + g });
-          let answer = '';
-          try {
-            const out = await o.program({
-              baseURL: gateway.rolloutBaseURL(id),
-              rolloutId: id,
+          // A failed rollout keeps the calls it made, scored as its reward says (0 if none).
+          const { recorded: rec, answer } = await runAgentProgram(
+            gateway,
+            o.program,
+            id,
+            { seed: base + q * G + g },
+            {
               question: row.question,
               model: roles.find((r) => r.spec.trainable)!.name,
               apiKey: o.gateway?.apiKey ?? 'EMPTY',
-              headers: {},
               seed: base + q * G + g,
               groundTruth: row.result,
               ...(o.signal && { signal: o.signal }),
-            });
-            answer = typeof out === 'string' ? out : out.answer;
-            if (typeof out !== 'string' && out.reward !== undefined)
-              gateway.recorder.setReward(id, { reward: out.reward });
-          } catch (e) {
-            // A failed rollout keeps the calls it made, scored as its reward says (0 if none).
-            if (o.signal?.aborted) throw e;
-          } finally {
-            unbind();
-          }
-          const rec = gateway.recorder.take(id) ?? {
-            id,
-            calls: [],
-            createdAt: Date.now(),
-            inFlight: 0,
-          };
+            },
+          );
           rollouts[k] = rec;
           scored[k] =
             rec.reward ??
