@@ -1,7 +1,6 @@
 import { join, resolve } from 'node:path';
 import { ConfigError, createRng, type SampleRow } from '@flowgrpo/core';
 import type { RewardFunction } from '@flowgrpo/reward';
-import { DecoderArtifacts, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
@@ -14,10 +13,9 @@ import {
 import { EpochCursor } from '../train/data-order.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
 import { type AgentProgram, runAgentProgram } from './gateway-agent.js';
-import { LocalPolicyHost } from './policy-host.js';
 import type { RecordedRollout } from './recorder.js';
 import {
-  openRoles,
+  hostRoles,
   type RoleSpec,
   type ServedRole,
   saveRoleAdapters,
@@ -81,30 +79,20 @@ export class MultiRoleGRPOTrainer {
   async train(): Promise<MultiRoleTrainResult> {
     const c = this.config;
     const o = this.#o;
-    const manifest = readArtifactsManifest(o.artifacts);
-    const device = o.device ?? 'cpu';
-    const artifacts = await DecoderArtifacts.open(o.artifacts, { graphs: ['decode'], device });
-    const host = await LocalPolicyHost.open({ artifacts, tokenizer: o.tokenizer });
-    let roles: ServedRole[] = [];
+    const served = await hostRoles({
+      artifactsDir: o.artifacts,
+      tokenizer: o.tokenizer,
+      roles: o.roles,
+      config: c,
+      device: o.device ?? 'cpu',
+    });
     let gateway: PolicyGateway | undefined;
     try {
-      roles = await openRoles({
-        artifactsDir: o.artifacts,
-        artifacts,
-        manifest,
-        tokenizer: o.tokenizer,
-        roles: o.roles,
-        config: c,
-        device,
-      });
-      for (const r of roles) host.serve(r.name, r.engine);
-      gateway = await createPolicyGateway({ ...o.gateway, host });
-      return await this.#loop(gateway, roles);
+      gateway = await createPolicyGateway({ ...o.gateway, host: served.host });
+      return await this.#loop(gateway, served.roles);
     } finally {
       await gateway?.close();
-      for (const r of roles) await r.policy?.release();
-      await host.close();
-      await artifacts.release();
+      await served.close();
     }
   }
 

@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
-import { DecoderArtifacts, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
@@ -13,10 +12,10 @@ import {
 } from '../train/config.js';
 import { RunDirectory } from '../train/run-dir.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
-import { LocalPolicyHost } from './policy-host.js';
 import { type RecordedRollout, RolloutRecorder } from './recorder.js';
 import {
-  openRoles,
+  type HostedRoles,
+  hostRoles,
   type RoleSpec,
   type ServedRole,
   saveRoleAdapters,
@@ -68,8 +67,7 @@ export class OnlineGRPOTrainer {
   /** Resolves once max_steps updates are done (the gateway keeps serving). */
   readonly finished: Promise<void>;
   readonly #o: OnlineGRPOTrainerOptions;
-  readonly #host: LocalPolicyHost;
-  readonly #artifacts: DecoderArtifacts;
+  readonly #served: HostedRoles;
   readonly #run: RunDirectory;
   readonly #filling = new Map<string, RecordedRollout[]>();
   readonly #complete: RecordedRollout[][] = [];
@@ -81,19 +79,14 @@ export class OnlineGRPOTrainer {
   private constructor(
     o: OnlineGRPOTrainerOptions,
     config: GRPOConfig,
-    parts: {
-      gateway: PolicyGateway;
-      roles: ServedRole[];
-      host: LocalPolicyHost;
-      artifacts: DecoderArtifacts;
-    },
+    gateway: PolicyGateway,
+    served: HostedRoles,
   ) {
     this.#o = o;
     this.config = config;
-    this.gateway = parts.gateway;
-    this.roles = parts.roles;
-    this.#host = parts.host;
-    this.#artifacts = parts.artifacts;
+    this.gateway = gateway;
+    this.roles = served.roles;
+    this.#served = served;
     this.#run = new RunDirectory(resolve(config.output_dir));
     this.finished = new Promise((r) => {
       this.#finish = r;
@@ -105,26 +98,15 @@ export class OnlineGRPOTrainer {
     const config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
     if (!Object.values(o.roles).some((r) => r.trainable))
       throw new ConfigError('no role is trainable', { key: 'roles' });
-    const manifest = readArtifactsManifest(o.artifacts);
-    const device = o.device ?? 'cpu';
-    const artifacts = await DecoderArtifacts.open(o.artifacts, { graphs: ['decode'], device });
-    const host = await LocalPolicyHost.open({
-      artifacts,
+    const served = await hostRoles({
+      artifactsDir: o.artifacts,
       tokenizer: o.tokenizer,
+      roles: o.roles,
+      config,
+      device: o.device ?? 'cpu',
       baseModel: o.baseModel ?? 'base',
     });
-    let roles: ServedRole[] = [];
     try {
-      roles = await openRoles({
-        artifactsDir: o.artifacts,
-        artifacts,
-        manifest,
-        tokenizer: o.tokenizer,
-        roles: o.roles,
-        config,
-        device,
-      });
-      for (const r of roles) host.serve(r.name, r.engine);
       let self: OnlineGRPOTrainer | undefined;
       const recorder = new RolloutRecorder({
         onReward: (r) => {
@@ -132,15 +114,13 @@ export class OnlineGRPOTrainer {
           if (self) self.#rewarded(r);
         },
       });
-      const gateway = await createPolicyGateway({ ...o.gateway, host, recorder });
-      self = new OnlineGRPOTrainer(o, config, { gateway, roles, host, artifacts });
+      const gateway = await createPolicyGateway({ ...o.gateway, host: served.host, recorder });
+      self = new OnlineGRPOTrainer(o, config, gateway, served);
       self.#run.truncateMetrics(0);
       self.#run.writeJson('config.json', { trainer: 'online-grpo', ...config });
       return self;
     } catch (e) {
-      for (const r of roles) await r.policy?.release();
-      await host.close();
-      await artifacts.release();
+      await served.close();
       throw e;
     }
   }
@@ -221,9 +201,7 @@ export class OnlineGRPOTrainer {
     await this.#queue;
     const adapters = await this.saveAdapters();
     await this.gateway.close();
-    for (const r of this.roles) await r.policy?.release();
-    await this.#host.close();
-    await this.#artifacts.release();
+    await this.#served.close();
     return adapters;
   }
 }

@@ -1,7 +1,11 @@
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
 import { computeAdvantages, type LossAggregation } from '@flowgrpo/grpo';
-import type { ArtifactsManifest, DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
+import {
+  type ArtifactsManifest,
+  DecoderArtifacts,
+  readArtifactsManifest,
+} from '../artifacts/decoder-artifacts.js';
 import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
 import {
   initLoraParams,
@@ -14,6 +18,7 @@ import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import { type TrainRow, targetsOf } from '../train/collate.js';
 import { type GRPOConfig, policyOptions } from '../train/config.js';
 import { aggregationWeights, LoraPolicy } from '../train/lora-policy.js';
+import { LocalPolicyHost } from './policy-host.js';
 import { type CallChain, chainCalls, type RecordedRollout } from './recorder.js';
 
 // Roles served by the gateway, each a LoRA adapter on the shared base: an engine per role over
@@ -118,6 +123,54 @@ export async function openRoles(o: {
     throw e;
   }
   return out;
+}
+
+/** The shared base's decode session, a LocalPolicyHost over it, and the roles it serves. */
+export interface HostedRoles {
+  artifacts: DecoderArtifacts;
+  host: LocalPolicyHost;
+  roles: ServedRole[];
+  /** Releases the roles' training sessions, the host and the decode session. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the artifacts' decode session, a LocalPolicyHost over it and every role (openRoles),
+ * each served under its name: what a gateway over several roles stands on. On failure nothing
+ * stays open.
+ */
+export async function hostRoles(o: {
+  artifactsDir: string;
+  tokenizer: Tokenizer;
+  roles: Record<string, RoleSpec>;
+  config: GRPOConfig;
+  device: DeviceRequest;
+  baseModel?: string;
+}): Promise<HostedRoles> {
+  const manifest = readArtifactsManifest(o.artifactsDir);
+  const artifacts = await DecoderArtifacts.open(o.artifactsDir, {
+    graphs: ['decode'],
+    device: o.device,
+  });
+  const host = await LocalPolicyHost.open({
+    artifacts,
+    tokenizer: o.tokenizer,
+    ...(o.baseModel !== undefined && { baseModel: o.baseModel }),
+  });
+  let roles: ServedRole[] = [];
+  const close = async () => {
+    for (const r of roles) await r.policy?.release();
+    await host.close();
+    await artifacts.release();
+  };
+  try {
+    roles = await openRoles({ ...o, artifacts, manifest });
+  } catch (e) {
+    await close();
+    throw e;
+  }
+  for (const r of roles) host.serve(r.name, r.engine);
+  return { artifacts, host, roles, close };
 }
 
 /**
