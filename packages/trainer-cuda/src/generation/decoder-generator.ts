@@ -24,6 +24,7 @@ import type { ValueSpec } from '../runtime/feeds.js';
 import { SessionWorker, type WorkerSession } from '../runtime/session-worker.js';
 import { type BatchRow, FusedBatcher } from './fused-batcher.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
+import { firstStop } from './stop-strings.js';
 
 // Batched generation. With a `generate` graph in the artifacts (and the CPU EP), requests go to a
 // FusedBatcher: continuous batching, the decode loop inside the graph (fused-batcher.ts,
@@ -689,16 +690,4 @@ function validateRequest(
       `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
     );
   return { prompt, stopStrings };
-}
-
-function firstStop(
-  text: string,
-  stops: readonly string[],
-): { stop: string; index: number } | undefined {
-  let best: { stop: string; index: number } | undefined;
-  for (const stop of stops) {
-    const index = text.indexOf(stop);
-    if (index >= 0 && (!best || index < best.index)) best = { stop, index };
-  }
-  return best;
 }

@@ -11,6 +11,7 @@ import {
 } from '../models/graph/inference-graph.js';
 import type { Session } from '../runtime/session.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
+import { firstStop } from './stop-strings.js';
 
 // Continuous batching over the `generate` graph (models/graph/inference-graph.ts). Requests wait
 // in a queue; the batch runs in chunks — one session.run samples up to `chunkTokens` tokens per
@@ -418,18 +419,6 @@ export class FusedBatcher {
     this.#live = keep.map((b) => this.#live[b]!);
     this.#cache = keep.length > 0 ? keepRows(this.#cache!, keep, this.#o.config) : undefined;
   }
-}
-
-function firstStop(
-  text: string,
-  stops: readonly string[],
-): { stop: string; index: number } | undefined {
-  let best: { stop: string; index: number } | undefined;
-  for (const stop of stops) {
-    const index = text.indexOf(stop);
-    if (index >= 0 && (!best || index < best.index)) best = { stop, index };
-  }
-  return best;
 }
 
 /** Rows `keep` of a cache (each row's block is contiguous: one copy per row and tensor). */
