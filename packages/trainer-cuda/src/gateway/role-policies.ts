@@ -17,7 +17,12 @@ import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import { type TrainRow, targetsOf } from '../train/collate.js';
 import { type GRPOConfig, policyOptions } from '../train/config.js';
-import { aggregationWeights, LoraPolicy } from '../train/lora-policy.js';
+import {
+  aggregationWeights,
+  applyTruncatedImportanceWeights,
+  LoraPolicy,
+  updateHyperParams,
+} from '../train/lora-policy.js';
 import { LocalPolicyHost } from './policy-host.js';
 import { type CallChain, chainCalls, type RecordedRollout } from './recorder.js';
 
@@ -219,25 +224,12 @@ export async function updateRole(
     maxLen: c.max_completion_length,
   });
   if (o.importanceCorrection || c.vllm_importance_sampling_correction)
-    for (let j = 0; j < targets.count; j++)
-      pgWeights[j]! *= Math.min(
-        Math.exp(old[j]! - targets.sampleLogprob[j]!),
-        c.vllm_importance_sampling_cap,
-      );
+    applyTruncatedImportanceWeights(pgWeights, old, targets, c.vllm_importance_sampling_cap);
   const u = await role.policy.update(
     rows,
     targets,
     { old, ...(ref && { ref }), pgWeights },
-    {
-      learningRate,
-      temperature: c.temperature,
-      epsilonLow: c.epsilon,
-      epsilonHigh: c.epsilon_high ?? c.epsilon,
-      ...(c.clip_ratio_c !== undefined && { clipRatioC: c.clip_ratio_c }),
-      beta: c.beta,
-      klEstimator: c.kl_estimator,
-      maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
-    },
+    updateHyperParams(c, learningRate),
   );
   // The role's engine samples from its new adapter from the next call on.
   role.engine.generator.setLora(role.policy.params);

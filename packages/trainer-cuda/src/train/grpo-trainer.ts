@@ -57,7 +57,13 @@ import {
   trajectoryToolErrors,
   trajectoryTurns,
 } from './evaluate.js';
-import { aggregationWeights, LoraPolicy, type UpdateResult } from './lora-policy.js';
+import {
+  aggregationWeights,
+  applyTruncatedImportanceWeights,
+  LoraPolicy,
+  type UpdateResult,
+  updateHyperParams,
+} from './lora-policy.js';
 import { type Progress, silentProgress } from './progress.js';
 import { writeReport } from './report.js';
 import { type MetricsRecord, RunDirectory } from './run-dir.js';
@@ -392,14 +398,14 @@ export class GRPOTrainer {
           const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
             maxLen: c.max_completion_length,
           });
-          if (c.vllm_importance_sampling_correction) {
-            // Truncated importance sampling: the rollout engine's distribution differs from ours.
-            for (let j = 0; j < targets.count; j++) {
-              const s = targets.sampleLogprob[j]!;
-              if (!Number.isNaN(s))
-                pgWeights[j]! *= Math.min(Math.exp(old[j]! - s), c.vllm_importance_sampling_cap);
-            }
-          }
+          // Truncated importance sampling: the rollout engine's distribution differs from ours.
+          if (c.vllm_importance_sampling_correction)
+            applyTruncatedImportanceWeights(
+              pgWeights,
+              old,
+              targets,
+              c.vllm_importance_sampling_cap,
+            );
 
           // μ updates against the same old log-probs.
           for (let it = 0; it < c.num_iterations && state.global_step < c.max_steps; it++) {
@@ -409,16 +415,7 @@ export class GRPOTrainer {
                 trainRows,
                 targets,
                 { old, ...(ref && { ref }), pgWeights },
-                {
-                  learningRate: lr,
-                  temperature: c.temperature,
-                  epsilonLow: c.epsilon,
-                  epsilonHigh: c.epsilon_high ?? c.epsilon,
-                  ...(c.clip_ratio_c !== undefined && { clipRatioC: c.clip_ratio_c }),
-                  beta: c.beta,
-                  klEstimator: c.kl_estimator,
-                  maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
-                },
+                updateHyperParams(c, lr),
               ),
             );
             if (r.skipped) {

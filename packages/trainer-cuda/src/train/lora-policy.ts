@@ -20,6 +20,7 @@ import {
   type TrainRow,
   tokenFeeds,
 } from './collate.js';
+import type { GRPOConfig } from './config.js';
 import { buildFullTrainingGraphs } from './full-graphs.js';
 import {
   ADVANTAGES,
@@ -90,6 +91,32 @@ export interface UpdateHyperParams {
   beta: number;
   klEstimator: KlEstimatorName;
   maxTokensPerMicrobatch: number;
+}
+
+/** The update's hyper-parameters from a GRPO config (TRL's keys) at learning rate `lr`. */
+export function updateHyperParams(
+  c: Pick<
+    GRPOConfig,
+    | 'temperature'
+    | 'epsilon'
+    | 'epsilon_high'
+    | 'clip_ratio_c'
+    | 'beta'
+    | 'kl_estimator'
+    | 'max_tokens_per_microbatch'
+  >,
+  lr: number,
+): UpdateHyperParams {
+  return {
+    learningRate: lr,
+    temperature: c.temperature,
+    epsilonLow: c.epsilon,
+    epsilonHigh: c.epsilon_high ?? c.epsilon,
+    ...(c.clip_ratio_c !== undefined && { clipRatioC: c.clip_ratio_c }),
+    beta: c.beta,
+    klEstimator: c.kl_estimator,
+    maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
+  };
 }
 
 export interface UpdateResult {
@@ -369,4 +396,21 @@ export function aggregationWeights(
   if (aggregation === 'flow')
     return tokenWeights({ mask, seqIndex: targets.trajectory, turnIndex: targets.turn }, 'flow');
   return tokenWeights({ mask, seqIndex: targets.row }, aggregation, options);
+}
+
+/**
+ * Truncated importance sampling: scales each token's policy-gradient weight by
+ * min(π_old / π_sampled, cap), for tokens sampled by another engine or an earlier adapter than
+ * the one the old log-probs come from. Tokens with no sampled log-prob (NaN) keep their weight.
+ */
+export function applyTruncatedImportanceWeights(
+  pgWeights: Float64Array,
+  old: Float32Array,
+  targets: Targets,
+  cap: number,
+): void {
+  for (let j = 0; j < targets.count; j++) {
+    const s = targets.sampleLogprob[j]!;
+    if (!Number.isNaN(s)) pgWeights[j]! *= Math.min(Math.exp(old[j]! - s), cap);
+  }
 }
