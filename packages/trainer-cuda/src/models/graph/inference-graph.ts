@@ -591,7 +591,7 @@ export function buildGenerateGraph(
       value: body.input(body.name('v'), F, ['batch', nkv, slots, d]),
     }));
     // 'concat': the row bias grows with the cache (one 0 column per token).
-    const biasIn = split ? undefined : body.input(body.name('bias'), F, ['batch', 1, 1, slots]);
+    const biasIn = split ? undefined : body.input(body.name('bias'), F, ['batch', 1, grp, slots]);
     const biasOut = biasIn
       ? body.op1('Pad', [biasIn, body.i64([0, 0, 0, 0, 0, 0, 0, 1])])
       : undefined;
@@ -601,11 +601,16 @@ export function buildGenerateGraph(
       // q [B, nh, 1, d], k, v [B, kv, 1, d]: the batch's one new token per row.
       let o: string;
       if (!split) {
-        // ai.onnx Attention: appends k, v to the carried cache and attends (GQA, the bias).
+        // ai.onnx Attention: appends k, v to the carried cache and attends. GQA as attention
+        // over the kv heads: the g query heads sharing a kv head are its g query "positions"
+        // (no causal mask, so each sees the whole cache). ORT then runs one scores GEMM per row
+        // and kv head instead of one per query head: with two threads, B=32 1.34× faster
+        // (docs/performance.md).
+        const qg = body.op1('Reshape', [q, body.i64([0, nkv, grp, d])]); // [B, kv, g, d]
         const [y, K, Vv] = body.op(
           'Attention',
-          [q, k, v, biasOut!, kvIn[l]!.key, kvIn[l]!.value],
-          { q_num_heads: nh, kv_num_heads: nkv, scale: { float: 1 } },
+          [qg, k, v, biasOut!, kvIn[l]!.key, kvIn[l]!.value],
+          { q_num_heads: nkv, kv_num_heads: nkv, scale: { float: 1 } },
           { outputs: 3 },
         );
         kvOut.push({ key: K!, value: Vv! });
@@ -646,7 +651,7 @@ export function buildGenerateGraph(
       body.output(kv.key, F, ['batch', nkv, `${slots}_out`, d]);
       body.output(kv.value, F, ['batch', nkv, `${slots}_out`, d]);
     }
-    if (biasOut) body.output(biasOut, F, ['batch', 1, 1, `${slots}_out`]);
+    if (biasOut) body.output(biasOut, F, ['batch', 1, grp, `${slots}_out`]);
     body.output(body.op1('Identity', [s.token]), I32, ['batch']);
     body.output(s.logprob, F, ['batch']);
 
@@ -661,7 +666,9 @@ export function buildGenerateGraph(
         nextPos,
         logitsA,
         ...carried,
-        ...(split ? [] : [rowBias]),
+        // GQA as attention over the kv heads: a row's g query heads of one kv head are the g
+        // "query positions" of that head, so the row bias repeats over them.
+        ...(split ? [] : [e.op1('Expand', [rowBias, e.i64([1, 1, grp, 1])])]),
       ],
       { body: { graph: body.graph(split ? 'generate_step_split' : 'generate_step') } },
       { outputs: 4 + 2 * L + (split ? 0 : 1) + 2 },
