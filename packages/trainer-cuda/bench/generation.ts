@@ -77,9 +77,12 @@ export async function benchGeneration(): Promise<BenchSection> {
     const fused = new DecoderGenerator(fusedArt);
     const fused2 = new DecoderGenerator(fused2Art);
     const std = new DecoderGenerator(stdArt, { useGenerateGraph: false });
+    // Two worker threads, each a one-thread continuous batch of half the rows (batcher-pool.ts).
+    const workers = new DecoderGenerator(fusedArt, { generateWorkers: 2 });
     // Warm-up (first-run allocations, code paths).
     await timeGenerate(fused, prompt, 1);
     await timeGenerate(std, prompt, 1);
+    await timeGenerate(workers, prompt, 32); // opens the workers
 
     const runc: Timed[] = [];
     const runC = async (reps: number) => {
@@ -98,12 +101,18 @@ export async function benchGeneration(): Promise<BenchSection> {
     const f32: Timed[] = [];
     const f32x2: Timed[] = [];
     const f32split: Timed[] = [];
+    const f32w: Timed[] = [];
+    const f64: Timed[] = [];
+    const f64w: Timed[] = [];
     const s32: Timed[] = [];
     for (let round = 0; round < 2; round++) {
       await runC(3);
       for (let i = 0; i < 2; i++) f32.push(await timeGenerate(fused, prompt, 32));
       for (let i = 0; i < 2; i++) f32x2.push(await timeGenerate(fused2, prompt, 32));
       for (let i = 0; i < 2; i++) f32split.push(await timeGenerate(split, prompt, 32));
+      for (let i = 0; i < 2; i++) f32w.push(await timeGenerate(workers, prompt, 32));
+      f64.push(await timeGenerate(fused, prompt, 64));
+      f64w.push(await timeGenerate(workers, prompt, 64));
       s32.push(await timeGenerate(std, prompt, 32));
     }
     await runC(3);
@@ -124,9 +133,12 @@ export async function benchGeneration(): Promise<BenchSection> {
     if (ref) row('llama2.c run.c -Ofast -march=native (1 stream)', 1, runc);
     row('flowgrpo generate graph, 1 thread (default)', 1, f1);
     row('flowgrpo prefill/decode graphs, 1 thread (before)', 1, s1);
-    row('flowgrpo generate graph, 1 thread (default)', 32, f32);
+    row('flowgrpo generate graph, 1 thread', 32, f32);
     row('flowgrpo generate graph, 2 threads', 32, f32x2);
     row('flowgrpo generate graph, split-cache loop, 1 thread', 32, f32split);
+    row('flowgrpo generate graph, 2 worker batchers × 1 thread (default)', 32, f32w);
+    row('flowgrpo generate graph, 1 thread', 64, f64);
+    row('flowgrpo generate graph, 2 worker batchers × 1 thread (default)', 64, f64w);
     row('flowgrpo prefill/decode graphs, 1 thread (before)', 32, s32);
     notes.push(
       `tokens: sampled tokens per call (run.c's count comes from the same loop without printing); ` +
@@ -135,6 +147,7 @@ export async function benchGeneration(): Promise<BenchSection> {
         `(aggregate tok/s). run.c: ${runc.length} calls; flowgrpo batch 1: ${f1.length} calls; ` +
         `load average at the end: ${loadAverage()}`,
     );
+    await workers.release();
     await Promise.all([
       fusedArt.release(),
       fused2Art.release(),

@@ -131,16 +131,25 @@ export async function benchRollout(): Promise<BenchSection> {
         threads: undefined,
       },
       {
-        label: 'generate graph, continuous batching (after)',
+        label: 'generate graph, continuous batching, on this thread',
         fused: true,
         graphs: ['decode'] as const,
         threads: undefined,
+        workers: 0,
       },
       {
-        label: 'generate graph, continuous batching, 2 threads',
+        label: 'generate graph, continuous batching, on this thread, 2 threads',
         fused: true,
         graphs: ['generate'] as const,
         threads: 2,
+        workers: 0,
+      },
+      {
+        label: 'generate graph, 2 worker batchers (after: the default)',
+        fused: true,
+        graphs: ['decode'] as const,
+        threads: undefined,
+        workers: undefined,
       },
     ];
     const results = new Map<
@@ -154,7 +163,10 @@ export async function benchRollout(): Promise<BenchSection> {
           ...(v.threads !== undefined && { intraOpThreads: v.threads }),
         });
         try {
-          const generator = new DecoderGenerator(art, { useGenerateGraph: v.fused });
+          const generator = new DecoderGenerator(art, {
+            useGenerateGraph: v.fused,
+            ...('workers' in v && v.workers !== undefined && { generateWorkers: v.workers }),
+          });
           const engine = new LocalPolicyEngine({ generator, tokenizer, maxBatchSize: 64 });
           const { ms, trajectories } = await rolloutPhase(engine, questions, almanac);
           const turns = trajectories.flatMap((t) => t.turns ?? []);
@@ -164,6 +176,7 @@ export async function benchRollout(): Promise<BenchSection> {
           r.turns = turns.length;
           r.joins = (await generator.batchStats())?.joins ?? 0;
           results.set(v.label, r);
+          await generator.release();
         } finally {
           await art.release();
         }

@@ -232,6 +232,87 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     expect(stats.joins).toBeGreaterThanOrEqual(1);
   });
 
+  it('worker batchers give the tokens this thread gives, with the adapter, and close', async () => {
+    // 12 requests (three seeds per prompt): from 3 rows in flight the pool opens two workers,
+    // each with a continuous batch of its own; where a row runs must not change its samples.
+    const requests = [0, 1, 2].flatMap((k) =>
+      prompts().map((prompt, i) => ({
+        prompt,
+        maxNewTokens: 5 + 2 * i + k,
+        temperature: k === 0 ? 0 : 0.9,
+        seed: 200 + 10 * k + i,
+      })),
+    );
+    const here = await fused.generateEach(requests, { decode });
+    const workers = new DecoderGenerator(art, {
+      chunkTokens: 3,
+      generateWorkers: 2,
+      workersFrom: 3,
+    });
+    try {
+      workers.setLora(params);
+      expect((await workers.batchWorkers()).open).toBe(0);
+      const there = await workers.generateEach(requests, { decode });
+      expect(await workers.batchWorkers()).toEqual({ open: 2 });
+      expectSameSamples(here, there, 'workers');
+      const stats = (await workers.batchStats())!;
+      expect(stats.admitted).toBe(requests.length);
+      // A new adapter reaches the workers: the base model's samples, as this thread gives them.
+      fused.setLora(undefined);
+      workers.setLora(undefined);
+      expectSameSamples(
+        await fused.generateEach(requests, { decode }),
+        await workers.generateEach(requests, { decode }),
+        'workers, base model',
+      );
+    } finally {
+      fused.setLora(params);
+      await workers.release();
+    }
+    expect((await workers.batchWorkers()).open).toBe(0);
+    // Released artifacts end the workers of the generators over them, released or not.
+    const dir = join(tmp, 'own');
+    buildDecoderArtifacts(tiny.weights, dir, { graphs: ['generate'] });
+    const own = await DecoderArtifacts.open(dir, { intraOpThreads: 1 });
+    const gen = new DecoderGenerator(own, { generateWorkers: 2, workersFrom: 2 });
+    await gen.generate(prompts(), { maxNewTokens: 3, temperature: 0 });
+    expect((await gen.batchWorkers()).open).toBe(2);
+    await own.release();
+    expect((await gen.batchWorkers()).open).toBe(0);
+  });
+
+  it('stays on this thread, with a warning, when a worker batcher cannot open', async () => {
+    // The generate graph is loaded here, then its file disappears: the workers cannot load it.
+    const dir = join(tmp, 'gone');
+    buildDecoderArtifacts(tiny.weights, dir, { lora, graphs: ['generate'] });
+    const own = await DecoderArtifacts.open(dir, { intraOpThreads: 1 });
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const gen = new DecoderGenerator(own, { generateWorkers: 2, workersFrom: 2 });
+      gen.setLora(params);
+      expect(await gen.usesFusedGraph()).toBe(true);
+      rmSync(join(dir, own.manifest.graphs.generate!.file));
+      const out = await gen.generate(prompts(), { maxNewTokens: 6, temperature: 0.9, seed: 4 });
+      const want = await fused.generate(prompts(), { maxNewTokens: 6, temperature: 0.9, seed: 4 });
+      expectSameSamples(want, out, 'fallback');
+      const status = await gen.batchWorkers();
+      expect(status.open).toBe(0);
+      expect(String(status.openError)).toMatch(/generate/);
+      await new Promise((r) => setImmediate(r));
+      expect(
+        warnings.some((w) =>
+          /FLOWGRPO_GENERATE_WORKERS/.test(String((w as { code?: string }).code)),
+        ),
+      ).toBe(true);
+      await gen.release();
+    } finally {
+      process.off('warning', onWarning);
+      await own.release();
+    }
+  });
+
   it('LocalPolicyEngine over the fused graph: the engine test’s contract holds', async () => {
     const engine = new LocalPolicyEngine({
       generator: fused,

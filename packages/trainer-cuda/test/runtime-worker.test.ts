@@ -168,6 +168,14 @@ describe('SessionWorker', () => {
     const out = await s.run({ X: moved }, { transfer: true });
     expect((moved.data as Float32Array).byteLength).toBe(0); // detached: it went to the worker
     expect(Array.from(out.Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
+    // By name: only the named feeds go (the batcher moves its KV cache, keeps its mask).
+    const named = X();
+    const again = await s.run({ X: named }, { transfer: ['not-X'] });
+    expect((named.data as Float32Array).length).toBe(6);
+    expect(Array.from(again.Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
+    const byName = X();
+    await s.run({ X: byName }, { transfer: ['X'] });
+    expect((byName.data as Float32Array).byteLength).toBe(0);
   });
 
   it('carries outputs inside the worker from run to run', async () => {

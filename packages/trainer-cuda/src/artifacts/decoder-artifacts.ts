@@ -219,6 +219,8 @@ export function samplingGraph(manifest: ArtifactsManifest): 'generate' | 'decode
 
 /** Open sessions over an artifacts directory. */
 export class DecoderArtifacts {
+  readonly #onRelease: (() => Promise<void>)[] = [];
+
   private constructor(
     readonly dir: string,
     readonly manifest: ArtifactsManifest,
@@ -287,7 +289,16 @@ export class DecoderArtifacts {
     return s;
   }
 
+  /**
+   * Runs `close` when these artifacts are released, before their sessions: what was opened over
+   * them (a generator's worker threads) ends with them.
+   */
+  onRelease(close: () => Promise<void>): void {
+    this.#onRelease.push(close);
+  }
+
   async release(): Promise<void> {
+    for (const close of this.#onRelease.splice(0)) await close();
     for (const s of Object.values(this.sessions)) await s.release();
   }
 }

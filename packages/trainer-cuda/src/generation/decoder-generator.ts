@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { createRng, type Rng } from '@flowgrpo/core';
 import * as ort from 'onnxruntime-node';
@@ -21,8 +22,11 @@ import {
 } from '../models/graph/decoder-graph.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { ValueSpec } from '../runtime/feeds.js';
+import type { Session } from '../runtime/session.js';
 import { SessionWorker, type WorkerSession } from '../runtime/session-worker.js';
+import { BatcherPool } from './batcher-pool.js';
 import { type BatchRow, FusedBatcher } from './fused-batcher.js';
+import { type GenerateRunner, localRunner, workerRunner } from './generate-runner.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 import { firstStop } from './stop-strings.js';
 
@@ -233,13 +237,31 @@ export interface FusedGenerationOptions {
    * its split-cache loop (default SPLIT_CACHE_FROM).
    */
   splitCacheFrom?: number;
+  /**
+   * Worker threads that run the generate graph side by side, each its own continuous batch on
+   * one thread, once `workersFrom` rows are in flight (batcher-pool.ts). 0: everything on this
+   * thread. Default: for a model whose weights are at most ONE_THREAD_MAX_WEIGHT_BYTES, one per
+   * core up to 4 (none on one core, or when the artifacts were opened with `intraOpThreads`);
+   * larger models none — their one session uses every core, and a worker would hold a second copy
+   * of the weights.
+   */
+  generateWorkers?: number;
+  /** Rows in flight at which the worker threads open (default WORKERS_FROM). */
+  workersFrom?: number;
 }
+
+/**
+ * Rows in flight from which generation moves to worker threads: from batch 16 of stories260K,
+ * two one-thread batchers of half the rows ran ×1.5–1.9 faster than one of all (docs/
+ * performance.md); a lone request would only wait for the workers to start.
+ */
+export const WORKERS_FROM = 16;
 
 export class DecoderGenerator {
   readonly manifest: ArtifactsManifest;
   #backend: GenerationBackend;
   #artifacts: DecoderArtifacts | undefined;
-  #fused: Promise<FusedBatcher | undefined> | undefined;
+  #fused: Promise<BatcherPool | undefined> | undefined;
   readonly #fusedOptions: FusedGenerationOptions;
   #queue: Promise<unknown> = Promise.resolve();
   private lora: LoraParams | undefined;
@@ -292,36 +314,55 @@ export class DecoderGenerator {
    * The continuous batcher over the `generate` graph, when the artifacts have one and run on
    * the CPU EP (its decode loop is a CPU Loop); opened on first use.
    */
-  #fusedBatcher(): Promise<FusedBatcher | undefined> {
+  #fusedBatcher(): Promise<BatcherPool | undefined> {
     if (!this.#fused) {
       const art = this.#artifacts;
       const cpu = (art?.options.device ?? 'cpu') === 'cpu';
       const wanted = this.#fusedOptions.useGenerateGraph ?? true;
       this.#fused =
         art?.manifest.graphs.generate && cpu && wanted
-          ? art.openSession('generate', generateThreads(art)).then(
-              (session) =>
-                new FusedBatcher({
-                  session,
-                  config: this.manifest.config,
-                  maxPositions: this.manifest.maxPositions,
-                  ...(this.#fusedOptions.maxBatchSize !== undefined && {
-                    maxBatchSize: this.#fusedOptions.maxBatchSize,
-                  }),
-                  ...(this.#fusedOptions.chunkTokens !== undefined && {
-                    chunkTokens: this.#fusedOptions.chunkTokens,
-                  }),
-                  ...(this.#fusedOptions.maxChunkTokens !== undefined && {
-                    maxChunkTokens: this.#fusedOptions.maxChunkTokens,
-                  }),
-                  ...(this.#fusedOptions.splitCacheFrom !== undefined && {
-                    splitCacheFrom: this.#fusedOptions.splitCacheFrom,
-                  }),
-                }),
-            )
+          ? art
+              .openSession('generate', generateThreads(art))
+              .then((session) => this.#pool(art, session))
           : Promise.resolve(undefined);
     }
     return this.#fused;
+  }
+
+  /** The batcher on this thread over `session`, and the worker batchers it may open. */
+  #pool(art: DecoderArtifacts, session: Session): BatcherPool {
+    const o = this.#fusedOptions;
+    const batcher = (runner: GenerateRunner) =>
+      new FusedBatcher({
+        runner,
+        config: this.manifest.config,
+        maxPositions: this.manifest.maxPositions,
+        ...(o.chunkTokens !== undefined && { chunkTokens: o.chunkTokens }),
+        ...(o.maxChunkTokens !== undefined && { maxChunkTokens: o.maxChunkTokens }),
+        ...(o.splitCacheFrom !== undefined && { splitCacheFrom: o.splitCacheFrom }),
+      });
+    const local = batcher(localRunner(session));
+    if (o.maxBatchSize !== undefined) local.maxBatchSize = o.maxBatchSize;
+    const count = o.generateWorkers ?? defaultGenerateWorkers(art);
+    const file = join(art.dir, art.manifest.graphs.generate!.file);
+    const pool = new BatcherPool(local, {
+      count,
+      from: o.workersFrom ?? WORKERS_FROM,
+      open: async () => {
+        const worker = new SessionWorker();
+        try {
+          const { graphs: _, ...options } = art.options;
+          const ws = await worker.load(file, { ...options, device: 'cpu', intraOpThreads: 1 });
+          return { batcher: batcher(workerRunner(ws)), close: () => worker.terminate() };
+        } catch (e) {
+          await worker.terminate();
+          throw e;
+        }
+      },
+    });
+    // The workers end with the artifacts (or with release(), whichever comes first).
+    art.onRelease(() => pool.close());
+    return pool;
   }
 
   /**
@@ -330,6 +371,18 @@ export class DecoderGenerator {
    */
   async batchStats(): Promise<FusedBatcher['stats'] | undefined> {
     return (await this.#fusedBatcher())?.stats;
+  }
+
+  /**
+   * The worker batchers (generateWorkers): how many are open now (0 until enough rows were in
+   * flight), and why they could not open, if they could not (generation then stays here).
+   */
+  async batchWorkers(): Promise<{ open: number; openError?: unknown }> {
+    const pool = await this.#fusedBatcher();
+    return {
+      open: pool?.workerCount ?? 0,
+      ...(pool?.openError !== undefined && { openError: pool.openError }),
+    };
   }
 
   /** Whether generation runs the fused `generate` graph (continuous batching). */
@@ -401,6 +454,7 @@ export class DecoderGenerator {
 
   /** Releases the worker session (and the worker it made); local sessions belong to the artifacts. */
   async release(): Promise<void> {
+    await (await this.#fused)?.close();
     await this.#backend.release();
   }
 
@@ -451,7 +505,7 @@ export class DecoderGenerator {
 
   /** The fused path: rows join the continuous batch; results in request order. */
   #generateFused(
-    fused: FusedBatcher,
+    fused: BatcherPool,
     requests: readonly RowRequest[],
     shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>,
   ): Promise<GenerationOutput[]> {
@@ -503,7 +557,7 @@ export class DecoderGenerator {
   }
 
   /** LoRA feeds of the generate graph for the current adapter (one object per adapter version). */
-  #fusedLoraFeeds(fused: FusedBatcher): BatchRow['lora'] {
+  #fusedLoraFeeds(fused: BatcherPool): BatchRow['lora'] {
     if (this.#fusedLora?.version !== this.#loraVersion)
       this.#fusedLora = { version: this.#loraVersion, feeds: this.loraFeeds(fused.inputs) };
     return this.#fusedLora;
@@ -655,6 +709,14 @@ export class DecoderGenerator {
  * double (Qwen2.5-0.5B shape: 7.1 → 12.9 tok/s). docs/performance.md has the measurements.
  */
 export const ONE_THREAD_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
+
+/** Worker batchers by default: small models on a machine with cores to spare (see generateWorkers). */
+function defaultGenerateWorkers(art: DecoderArtifacts): number {
+  if (art.options.intraOpThreads !== undefined) return 0;
+  if (art.manifest.weights.bytes > ONE_THREAD_MAX_WEIGHT_BYTES) return 0;
+  const cores = availableParallelism();
+  return cores > 1 ? Math.min(cores, 4) : 0;
+}
 
 /** The generate session's thread count: the artifacts' own, else by model size. */
 function generateThreads(art: DecoderArtifacts): { intraOpThreads?: number } {

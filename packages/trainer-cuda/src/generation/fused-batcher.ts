@@ -9,7 +9,7 @@ import {
   genPresentKey,
   genPresentValue,
 } from '../models/graph/inference-graph.js';
-import type { Session } from '../runtime/session.js';
+import type { GenerateRunner } from './generate-runner.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 import { firstStop } from './stop-strings.js';
 
@@ -69,7 +69,8 @@ interface Cache {
 }
 
 export interface FusedBatcherOptions {
-  session: Session;
+  /** The generate graph's session, on this thread or in a worker (generate-runner.ts). */
+  runner: GenerateRunner;
   config: DecoderConfig;
   maxPositions: number;
   /** Rows in one batch (default 64). */
@@ -120,7 +121,7 @@ export class FusedBatcher {
 
   constructor(o: FusedBatcherOptions) {
     this.#o = o;
-    this.#splitInput = o.session.inputNames.includes(GENERATE_INPUTS.splitCache);
+    this.#splitInput = o.runner.inputNames.includes(GENERATE_INPUTS.splitCache);
     this.maxBatchSize = o.maxBatchSize ?? 64;
     this.chunkTokens = o.chunkTokens ?? 16;
     this.maxChunkTokens = Math.max(this.chunkTokens, o.maxChunkTokens ?? 256);
@@ -129,7 +130,12 @@ export class FusedBatcher {
 
   /** The generate graph's inputs (for the LoRA feeds). */
   get inputs() {
-    return this.#o.session.inputs;
+    return this.#o.runner.inputs;
+  }
+
+  /** Rows running or waiting: where a pool sends new requests (batcher-pool.ts). */
+  get load(): number {
+    return this.#live.length + this.#waiting.length;
   }
 
   submit(rows: BatchRow[]): void {
@@ -339,9 +345,10 @@ export class FusedBatcher {
     // The logits output is last, so leaving it out keeps the fetch list a prefix of the outputs.
     const fetches = host
       ? undefined
-      : this.#o.session.outputNames.filter((n) => n !== GENERATE_OUTPUTS.logits);
-    const r = await this.#o.session.run(feeds, fetches);
-    const o = r.outputs;
+      : this.#o.runner.outputNames.filter((n) => n !== GENERATE_OUTPUTS.logits);
+    // The past cache is not read again (the run returns the next one): a worker may take it.
+    const pastNames = Array.from({ length: L }, (_, l) => [genPastKey(l), genPastValue(l)]).flat();
+    const o = await this.#o.runner.run(feeds, fetches, pastNames);
     const tokens = o[GENERATE_OUTPUTS.tokens]!;
     const K = tokens.dims[0]!;
     const tok = tokens.data as Int32Array;

@@ -50,9 +50,10 @@ export interface WorkerSessionOptions extends Omit<CreateSessionOptions, 'device
 export interface WorkerRunOptions {
   /**
    * Transfer the feeds' ArrayBuffers to the worker instead of copying them (the caller's arrays
-   * become detached, length 0). Outputs always come back transferred.
+   * become detached, length 0): all feeds (true) or the named ones. Outputs always come back
+   * transferred.
    */
-  transfer?: boolean;
+  transfer?: boolean | readonly string[];
   /** Output names to compute (default: all). */
   fetches?: readonly string[];
 }
@@ -197,7 +198,10 @@ export class WorkerSession {
       }
       wire[name] = { type: t.type, dims: [...t.dims], data: t.data };
       const buf = (t.data as ArrayBufferView).buffer;
-      if (options.transfer && buf instanceof ArrayBuffer && !transfer.includes(buf)) {
+      const move = Array.isArray(options.transfer)
+        ? options.transfer.includes(name)
+        : options.transfer === true;
+      if (move && buf instanceof ArrayBuffer && buf.byteLength > 0 && !transfer.includes(buf)) {
         transfer.push(buf);
       }
     }

@@ -97,6 +97,12 @@ export const GRPOConfigSchema = z
     filter_zero_variance_groups: z.boolean().default(false),
     /** flowgrpo: rollouts running at once. */
     rollout_concurrency: positiveInt.default(64),
+    /**
+     * flowgrpo: worker threads that generate rollouts side by side, each a continuous batch on one
+     * thread (0: on the trainer's thread). Default: one per core up to 4 for a model of at most
+     * 64 MiB of weights, else 0 (DecoderGenerator's generateWorkers).
+     */
+    generate_workers: z.number().int().nonnegative().optional(),
     /** flowgrpo: planner turns per rollout (FlowRollout's maxTurns when the trainer builds it). */
     max_turns: positiveInt.default(5),
     /**

@@ -19,6 +19,7 @@ import {
   readArtifactsManifest,
   samplingGraph,
 } from '../artifacts/decoder-artifacts.js';
+import { DecoderGenerator } from '../generation/decoder-generator.js';
 import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
 import { loraScaling } from '../lora/lora-config.js';
 import {
@@ -261,7 +262,9 @@ export class GRPOTrainer {
           ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
         });
         this.#local = new LocalPolicyEngine({
-          artifacts: this.#artifacts,
+          generator: new DecoderGenerator(this.#artifacts, {
+            ...(c.generate_workers !== undefined && { generateWorkers: c.generate_workers }),
+          }),
           tokenizer: o.tokenizer,
           model: 'policy',
           defaults: { topK: c.top_k },

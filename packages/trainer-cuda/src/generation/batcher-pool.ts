@@ -1,0 +1,137 @@
+import type { BatchRow, FusedBatcher } from './fused-batcher.js';
+
+// Continuous batching on several cores. One FusedBatcher runs its chunks one after another, and a
+// small model's chunk gains little from intra-op threads: its kernels are too small to split
+// (stories260K at batch 32: two threads ×1.2–1.4 of one). Batchers in separate worker threads do
+// not share kernels, so they run side by side — two of them ×1.6–1.9 on two cores
+// (docs/performance.md) — and this thread stays free for tools and HTTP meanwhile.
+//
+// The pool starts with the batcher on this thread. When the rows in flight first reach `from`
+// (a rollout phase; not a lone request, which a worker would only delay) it opens the worker
+// batchers and sends every later request to the least-loaded one; the local batcher finishes
+// what it holds. A row's tokens depend only on its own logits and random stream, never on its
+// batch-mates, so where a row runs does not change what it samples.
+
+export interface WorkerBatchers {
+  /** Worker batchers to open. */
+  count: number;
+  /** Rows in flight (running, waiting, submitted) at which the workers open. */
+  from: number;
+  /** Opens one batcher in a new worker thread; `close` ends the thread. */
+  open(): Promise<{ batcher: FusedBatcher; close(): Promise<void> }>;
+}
+
+type Shard = Awaited<ReturnType<WorkerBatchers['open']>>;
+
+export class BatcherPool {
+  readonly #local: FusedBatcher;
+  readonly #workers: WorkerBatchers | undefined;
+  #shards: Shard[] | undefined;
+  #opening: Promise<void> | undefined;
+  /** Rows submitted while the workers open. */
+  readonly #held: BatchRow[] = [];
+  #maxBatchSize: number;
+  #closed = false;
+  /** Why the workers could not open (the pool then stays on this thread). */
+  openError: unknown;
+
+  constructor(local: FusedBatcher, workers?: WorkerBatchers) {
+    this.#local = local;
+    this.#workers = workers && workers.count > 0 ? workers : undefined;
+    this.#maxBatchSize = local.maxBatchSize;
+  }
+
+  /** The generate graph's inputs (for the LoRA feeds). */
+  get inputs() {
+    return this.#local.inputs;
+  }
+
+  /** Worker batchers open now (0 until the rows in flight first reach `from`). */
+  get workerCount(): number {
+    return this.#shards?.length ?? 0;
+  }
+
+  /** Rows generated together at most, over all batchers. */
+  get maxBatchSize(): number {
+    return this.#maxBatchSize;
+  }
+
+  set maxBatchSize(n: number) {
+    this.#maxBatchSize = n;
+    this.#local.maxBatchSize = n;
+    const shards = this.#shards ?? [];
+    for (const s of shards) s.batcher.maxBatchSize = Math.max(1, Math.ceil(n / shards.length));
+  }
+
+  /** The batchers' counters, summed. */
+  get stats(): FusedBatcher['stats'] {
+    const all = [this.#local, ...(this.#shards ?? []).map((s) => s.batcher)];
+    const sum = { chunks: 0, admitted: 0, joins: 0, stepsRun: 0, rowSteps: 0 };
+    for (const b of all)
+      for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += b.stats[k];
+    return sum;
+  }
+
+  submit(rows: BatchRow[]): void {
+    if (this.#shards) {
+      this.#spread(rows);
+      return;
+    }
+    const w = this.#workers;
+    const inFlight = this.#local.load + this.#held.length + rows.length;
+    if (
+      w &&
+      !this.#closed &&
+      this.openError === undefined &&
+      (this.#opening || inFlight >= w.from)
+    ) {
+      this.#held.push(...rows);
+      this.#opening ??= this.#open(w);
+      return;
+    }
+    this.#local.submit(rows);
+  }
+
+  async #open(w: WorkerBatchers): Promise<void> {
+    const tries = await Promise.allSettled(Array.from({ length: w.count }, () => w.open()));
+    const opened = tries.flatMap((t) => (t.status === 'fulfilled' ? [t.value] : []));
+    const failed = tries.find((t): t is PromiseRejectedResult => t.status === 'rejected');
+    if (failed) {
+      this.openError = failed.reason;
+      await Promise.allSettled(opened.map((s) => s.close()));
+      process.emitWarning(
+        `generation stays on this thread: a worker batcher did not open (${String(failed.reason)})`,
+        { code: 'FLOWGRPO_GENERATE_WORKERS' },
+      );
+      this.#local.submit(this.#held.splice(0));
+      return;
+    }
+    this.#shards = opened;
+    this.maxBatchSize = this.#maxBatchSize;
+    this.#spread(this.#held.splice(0));
+  }
+
+  /** Each row to the least-loaded worker batcher; one submit per batcher, so rows start together. */
+  #spread(rows: BatchRow[]): void {
+    const shards = this.#shards!;
+    const loads = shards.map((s) => s.batcher.load);
+    const parts: BatchRow[][] = shards.map(() => []);
+    for (const r of rows) {
+      const i = loads.indexOf(Math.min(...loads));
+      parts[i]!.push(r);
+      loads[i]!++;
+    }
+    parts.forEach((p, i) => {
+      if (p.length > 0) shards[i]!.batcher.submit(p);
+    });
+  }
+
+  /** Ends the worker threads (after their running chunk); the local batcher is the caller's. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#opening;
+    const shards = this.#shards ?? [];
+    this.#shards = undefined;
+    await Promise.all(shards.map((s) => s.close()));
+  }
+}
