@@ -73,9 +73,13 @@ export function trainStepFeeds(
     input_ids: int64(B * T, (i) => (i * 7919 + 13) % vocabSize, [B, T]),
     attention_mask: int64(B * T, () => 1, [B, T]),
     position_ids: int64(B * T, (i) => i % T, [B, T]),
+    // One example per row (the anchor does not pack); read only by graphs that take packed rows.
+    segment_ids: int64(B * T, () => 0, [B, T]),
     target_positions: int64(B * K, (i) => i % K, [B, K]),
     target_ids: int64(B * K, (i) => ((i + 1) * 7919 + 13) % vocabSize, [B, K]),
   };
+  const names = new Set(inputs.map((s) => s.name));
+  for (const name of Object.keys(feeds)) if (!names.has(name)) delete feeds[name];
   for (const spec of inputs) {
     if (feeds[spec.name]) continue;
     const dims = (spec.shape ?? []).map((d) =>
