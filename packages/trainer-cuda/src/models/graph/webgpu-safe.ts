@@ -72,19 +72,17 @@ export function causalPaddingBias(
 ): Value {
   const keyFromEnd = distanceToEnd(b, maskF, 1); // [S]
   const queryFromEnd = distanceToEnd(b, queries, 1); // [T]
-  const stack = (x: Value, axis: number) => (group > 1 ? b.concat(Array(group).fill(x), axis) : x);
-  const causal = b.greaterOrEqual(
-    b.unsqueeze(keyFromEnd, [0]),
-    b.unsqueeze(stack(queryFromEnd, 0), [1]),
-  );
+  const causal = b.greaterOrEqual(b.unsqueeze(keyFromEnd, [0]), b.unsqueeze(queryFromEnd, [1]));
   const notPad = b.greater(b.unsqueeze(maskF, [1, 2]), 0);
-  let allowed = b.and(causal, notPad); // [B, 1, g·T, S]
+  let allowed = b.and(causal, notPad); // [B, 1, T, S]
   if (segments) {
-    const querySegment = b.unsqueeze(stack(segments, 1), [1, 3]); // [B, 1, g·T, 1]
+    const querySegment = b.unsqueeze(segments, [1, 3]); // [B, 1, T, 1]
     const keySegment = b.unsqueeze(segments, [1, 2]); // [B, 1, 1, S]
     allowed = b.and(allowed, b.equal(querySegment, keySegment));
   }
-  return b.where(allowed, 0, MASKED);
+  // Built for T queries, then copied g times (the compares and Where over [g·T, S] cost more).
+  const bias = b.where(allowed, 0, MASKED);
+  return group > 1 ? b.concat(Array(group).fill(bias), 2) : bias;
 }
 
 /**
