@@ -11,6 +11,7 @@ import {
   causalPaddingBias,
   maskAsFloat,
   mergeHeads,
+  pickLogprobs,
   runtimeShape,
   segmentsAsFloat,
   selectRows,
@@ -169,11 +170,7 @@ export function decoderForward(
 
   const w = (name: string) => baseWeight(b, base, name);
 
-  /**
-   * y = x·Wᵀ (+ bias) (+ (lora_scale · scaling · x·Aᵀ)·Bᵀ), x 2-D [rows, in]. The scale goes on
-   * the r-wide x·Aᵀ and the base output is the up-projection's Gemm C: no Mul or Add over
-   * [rows, out], forward or backward (the 896-wide train step 5% faster).
-   */
+  /** y = x·Wᵀ (+ bias) (+ lora_scale · scaling · (x·Aᵀ)·Bᵀ), x 2-D [rows, in]. */
   const linear = (
     x: Value,
     weight: string,
@@ -182,8 +179,9 @@ export function decoderForward(
   ): Value => {
     const y = b.gemm(x, w(weight), bias === undefined ? undefined : w(bias), { transB: true });
     if (!adapter || !lora) return y;
-    const down = b.mul(b.gemm(x, adapter.a, undefined, { transB: true }), lora.scale);
-    return b.gemm(down, adapter.b, y, { transB: true });
+    const down = b.gemm(x, adapter.a, undefined, { transB: true });
+    const up = b.gemm(down, adapter.b, undefined, { transB: true });
+    return b.add(y, b.mul(up, lora.scale));
   };
   /** RMSNorm over the last axis: x / √(mean(x²) + eps) · weight. */
   const rmsNorm = (x: Value, weight: string): Value => {
@@ -257,19 +255,13 @@ export function decoderForward(
 
 /** Final RMSNorm then the LM head (tied to the embeddings or not): [rows, hidden] → [rows, V]. */
 export function lmHead(b: GraphBuilder, base: BaseWeights, hidden: Value): Value {
-  return b.gemm(finalNorm(b, base, hidden), headWeight(b, base), undefined, { transB: true });
-}
-
-/** The final RMSNorm of hidden rows [rows, hidden]. */
-function finalNorm(b: GraphBuilder, base: BaseWeights, hidden: Value): Value {
+  const c = base.config;
+  const weight = (name: string) => baseWeight(b, base, name);
   const ms = b.reduceMean(b.mul(hidden, hidden), [-1], true);
-  const inv = b.sqrt(b.add(ms, base.config.rmsNormEps));
-  return b.mul(b.div(hidden, inv), baseWeight(b, base, FINAL_NORM));
-}
-
-/** The LM head's weight [V, hidden]: the embeddings when tied. */
-function headWeight(b: GraphBuilder, base: BaseWeights): Value {
-  return baseWeight(b, base, base.config.tieWordEmbeddings ? EMBED_TOKENS : LM_HEAD);
+  const normed = b.mul(b.div(hidden, b.sqrt(b.add(ms, c.rmsNormEps))), weight(FINAL_NORM));
+  return b.gemm(normed, weight(c.tieWordEmbeddings ? EMBED_TOKENS : LM_HEAD), undefined, {
+    transB: true,
+  });
 }
 
 /** The `logprobs` variant's extra inputs: which positions predict which ids, at what temperature. */
@@ -301,17 +293,9 @@ export function targetLogprobs(
   const x3 = b.reshape(forward.hidden, b.shape(forward.embeddings)); // [B, T, hidden]
   const picked = selectRows(b, x3, targets.positions); // [B, K, hidden]
   const rows = b.reshape(picked, [-1, base.config.hiddenSize]); // [B·K, hidden]
-  // 1/T on the normed rows: [B·K, hidden], not [B·K, V], forward and backward.
-  const h = b.div(finalNorm(b, base, rows), targets.temperature);
-  const head = headWeight(b, base);
-  const z = b.gemm(h, head, undefined, { transB: true }); // logits / T, [B·K, V]
-  // log softmax(z)[id] = z[id] − logsumexp(z), with z[id] = h · head[id]: the targets' head rows
-  // gathered (Gather with int64 indices runs on WebGPU) instead of a [B·K, V] one-hot, whose
-  // build and backward were ~8% of the 896-wide train step.
-  const target = b.gather(head, targets.ids, 0); // [B, K, hidden]
-  const zId = b.reduceSum(b.mul(b.reshape(h, b.shape(target)), target), [2], false); // [B, K]
-  const lse = b.reduceLogSumExp(z, [1], true); // [B·K, 1]
-  return { logprobs: b.sub(zId, b.reshape(lse, b.shape(zId))), logits: z, lse };
+  const z = b.div(lmHead(b, base, rows), targets.temperature); // [B·K, V]
+  const { logp, lse } = pickLogprobs(b, z, targets.ids);
+  return { logprobs: logp, logits: z, lse };
 }
 
 /** Adds the token inputs (and past KV for decode) every variant takes. */
