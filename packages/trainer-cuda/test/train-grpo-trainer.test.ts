@@ -6,8 +6,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readTrajectoriesParquet } from '@flowgrpo/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RolloutAgent } from '@flowgrpo/agent';
 import {
+  type GRPOTrainer,
   initLoraParams,
+  type LocalPolicyEngine,
   listCheckpoints,
   loadCheckpoint,
   NonFiniteLossError,
@@ -186,6 +189,36 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
       );
     await runner.release();
   });
+
+  it('generate_workers: rollouts in worker threads give the run on the trainer’s thread', async () => {
+    // 4 queries × G = 4: 16 rollouts in flight, where the worker batchers open. Where a rollout
+    // is generated must not change a metric (the same seeds sample the same tokens).
+    const run = async (workers: number) => {
+      let trainer: GRPOTrainer | undefined;
+      let open = 0;
+      const watch = (a: RolloutAgent): RolloutAgent => ({
+        run: async (question, context) => {
+          const t = await a.run(question, context);
+          const engine = trainer!.engine as LocalPolicyEngine;
+          open = Math.max(open, (await engine.generator.batchWorkers()).open);
+          return t;
+        },
+      });
+      const config = tinyConfig(join(root, `workers-${workers}`), {
+        max_steps: 2,
+        queries_per_step: 4,
+        generate_workers: workers,
+      });
+      trainer = await tinyTrainer(root, config, { wrapAgent: watch });
+      const r = await trainer.train();
+      return { metrics: r.metrics.map(comparable), open };
+    };
+    const here = await run(0);
+    const there = await run(2);
+    expect(here.open).toBe(0);
+    expect(there.open).toBe(2);
+    expect(there.metrics).toEqual(here.metrics);
+  }, 120_000);
 
   it('an abort stops after the running step and writes a final checkpoint', async () => {
     const controller = new AbortController();
