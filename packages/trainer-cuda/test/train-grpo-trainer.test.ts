@@ -4,9 +4,9 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { RolloutAgent } from '@flowgrpo/agent';
 import { readTrajectoriesParquet } from '@flowgrpo/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RolloutAgent } from '@flowgrpo/agent';
 import {
   type GRPOTrainer,
   initLoraParams,
