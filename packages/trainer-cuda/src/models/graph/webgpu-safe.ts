@@ -114,11 +114,10 @@ export function selectRows(b: GraphBuilder, x3: Value, positions: Value): Value 
  * constant stored next to the weights), and LogSoftmax has no WebGPU kernel.
  */
 export function pickLogprobs(b: GraphBuilder, z: Value, ids: Value): { logp: Value; lse: Value } {
-  // One row of the vocabulary index, broadcast in the compare: the same one-hot as a CumSum over
-  // all of [N, V], which was 2.8% of the 896-wide train step.
-  const vocab = positionsAlong(b, z, 1); // [V]: 0 … V−1
+  const vocabIdx = b.cumsum(ones(b, b.shape(z)), 1, { exclusive: true }); // [N, V]: 0 … V−1
+  const vocab = b.reshape(b.slice(vocabIdx, [0], [1], [0]), [-1]);
   const idsF = b.gather(vocab, ids, 0); // [B, K] float
-  const oneHot = b.cast(b.equal(vocab, b.reshape(idsF, [-1, 1])), 'float32'); // [N, V]
+  const oneHot = b.cast(b.equal(vocabIdx, b.reshape(idsF, [-1, 1])), 'float32'); // [N, V]
   const picked = b.reduceSum(b.mul(z, oneHot), [1], true);
   const lse = b.reduceLogSumExp(z, [1], true); // [N, 1]
   return { logp: b.reshape(b.sub(picked, lse), b.shape(idsF)), lse };
