@@ -26,7 +26,11 @@ export interface PythonLimits {
    * the address space of each process (RLIMIT_AS); default 1 GiB.
    */
   memoryBytes?: number;
-  /** CPU time of each process (RLIMIT_CPU) in seconds; default: the wall timeout rounded up. */
+  /**
+   * CPU time of each process (RLIMIT_CPU) in seconds; default: the wall timeout rounded up, plus
+   * one second, so that a spin is ended by the wall-clock kill (a timeout) and never by a race
+   * between that kill and SIGXCPU when both limits fall due at the same instant.
+   */
   cpuSeconds?: number;
   /** CPU rate of the whole run in cores, where a control group enforces it; default 1. */
   cpus?: number;
@@ -333,7 +337,9 @@ interface ResolvedLimits {
 function resolveLimits(options: RunPythonOptions): ResolvedLimits {
   const timeoutMs = options.timeoutMs ?? 10_000;
   const l = options.limits ?? {};
-  const cpu = l.cpuSeconds ?? Math.max(1, Math.ceil(timeoutMs / 1000));
+  // One second above the wall timeout: with equal limits a busy-looping process reaches its CPU
+  // limit as the wall timer fires, and which one ends it was a coin toss (a CI run saw SIGXCPU).
+  const cpu = l.cpuSeconds ?? Math.ceil(timeoutMs / 1000) + 1;
   const memoryBytes = l.memoryBytes ?? 1024 ** 3;
   const processes = l.processes ?? 64;
   return {
