@@ -13,8 +13,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createRng } from '@flowgrpo/core';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BatcherPool } from '../src/generation/batcher-pool.js';
+import { FusedBatcher, type RowResult } from '../src/generation/fused-batcher.js';
+import {
+  type GenerateRunner,
+  localRunner,
+  workerRunner,
+} from '../src/generation/generate-runner.js';
 import {
   buildDecoderArtifacts,
   createTinyQwen2,
@@ -30,6 +38,8 @@ import {
   tinyQwen2Config,
 } from '../src/index.js';
 import { initTinyWeights } from '../src/models/tiny-factory.js';
+import { SessionWorkerError } from '../src/runtime/errors.js';
+import { SessionWorker } from '../src/runtime/session-worker.js';
 
 const int64 = (values: readonly number[], dims: number[]) =>
   new ort.Tensor(
@@ -279,6 +289,101 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     expect((await gen.batchWorkers()).open).toBe(2);
     await own.release();
     expect((await gen.batchWorkers()).open).toBe(0);
+  });
+
+  it('a worker batcher that ends fails its own rows only; later rows go to the rest, then here', async () => {
+    // The pool over real worker threads, as DecoderGenerator builds it, with the workers in reach
+    // of the test: ending one while its rows run stands for a worker thread that dies. Expected
+    // tokens: greedy generation on this thread, without workers.
+    const dir = join(tmp, 'lost');
+    buildDecoderArtifacts(tiny.weights, dir, { graphs: ['generate'] });
+    const own = await DecoderArtifacts.open(dir, { intraOpThreads: 1 });
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    const threads: SessionWorker[] = [];
+    const batcher = (runner: GenerateRunner) =>
+      new FusedBatcher({
+        runner,
+        config: own.manifest.config,
+        maxPositions: own.manifest.maxPositions,
+        chunkTokens: 2,
+      });
+    const pool = new BatcherPool(batcher(localRunner(await own.openSession('generate'))), {
+      count: 2,
+      from: 1,
+      open: async () => {
+        const w = new SessionWorker();
+        threads.push(w);
+        const file = join(dir, own.manifest.graphs.generate!.file);
+        const ws = await w.load(file, { device: 'cpu', intraOpThreads: 1 });
+        return { batcher: batcher(workerRunner(ws)), close: () => w.terminate(), ended: w.ended };
+      },
+    });
+    try {
+      const want = await new DecoderGenerator(own, { generateWorkers: 0 }).generate(prompts(), {
+        maxNewTokens: 8,
+        temperature: 0,
+      });
+      const expected = want.map((o) => Array.from(o.tokens));
+      const submit = () =>
+        Promise.allSettled(
+          prompts().map(
+            (prompt, i) =>
+              new Promise<RowResult>((done, fail) =>
+                pool.submit([
+                  {
+                    prompt,
+                    maxNewTokens: 8,
+                    temperature: 0,
+                    stopIds: new Set(),
+                    stopStrings: [],
+                    rng: createRng(i),
+                    decode: undefined,
+                    lora: { version: 0, feeds: {} },
+                    done,
+                    fail,
+                  },
+                ]),
+              ),
+          ),
+        );
+      const tokensOf = (r: PromiseSettledResult<RowResult>[]) =>
+        r.map((x) => (x.status === 'fulfilled' ? x.value.tokens : x.reason));
+
+      expect(tokensOf(await submit())).toEqual(expected);
+      expect(pool.workerCount).toBe(2);
+
+      // Worker 0 ends while its rows run: those rows fail with the worker's error, worker 1's
+      // rows finish with the right tokens.
+      const pending = submit();
+      void threads[0]!.terminate();
+      const mixed = await pending;
+      const failed = mixed.flatMap((x) => (x.status === 'rejected' ? [x.reason] : []));
+      expect(failed.length).toBeGreaterThanOrEqual(1);
+      for (const e of failed) expect(e).toBeInstanceOf(SessionWorkerError);
+      mixed.forEach((x, i) => {
+        if (x.status === 'fulfilled') expect(x.value.tokens).toEqual(expected[i]);
+      });
+      await threads[0]!.ended;
+      await new Promise((r) => setImmediate(r));
+      expect(pool.workerCount).toBe(1);
+      expect(tokensOf(await submit())).toEqual(expected);
+
+      // The last worker ends: the rows run on this thread.
+      await threads[1]!.terminate();
+      await new Promise((r) => setImmediate(r));
+      expect(pool.workerCount).toBe(0);
+      expect(pool.openError).toBeInstanceOf(SessionWorkerError);
+      expect(tokensOf(await submit())).toEqual(expected);
+      expect(
+        warnings.filter((w) => (w as { code?: string }).code === 'FLOWGRPO_GENERATE_WORKERS'),
+      ).toHaveLength(2);
+    } finally {
+      process.off('warning', onWarning);
+      await pool.close();
+      await own.release();
+    }
   });
 
   it('stays on this thread, with a warning, when a worker batcher cannot open', async () => {

@@ -17,8 +17,11 @@ export interface WorkerBatchers {
   count: number;
   /** Rows in flight (running, waiting, submitted) at which the workers open. */
   from: number;
-  /** Opens one batcher in a new worker thread; `close` ends the thread. */
-  open(): Promise<{ batcher: FusedBatcher; close(): Promise<void> }>;
+  /**
+   * Opens one batcher in a new worker thread; `close` ends the thread, `ended` settles when the
+   * thread has ended for any reason (closed, or lost).
+   */
+  open(): Promise<{ batcher: FusedBatcher; close(): Promise<void>; ended: Promise<unknown> }>;
 }
 
 type Shard = Awaited<ReturnType<WorkerBatchers['open']>>;
@@ -32,7 +35,7 @@ export class BatcherPool {
   readonly #held: BatchRow[] = [];
   #maxBatchSize: number;
   #closed = false;
-  /** Why the workers could not open (the pool then stays on this thread). */
+  /** Why the workers could not open, or why the last one ended (the pool then stays on this thread). */
   openError: unknown;
 
   constructor(local: FusedBatcher, workers?: WorkerBatchers) {
@@ -107,8 +110,32 @@ export class BatcherPool {
       return;
     }
     this.#shards = opened;
+    for (const s of opened) void s.ended.then((reason) => this.#lose(s, reason));
     this.maxBatchSize = this.#maxBatchSize;
     this.#spread(this.#held.splice(0));
+  }
+
+  /**
+   * A worker batcher ended while the pool was open (its thread died or was terminated from
+   * outside). The rows it was running or holding have failed with the worker's error — their
+   * random streams have advanced, so they cannot be replayed elsewhere with the same samples —
+   * and later rows go to the other workers, or to this thread when none is left.
+   */
+  #lose(shard: Shard, reason: unknown): void {
+    const shards = this.#shards;
+    const i = shards?.indexOf(shard) ?? -1;
+    if (this.#closed || !shards || i < 0) return;
+    shards.splice(i, 1);
+    process.emitWarning(
+      `a worker batcher ended (${String(reason)}): its rows failed; generation goes on ${
+        shards.length > 0 ? `in ${shards.length} worker(s)` : 'on this thread'
+      }`,
+      { code: 'FLOWGRPO_GENERATE_WORKERS' },
+    );
+    if (shards.length === 0) {
+      this.#shards = undefined;
+      this.openError = reason;
+    } else this.maxBatchSize = this.#maxBatchSize;
   }
 
   /** Each row to the least-loaded worker batcher; one submit per batcher, so rows start together. */

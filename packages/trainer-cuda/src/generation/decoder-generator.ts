@@ -353,7 +353,11 @@ export class DecoderGenerator {
         try {
           const { graphs: _, ...options } = art.options;
           const ws = await worker.load(file, { ...options, device: 'cpu', intraOpThreads: 1 });
-          return { batcher: batcher(workerRunner(ws)), close: () => worker.terminate() };
+          return {
+            batcher: batcher(workerRunner(ws)),
+            close: () => worker.terminate(),
+            ended: worker.ended,
+          };
         } catch (e) {
           await worker.terminate();
           throw e;

@@ -65,6 +65,14 @@ export class SessionWorker {
   #nextId = 1;
   #exited: Error | undefined;
   #closed: Promise<void> | undefined;
+  #onExit: ((e: Error) => void) | undefined;
+  /**
+   * Settles (never rejects) with the reason once the worker has ended: terminate(), an uncaught
+   * error in the thread, or its exit. Pools watch it to stop sending work to a worker that is gone.
+   */
+  readonly ended: Promise<Error> = new Promise((resolve) => {
+    this.#onExit = resolve;
+  });
 
   constructor() {
     this.#worker = startWorker();
@@ -86,6 +94,7 @@ export class SessionWorker {
 
   #fail(e: Error): void {
     this.#exited ??= e;
+    this.#onExit?.(this.#exited);
     for (const p of this.#pending.values()) p.reject(e);
     this.#pending.clear();
   }
