@@ -452,6 +452,9 @@ function superviseChild(
       settleSoon(2000);
     };
     signal?.addEventListener('abort', onAbort, { once: true });
+    // An abort that came while the run was being set up (reading the workspace, the cgroup) fired
+    // before this listener existed: honour it now, or the run would go on to its timeout.
+    if (signal?.aborted) onAbort();
 
     const onData = (buffer: CappedBuffer) => (chunk: Buffer) => {
       buffer.push(chunk);
