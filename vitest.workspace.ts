@@ -20,6 +20,9 @@ function pkg(
       root: dir,
       include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
       testTimeout: extra.testTimeout ?? 20_000,
+      // beforeAll hooks build artifacts and train (cli eval/export run a whole `flowgrpo train`):
+      // the same limit as the tests, not vitest's 10 s, which a busy machine could exceed.
+      hookTimeout: extra.testTimeout ?? 20_000,
     },
   };
 }
@@ -48,9 +51,16 @@ export const projects: TestProjectInlineConfiguration[] = [
   // and the API reference script runs.
   pkg('docs', 'docs', { testTimeout: 180_000 }),
   // Builds and packs the packages, installs them with npm into an app under the OS temp dir and
-  // runs it (README "Use it in your app"): minutes on a cold npm cache, hence the timeout.
+  // runs it (README "Use it in your app"): minutes on a cold npm cache or a slow disk, hence the
+  // timeout, which only guards against a hang.
   {
     extends: true,
-    test: { name: 'app', root: 'test-app', include: ['*.test.ts'], testTimeout: 300_000 },
+    test: {
+      name: 'app',
+      root: 'test-app',
+      include: ['*.test.ts'],
+      testTimeout: 600_000,
+      hookTimeout: 600_000,
+    },
   },
 ];

@@ -192,9 +192,11 @@ describe('OpenAIEngine.generateText', () => {
     expect((err as LLMTimeoutError).timeoutMs).toBe(200);
     expect((err as LLMTimeoutError).attempts).toBe(1);
 
+    // The retry's answer must come back within the same per-attempt limit: 2 s, so that a loaded
+    // machine cannot turn the answer into a second timeout.
     server.enqueue('chat', reply.hang(), reply.text('second try'));
     const r = await engine({ retry: { maxRetries: 1, initialDelayMs: 1 } }).generateText(hello, {
-      timeoutMs: 200,
+      timeoutMs: 2_000,
     });
     expect(r.text).toBe('second try');
   });
