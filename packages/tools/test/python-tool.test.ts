@@ -176,9 +176,8 @@ describe('runPython', () => {
     setTimeout(() => controller.abort(), 200);
     await expect(promise).rejects.toThrow(/aborted/);
     // Aborted while the run is being set up (the workspace read, before the process exists):
-    // rejected as well, not run to its 10 s timeout.
+    // rejected as well (before the fix it ran to its 10 s timeout and resolved).
     const early = new AbortController();
-    const t0 = performance.now();
     const setup = runPython('while True: pass', {
       cwd: workspace.dir,
       timeoutMs: 10_000,
@@ -186,8 +185,6 @@ describe('runPython', () => {
     });
     early.abort();
     await expect(setup).rejects.toThrow(/aborted/);
-    // Generous: only a run to the timeout (10 s) fails this.
-    expect(performance.now() - t0).toBeLessThan(8_000);
   });
 });
 
