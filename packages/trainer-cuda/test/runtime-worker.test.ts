@@ -176,6 +176,10 @@ describe('SessionWorker', () => {
     const byName = X();
     await s.run({ X: byName }, { transfer: ['X'] });
     expect((byName.data as Float32Array).byteLength).toBe(0);
+    // A feed whose buffer went earlier cannot be sent again: a typed error, nothing left
+    // pending, and the worker goes on.
+    await expect(s.run({ X: byName })).rejects.toThrow(SessionWorkerError);
+    expect(Array.from((await s.run({ X: X() })).Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
   });
 
   it('carries outputs inside the worker from run to run', async () => {
@@ -260,6 +264,18 @@ describe('SessionWorker', () => {
     }
     // The worker survives all of that.
     expect(Array.from((await s.run({ X: X() })).Y!.data as Float32Array)).toEqual([14, 25, 20, 31]);
+  });
+
+  it('a thread that ended on its own: `ended` says so, pending calls reject, terminate() returns', async () => {
+    const w = new SessionWorker();
+    await w.load(affine, { device: 'cpu' });
+    // The worker's own close message: the thread exits without terminate() (as after a crash).
+    const pending = w.call({ op: 'close' } as never).catch((e: unknown) => e);
+    expect(SessionWorkerError.isInstance(await pending)).toBe(true);
+    expect((await w.ended).message).toMatch(/session worker exited \(code 0\)/);
+    // Its 'exit' event has fired already: terminate() must not wait for another one.
+    await w.terminate();
+    await expect(w.load(affine, { device: 'cpu' })).rejects.toThrow(/session worker exited/);
   });
 
   it('rejects pending calls when the worker is terminated, letting the native call finish', async () => {

@@ -64,7 +64,12 @@ export class SessionWorker {
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
   #exited: Error | undefined;
-  #closed: Promise<void> | undefined;
+  /** Whether terminate() was called. */
+  #terminating = false;
+  /** Whether the thread has exited (on its own, or terminated). */
+  #threadExited = false;
+  /** Settles when the thread has exited; registered at start, so it never misses the event. */
+  readonly #gone: Promise<void>;
   #onExit: ((e: Error) => void) | undefined;
   /**
    * Settles (never rejects) with the reason once the worker has ended: terminate(), an uncaught
@@ -87,9 +92,13 @@ export class SessionWorker {
     this.#worker.on('error', (e) =>
       this.#fail(new SessionWorkerError(`session worker failed: ${e.message}`, { cause: e })),
     );
-    this.#worker.on('exit', (code) =>
-      this.#fail(new SessionWorkerError(`session worker exited (code ${code})`)),
-    );
+    this.#gone = new Promise<void>((resolve) => {
+      this.#worker.once('exit', (code) => {
+        this.#threadExited = true;
+        this.#fail(new SessionWorkerError(`session worker exited (code ${code})`));
+        resolve();
+      });
+    });
   }
 
   #fail(e: Error): void {
@@ -104,9 +113,21 @@ export class SessionWorker {
     if (this.#exited) return Promise.reject(this.#exited);
     const id = this.#nextId++;
     return new Promise<Reply>((resolve, reject) => {
+      try {
+        // Throws before sending on a value it cannot clone or a buffer already transferred
+        // (detached): no call is then pending, and the thread must not stay ref'd for it.
+        this.#worker.postMessage({ ...message, id } as WorkerRequest, transfer);
+      } catch (e) {
+        reject(
+          new SessionWorkerError(
+            `cannot send to the session worker: ${e instanceof Error ? e.message : String(e)}`,
+            { cause: e },
+          ),
+        );
+        return;
+      }
       this.#pending.set(id, { resolve, reject });
       this.#worker.ref();
-      this.#worker.postMessage({ ...message, id } as WorkerRequest, transfer);
     });
   }
 
@@ -143,16 +164,16 @@ export class SessionWorker {
    * aborts the whole process (`terminate called after throwing an instance of 'Napi::Error'`).
    */
   async terminate(): Promise<void> {
-    if (this.#exited && this.#closed) return this.#closed;
-    this.#closed ??= new Promise<void>((resolve) => {
-      this.#worker.once('exit', () => resolve());
-    });
+    // A thread that already exited (it crashed, or a second terminate) has nothing to stop: its
+    // 'exit' event has fired, so waiting for another would never end.
+    if (this.#terminating || this.#threadExited) return this.#gone;
+    this.#terminating = true;
     const idle = this.#pending.size === 0;
     this.#fail(new SessionWorkerError('session worker exited (terminated)'));
     this.#worker.ref();
     if (idle) await this.#worker.terminate();
     else this.#worker.postMessage({ op: 'close' } satisfies WorkerClose);
-    return this.#closed;
+    return this.#gone;
   }
 }
 
