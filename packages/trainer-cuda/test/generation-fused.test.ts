@@ -379,6 +379,40 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
       expect(
         warnings.filter((w) => (w as { code?: string }).code === 'FLOWGRPO_GENERATE_WORKERS'),
       ).toHaveLength(2);
+
+      // A pool closed while its workers open runs the rows it held here, not in workers that
+      // are ending.
+      const closing = new BatcherPool(batcher(localRunner(await own.openSession('generate'))), {
+        count: 2,
+        from: 1,
+        open: async () => {
+          const w = new SessionWorker();
+          const file = join(dir, own.manifest.graphs.generate!.file);
+          const ws = await w.load(file, { device: 'cpu', intraOpThreads: 1 });
+          return { batcher: batcher(workerRunner(ws)), close: () => w.terminate(), ended: w.ended };
+        },
+      });
+      const held = prompts().map(
+        (prompt, i) =>
+          new Promise<number[]>((done, fail) =>
+            closing.submit([
+              {
+                prompt,
+                maxNewTokens: 8,
+                temperature: 0,
+                stopIds: new Set(),
+                stopStrings: [],
+                rng: createRng(i),
+                decode: undefined,
+                lora: { version: 0, feeds: {} },
+                done: (r) => done(r.tokens),
+                fail,
+              },
+            ]),
+          ),
+      );
+      await closing.close();
+      expect(await Promise.all(held)).toEqual(expected);
     } finally {
       process.off('warning', onWarning);
       await pool.close();
@@ -449,6 +483,62 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     );
     const none = await fused.generate([[1, 2]], { maxNewTokens: 0 });
     expect(none[0]!.tokens.length).toBe(0);
+    // A batch size that would admit nothing (and spin) is refused where it is given.
+    expect(() => new DecoderGenerator(art, { maxBatchSize: Number.NaN })).toThrow(RangeError);
+    expect(() => {
+      fused.maxBatchSize = 0;
+    }).toThrow(/maxBatchSize must be a positive integer/);
+  });
+
+  it("a row whose caller's done() throws fails alone; the batch and the batcher go on", async () => {
+    // The rows' own callbacks (DecoderGenerator's decode the text there) throw for one row: at
+    // once (maxNewTokens 0) and at the end of a running batch. Expected tokens: this thread's
+    // greedy generation of the same prompts.
+    const want = (await fused.generate(prompts(), { maxNewTokens: 6, temperature: 0 })).map((o) =>
+      Array.from(o.tokens),
+    );
+    const batcher = new FusedBatcher({
+      runner: localRunner(await art.openSession('generate')),
+      config: art.manifest.config,
+      maxPositions: art.manifest.maxPositions,
+      chunkTokens: 2,
+    });
+    const lora = { version: 0, feeds: fused.loraFeeds(batcher.inputs) };
+    const run = (throwFor: number, maxNewTokens: number) =>
+      Promise.allSettled(
+        prompts().map(
+          (prompt, i) =>
+            new Promise<number[]>((resolve, reject) =>
+              batcher.submit([
+                {
+                  prompt,
+                  maxNewTokens,
+                  temperature: 0,
+                  stopIds: new Set(),
+                  stopStrings: [],
+                  rng: createRng(i),
+                  decode: undefined,
+                  lora,
+                  done: (r) => {
+                    if (i === throwFor) throw new Error(`row ${i}: the caller's callback threw`);
+                    resolve(r.tokens);
+                  },
+                  fail: reject,
+                },
+              ]),
+            ),
+        ),
+      );
+    const firstRow = await run(0, 0);
+    expect(firstRow[0]).toMatchObject({ status: 'rejected', reason: { message: /row 0/ } });
+    const settled = await run(2, 6);
+    settled.forEach((x, i) => {
+      if (i === 2) expect(x).toMatchObject({ status: 'rejected', reason: { message: /row 2/ } });
+      else expect(x).toEqual({ status: 'fulfilled', value: want[i] });
+    });
+    // The batcher still serves.
+    const again = await run(-1, 6);
+    expect(again.map((x) => (x.status === 'fulfilled' ? x.value : x.reason))).toEqual(want);
   });
 });
 

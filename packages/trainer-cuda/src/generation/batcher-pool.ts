@@ -54,7 +54,11 @@ export class BatcherPool {
     return this.#shards?.length ?? 0;
   }
 
-  /** Rows generated together at most, over all batchers. */
+  /**
+   * Rows generated together at most: the batcher on this thread runs up to n, each worker
+   * batcher ⌈n / workers⌉ — so while this thread's batcher finishes the rows it took before
+   * the workers opened, up to about 2n run at once.
+   */
   get maxBatchSize(): number {
     return this.#maxBatchSize;
   }
@@ -76,7 +80,7 @@ export class BatcherPool {
   }
 
   submit(rows: BatchRow[]): void {
-    if (this.#shards) {
+    if (this.#shards && !this.#closed) {
       this.#spread(rows);
       return;
     }
@@ -99,6 +103,13 @@ export class BatcherPool {
     const tries = await Promise.allSettled(Array.from({ length: w.count }, () => w.open()));
     const opened = tries.flatMap((t) => (t.status === 'fulfilled' ? [t.value] : []));
     const failed = tries.find((t): t is PromiseRejectedResult => t.status === 'rejected');
+    if (this.#closed) {
+      // Closed while the workers opened: the held rows run here rather than in workers that
+      // are about to end.
+      await Promise.allSettled(opened.map((s) => s.close()));
+      this.#local.submit(this.#held.splice(0));
+      return;
+    }
     if (failed) {
       this.openError = failed.reason;
       await Promise.allSettled(opened.map((s) => s.close()));

@@ -287,6 +287,7 @@ export class DecoderGenerator {
     source: DecoderArtifacts | { manifest: ArtifactsManifest; backend: GenerationBackend },
     options: FusedGenerationOptions = {},
   ) {
+    if (options.maxBatchSize !== undefined) checkBatchSize(options.maxBatchSize);
     this.#fusedOptions = { ...options };
     if ('backend' in source) {
       this.manifest = source.manifest;
@@ -304,10 +305,15 @@ export class DecoderGenerator {
   }
 
   set maxBatchSize(n: number) {
+    checkBatchSize(n);
     this.#fusedOptions.maxBatchSize = n;
-    void this.#fused?.then((f) => {
-      if (f) f.maxBatchSize = n;
-    });
+    // A batcher that failed to open has already reported it to the generation that opened it.
+    this.#fused?.then(
+      (f) => {
+        if (f) f.maxBatchSize = n;
+      },
+      () => {},
+    );
   }
 
   /**
@@ -519,45 +525,48 @@ export class DecoderGenerator {
     );
     const lora = this.#fusedLoraFeeds(fused);
     const decode = shared.decode;
-    return Promise.all(
+    // One submit for all the rows: they start together, and the pool counts them together when
+    // it decides whether to open its worker batchers.
+    const rows: BatchRow[] = [];
+    const outputs = Promise.all(
       requests.map(
         (q, i) =>
           new Promise<GenerationOutput>((resolve, reject) => {
             const prompt = prepared[i]!.prompt;
-            fused.submit([
-              {
-                ...(q.temperature !== undefined && { temperature: q.temperature }),
-                ...(q.topK !== undefined && { topK: q.topK }),
-                ...(q.topP !== undefined && { topP: q.topP }),
-                prompt,
-                maxNewTokens: q.maxNewTokens,
-                stopIds: new Set(q.stopTokenIds ?? []),
-                stopStrings: prepared[i]!.stopStrings,
-                rng: q.rng,
-                decode,
-                lora,
-                fail: reject,
-                done: (r) => {
-                  const out: GenerationOutput = {
-                    promptTokens: Int32Array.from(prompt),
-                    tokens: Int32Array.from(r.tokens),
-                    logprobs: Float32Array.from(r.logprobs),
-                    finishReason: r.finish,
-                  };
-                  if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
-                  if (r.stopString !== undefined) out.stopString = r.stopString;
-                  if (decode) {
-                    out.text =
-                      r.text ??
-                      decode(r.stopTokenId === undefined ? r.tokens : r.tokens.slice(0, -1));
-                  }
-                  resolve(out);
-                },
+            rows.push({
+              ...(q.temperature !== undefined && { temperature: q.temperature }),
+              ...(q.topK !== undefined && { topK: q.topK }),
+              ...(q.topP !== undefined && { topP: q.topP }),
+              prompt,
+              maxNewTokens: q.maxNewTokens,
+              stopIds: new Set(q.stopTokenIds ?? []),
+              stopStrings: prepared[i]!.stopStrings,
+              rng: q.rng,
+              decode,
+              lora,
+              fail: reject,
+              done: (r) => {
+                const out: GenerationOutput = {
+                  promptTokens: Int32Array.from(prompt),
+                  tokens: Int32Array.from(r.tokens),
+                  logprobs: Float32Array.from(r.logprobs),
+                  finishReason: r.finish,
+                };
+                if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
+                if (r.stopString !== undefined) out.stopString = r.stopString;
+                if (decode) {
+                  out.text =
+                    r.text ??
+                    decode(r.stopTokenId === undefined ? r.tokens : r.tokens.slice(0, -1));
+                }
+                resolve(out);
               },
-            ]);
+            });
           }),
       ),
     );
+    fused.submit(rows);
+    return outputs;
   }
 
   /** LoRA feeds of the generate graph for the current adapter (one object per adapter version). */
@@ -756,4 +765,9 @@ function validateRequest(
       `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
     );
   return { prompt, stopStrings };
+}
+
+function checkBatchSize(n: number): void {
+  if (!Number.isInteger(n) || n < 1)
+    throw new RangeError(`maxBatchSize must be a positive integer, got ${n}`);
 }

@@ -141,7 +141,7 @@ export class FusedBatcher {
   submit(rows: BatchRow[]): void {
     this.#arrived += rows.length;
     for (const r of rows) {
-      if (r.maxNewTokens === 0) r.done({ tokens: [], logprobs: [], finish: 'length' });
+      if (r.maxNewTokens === 0) settle(r, { tokens: [], logprobs: [], finish: 'length' });
       else this.#waiting.push(r);
     }
     if (!this.#running) {
@@ -154,7 +154,8 @@ export class FusedBatcher {
   async #loop(): Promise<void> {
     try {
       for (;;) {
-        const limit = Math.max(1, this.maxBatchSize);
+        // A bad size (NaN, 0) would admit nothing and spin without awaiting: one row at least.
+        const limit = this.maxBatchSize >= 1 ? Math.floor(this.maxBatchSize) : 1;
         if (this.#live.length === 0) {
           this.#cache = undefined;
           this.#chunkLen = this.chunkTokens;
@@ -419,7 +420,7 @@ export class FusedBatcher {
   #finishRows(): void {
     const keep: number[] = [];
     this.#live.forEach((l, b) => {
-      if (l.result) l.row.done(l.result);
+      if (l.result) settle(l.row, l.result);
       else keep.push(b);
     });
     if (keep.length === this.#live.length) return;
@@ -505,4 +506,16 @@ function mergeCaches(a: Cache, b: Cache, c: DecoderConfig): Cache {
     mask,
     slots: S,
   };
+}
+
+/**
+ * Hands a row its result. The caller's `done` (its decode, say) may throw: that fails the row
+ * alone, and neither the batch loop nor the rows after it.
+ */
+function settle(row: BatchRow, result: RowResult): void {
+  try {
+    row.done(result);
+  } catch (e) {
+    row.fail(e);
+  }
 }
