@@ -259,3 +259,32 @@ describe('2-layer MLP with LoRA adapters', () => {
     }
   });
 });
+
+describe('stop-gradient (GradOptions.stop)', () => {
+  it('a stopped value is a constant: d/dx Σ x·sg(x) = x, and exp(x − sg(x)) = 1 with gradient 1', async () => {
+    // The PPO ratio of an on-policy step: the old log-probs are the forward's own, detached.
+    const b = new GraphBuilder('stop_gradient');
+    const x = b.input('x', 'float32', [2, 3]);
+    const sx = b.identity(x);
+    const ratio = b.exp(b.sub(x, sx));
+    const loss = b.add(b.reduceSum(b.mul(x, sx)), b.reduceSum(ratio));
+    const [g] = b.grad(loss, [x], { stop: [sx] });
+    b.output(loss, 'loss');
+    b.output(ratio, 'ratio');
+    const xs = [0.5, -1, 2, 0.25, 3, -0.75];
+    const feeds = { x: tensor('float32', [2, 3], xs) };
+    const out = evaluate(b.graph, feeds, [g!, ratio]);
+    // By hand: d/dx Σ x·c = c = x (not 2x, as without the stop); d/dx Σ exp(x − c) = exp(0) = 1.
+    expect(Array.from(out[g!.name]!.data)).toEqual(xs.map((v) => v + 1));
+    expect(Array.from(out[ratio.name]!.data)).toEqual([1, 1, 1, 1, 1, 1]);
+    const ort = await runOrt(b.graph, feeds);
+    expect(Array.from(ort['grad.x']!.data)).toEqual(xs.map((v) => v + 1));
+    // Without the stop the same graph differentiates through both factors: 2x.
+    const free = new GraphBuilder('no_stop');
+    const y = free.input('x', 'float32', [2, 3]);
+    const [gy] = free.grad(free.reduceSum(free.mul(y, free.identity(y))), [y]);
+    expect(Array.from(evaluate(free.graph, feeds, [gy!])[gy!.name]!.data)).toEqual(
+      xs.map((v) => 2 * v),
+    );
+  });
+});

@@ -10,6 +10,11 @@ export interface GradOptions {
   seed?: Value;
   /** Add each gradient as a graph output named `grad.<wrt name>` (default true). */
   asOutputs?: boolean;
+  /**
+   * Values treated as constants (stop-gradient, PyTorch's `.detach()`): no gradient flows back
+   * through them. Make one with `b.identity(x)`, so that `x` itself keeps its gradient.
+   */
+  stop?: readonly Value[];
 }
 
 /**
@@ -32,6 +37,7 @@ export function grad(
         `cannot differentiate w.r.t. ${w.name}: ${w.dtype} is not a float dtype`,
       );
   }
+  const stop = new Set<Value>(options.stop ?? []);
   const reach = new Set<Value>(wrt);
   const flows = (n: Node, i: number): boolean => {
     const v = n.inputs[i];
@@ -41,7 +47,7 @@ export function grad(
   for (const n of b.graph.nodesFor([loss])) {
     if (!OPS[n.op]?.vjp || !n.inputs.some((_, i) => flows(n, i))) continue;
     active.push(n);
-    for (const o of n.outputs) if (isFloat(o.dtype)) reach.add(o);
+    for (const o of n.outputs) if (isFloat(o.dtype) && !stop.has(o)) reach.add(o);
   }
 
   const grads = new Map<Value, Value>();
