@@ -87,6 +87,11 @@ export function trainStepFeeds(
     );
     const n = dims.reduce((a, b) => a * b, 1);
     const name = spec.name;
+    if (name === 'on_policy') {
+      // The fed old log-probs (−5) are used, as train_step.py's loss takes its old ones.
+      feeds[name] = new ort.Tensor('bool', Uint8Array.of(0), []);
+      continue;
+    }
     const value = name.startsWith('acc.')
       ? 0
       : name.includes('.lora_')

@@ -234,6 +234,7 @@ describe('train_step: LoRA gradients', () => {
       temperature: tensor('float32', [], [temperature]),
       [LORA_SCALE]: tensor('float32', [], [1]),
       old_logprobs: perToken(o.old_logprobs),
+      on_policy: tensor('bool', [], [0]),
       ref_logprobs: perToken(o.ref_logprobs),
       advantages: perToken(o.advantages),
       pg_weights: perToken(o.pg_weights),
@@ -245,6 +246,36 @@ describe('train_step: LoRA gradients', () => {
       beta: tensor('float32', [], [o.beta]),
       kl_coeffs: tensor('float32', [3], [0, 0, 1]),
     };
+  };
+
+  const trainStepArtifacts = async () => {
+    const dir = join(tmp, 'art');
+    buildDecoderArtifacts(weights, dir, { lora: allModules, graphs: ['train_step'] });
+    return DecoderArtifacts.open(dir, { intraOpThreads: 1 });
+  };
+  /** dataFeeds as ORT tensors, with the LoRA parameters and zero accumulators. */
+  const ortFeeds = (data: Record<string, HostTensor>) => {
+    const out: Record<string, ort.Tensor> = {};
+    for (const [name, t] of Object.entries(data))
+      out[name] =
+        t.dtype === 'int64'
+          ? new ort.Tensor(
+              'int64',
+              BigInt64Array.from(t.data, (x) => BigInt(x)),
+              [...t.shape],
+            )
+          : t.dtype === 'bool'
+            ? new ort.Tensor('bool', Uint8Array.from(t.data), [...t.shape])
+            : new ort.Tensor('float32', Float32Array.from(t.data), [...t.shape]);
+    for (const s of loraParamSpecs(tiny, allModules)) {
+      out[s.name] = new ort.Tensor('float32', params.get(s.name)!, s.shape);
+      out[`acc.${s.name}`] = new ort.Tensor(
+        'float32',
+        new Float32Array(s.shape[0] * s.shape[1]),
+        s.shape,
+      );
+    }
+    return out;
   };
 
   /** The train_step graph and every feed the float64 TS evaluator needs to run it. */
@@ -299,29 +330,8 @@ describe('train_step: LoRA gradients', () => {
   );
 
   it('train_step.onnx in ORT (float32) gives the evaluator loss, logprobs and gradients', async () => {
-    const dir = join(tmp, 'art');
-    buildDecoderArtifacts(weights, dir, { lora: allModules, graphs: ['train_step'] });
-    const art = await DecoderArtifacts.open(dir, { intraOpThreads: 1 });
-    const session = art.session('train_step');
-    const ortFeeds: Record<string, ort.Tensor> = {};
-    for (const [name, t] of Object.entries(dataFeeds(0.8)))
-      ortFeeds[name] =
-        t.dtype === 'int64'
-          ? new ort.Tensor(
-              'int64',
-              BigInt64Array.from(t.data, (x) => BigInt(x)),
-              [...t.shape],
-            )
-          : new ort.Tensor('float32', Float32Array.from(t.data), [...t.shape]);
-    for (const s of loraParamSpecs(tiny, allModules)) {
-      ortFeeds[s.name] = new ort.Tensor('float32', params.get(s.name)!, s.shape);
-      ortFeeds[`acc.${s.name}`] = new ort.Tensor(
-        'float32',
-        new Float32Array(s.shape[0] * s.shape[1]),
-        s.shape,
-      );
-    }
-    const got = (await session.run(ortFeeds)).outputs;
+    const art = await trainStepArtifacts();
+    const got = (await art.session('train_step').run(ortFeeds(dataFeeds(0.8)))).outputs;
     await art.release();
 
     const { g, feeds } = evaluatorTrainStep('ev');
@@ -335,5 +345,49 @@ describe('train_step: LoRA gradients', () => {
       for (let i = 0; i < t.data.length; i++) worst = Math.max(worst, Math.abs(o[i]! - t.data[i]!));
       expect(worst / scale, name).toBeLessThan(2e-5);
     }
+  });
+
+  it("on_policy: old = the forward's own log-probs, detached — the bits of feeding them as old", async () => {
+    // The reference is the path checked above by finite differences: old_logprobs fed from the
+    // outside (here, the log-probs the on-policy run itself returned). Same loss, same
+    // statistics, same gradients, to the bit; the fed old_logprobs are not read (NaN here).
+    const art = await trainStepArtifacts();
+    const session = art.session('train_step');
+    const data = dataFeeds(0.8, 'grpo');
+    const onPolicy = (
+      await session.run(
+        ortFeeds({
+          ...data,
+          on_policy: tensor('bool', [], [1]),
+          old_logprobs: tensor('float32', [B, 3], Number.NaN),
+        }),
+      )
+    ).outputs;
+    const fed = (
+      await session.run(
+        ortFeeds({
+          ...data,
+          old_logprobs: tensor(
+            'float32',
+            [B, 3],
+            Array.from(onPolicy.logprobs!.data as Float32Array),
+          ),
+        }),
+      )
+    ).outputs;
+    await art.release();
+    for (const name of Object.keys(fed))
+      expect(Array.from(onPolicy[name]!.data as Float32Array), name).toEqual(
+        Array.from(fed[name]!.data as Float32Array),
+      );
+    // ρ = 1 everywhere: no token clipped, and the gradients are not zero (the pg term flows).
+    expect(onPolicy.clip_region_sum!.data[0]).toBe(0);
+    const grads = Object.keys(onPolicy).filter((k) => k.startsWith('grad.'));
+    expect(grads.length).toBeGreaterThan(0);
+    for (const k of grads)
+      expect(
+        Array.from(onPolicy[k]!.data as Float32Array).some((x) => x !== 0),
+        k,
+      ).toBe(true);
   });
 });

@@ -236,6 +236,27 @@ describe.each(LOSS_TYPES)('loss type %s', (_name, aggregation) => {
     }
   });
 
+  it("old omitted (on-policy): the update's own log-probs, detached — the bits of feeding the logprobs graph's", async () => {
+    // What GRPOTrainer does for the first update on a batch (TRL's old_per_token_logps = None):
+    // no log-probs pass before the update. Reference: the same batch with old = the logprobs
+    // graph's log-probs under the same parameters (the path checked against @flowgrpo/grpo
+    // above), in one micro-batch and in many.
+    for (const maxTokensPerMicrobatch of [4096, 16]) {
+      const h = { ...hp, maxTokensPerMicrobatch };
+      const fed = await policy.gradients(
+        rows,
+        targets,
+        { old: logp, ref, pgWeights: weightsFor() },
+        h,
+      );
+      const own = await policy.gradients(rows, targets, { ref, pgWeights: weightsFor() }, h);
+      expect(own.loss).toBe(fed.loss);
+      for (const [name, g] of Object.entries(fed.grads))
+        expect(Array.from(own.grads[name]!), name).toEqual(Array.from(g));
+      expect(Object.values(own.grads).some((g) => g.some((x) => x !== 0))).toBe(true);
+    }
+  });
+
   it('gradients accumulated over micro-batches equal the one-batch gradients', async () => {
     const inputs = { old, ref, pgWeights: weightsFor() };
     const one = await policy.gradients(rows, targets, inputs, hp);

@@ -195,6 +195,7 @@ describe.skipIf(!webgpu.available).each(configs)(
         temperature: f32([1], []),
         // A GRPO objective with every term on (clip, dual clip, k3 KL, an NLL term).
         old_logprobs: f32([-5.1, -5.6, -5.3, -5.0], [2, 2]),
+        on_policy: new ort.Tensor('bool', Uint8Array.of(0), []),
         ref_logprobs: f32([-5.4, -5.2, -5.5, -5.3], [2, 2]),
         advantages: f32([1.1, -0.6, 0.5, 0], [2, 2]),
         pg_weights: f32([0.3, 0.3, 0.4, 0], [2, 2]),

@@ -214,23 +214,28 @@ export async function updateRole(
   const targets = targetsOf(rows);
   if (targets.count === 0) return undefined;
   const lp = { temperature: c.temperature, maxTokensPerMicrobatch: c.max_tokens_per_microbatch };
-  const old = await role.policy.logprobs(rows, targets, { ...lp, loraScale: 1 });
+  // Old log-probs before the update only for the importance correction; otherwise the update's
+  // own forward, detached (one update per batch: the same bits, without a second pass).
+  const correct = o.importanceCorrection || c.vllm_importance_sampling_correction;
+  const old = correct
+    ? await role.policy.logprobs(rows, targets, { ...lp, loraScale: 1 })
+    : undefined;
   const ref =
     c.beta !== 0 ? await role.policy.logprobs(rows, targets, { ...lp, loraScale: 0 }) : undefined;
-  let mismatch = 0;
-  for (let j = 0; j < targets.count; j++)
-    mismatch = Math.max(mismatch, Math.abs(old[j]! - targets.sampleLogprob[j]!));
   const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
     maxLen: c.max_completion_length,
   });
-  if (o.importanceCorrection || c.vllm_importance_sampling_correction)
-    applyTruncatedImportanceWeights(pgWeights, old, targets, c.vllm_importance_sampling_cap);
+  if (old) applyTruncatedImportanceWeights(pgWeights, old, targets, c.vllm_importance_sampling_cap);
   const u = await role.policy.update(
     rows,
     targets,
-    { old, ...(ref && { ref }), pgWeights },
+    { ...(old && { old }), ...(ref && { ref }), pgWeights },
     updateHyperParams(c, learningRate),
   );
+  const trainer = old ?? u.logprobs;
+  let mismatch = 0;
+  for (let j = 0; j < targets.count; j++)
+    mismatch = Math.max(mismatch, Math.abs(trainer[j]! - targets.sampleLogprob[j]!));
   // The role's engine samples from its new adapter from the next call on.
   role.engine.generator.setLora(role.policy.params);
   return {

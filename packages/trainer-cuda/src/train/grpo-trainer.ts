@@ -376,33 +376,43 @@ export class GRPOTrainer {
             `step ${state.global_step}: nothing to train on after the filters; no update`,
           );
         } else {
-          // Old log-probs recomputed by the logprobs graph; reference log-probs when beta ≠ 0.
+          // Old log-probs: the first update's own forward, detached (TRL's
+          // old_per_token_logps = None; the parameters have not moved yet), which later updates
+          // on this batch reuse. Only the importance-sampling correction needs them before the
+          // first update: then the logprobs graph computes them (the same bits). Reference
+          // log-probs when beta ≠ 0.
           const lpOptions = {
             temperature: c.temperature,
             maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
           };
-          const old = await time('logprobs', () =>
-            policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 1 }),
-          );
+          let old = c.vllm_importance_sampling_correction
+            ? await time('logprobs', () =>
+                policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 1 }),
+              )
+            : undefined;
           const ref =
             c.beta !== 0
               ? await time('logprobs', () =>
                   policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 0 }),
                 )
               : undefined;
-          for (let j = 0; j < targets.count; j++) {
-            const s = targets.sampleLogprob[j]!;
-            if (Number.isNaN(s)) continue;
-            const d = Math.abs(old[j]! - s);
-            mismatchSum += d;
-            mismatchMax = Math.max(mismatchMax, d);
-            mismatchCount++;
-          }
+          // Sampler vs trainer log-probs, per token (sampled log-probs are NaN where unknown).
+          const compare = (trainer: Float32Array) => {
+            for (let j = 0; j < targets.count; j++) {
+              const s = targets.sampleLogprob[j]!;
+              if (Number.isNaN(s)) continue;
+              const d = Math.abs(trainer[j]! - s);
+              mismatchSum += d;
+              mismatchMax = Math.max(mismatchMax, d);
+              mismatchCount++;
+            }
+          };
+          if (old) compare(old);
           const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
             maxLen: c.max_completion_length,
           });
           // Truncated importance sampling: the rollout engine's distribution differs from ours.
-          if (c.vllm_importance_sampling_correction)
+          if (old && c.vllm_importance_sampling_correction)
             applyTruncatedImportanceWeights(
               pgWeights,
               old,
@@ -417,10 +427,14 @@ export class GRPOTrainer {
               policy.update(
                 trainRows,
                 targets,
-                { old, ...(ref && { ref }), pgWeights },
+                { ...(old && { old }), ...(ref && { ref }), pgWeights },
                 updateHyperParams(c, lr),
               ),
             );
+            if (!old) {
+              old = r.logprobs;
+              compare(old);
+            }
             if (r.skipped) {
               state.nan_steps_skipped++;
               inARow++;

@@ -31,6 +31,7 @@ import {
   KL_COEFFS,
   NLL_WEIGHTS,
   OLD_LOGPROBS,
+  ON_POLICY,
   PG_WEIGHTS,
   REF_LOGPROBS,
   STAT_WEIGHTS,
@@ -71,7 +72,12 @@ export interface LoraPolicyOptions {
 
 /** The objective of one update, per target (see train-step-graph.ts). */
 export interface UpdateInputs {
-  /** Per target: log-probs of the policy before the update (needed when pgWeights ≠ 0). */
+  /**
+   * Per target: log-probs of the policy before the update. Omitted: the update's own forward,
+   * detached (TRL's `old_per_token_logps = None`) — right for the first update on a batch, as
+   * the parameters have not moved yet; later updates on the same batch (num_iterations > 1) pass
+   * the first one's `logprobs`.
+   */
   old?: Float32Array;
   /** Per target: reference log-probs (needed when beta ≠ 0). */
   ref?: Float32Array;
@@ -357,6 +363,7 @@ export class LoraPolicy {
       ...tokenFeeds(mb, rows, targets, { segments: true }),
       ...shared,
       [OLD_LOGPROBS]: perTargetFeed(mb, targets, inputs.old ?? zeros),
+      [ON_POLICY]: new ort.Tensor('bool', Uint8Array.of(inputs.old === undefined ? 1 : 0), []),
       [REF_LOGPROBS]: perTargetFeed(mb, targets, inputs.ref ?? inputs.old ?? zeros),
       [ADVANTAGES]: perTargetFeed(mb, targets, targets.advantage),
       [PG_WEIGHTS]: perTargetFeed(mb, targets, inputs.pgWeights ?? zeros),

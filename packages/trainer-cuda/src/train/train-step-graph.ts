@@ -33,10 +33,18 @@ import {
 // by `stat_weights` (mask / number of masked tokens in the whole batch): token means after the
 // micro-batches are added, as TRL reports them.
 //
+// On-policy steps (`on_policy` true: TRL's old_per_token_logps = None, one update per batch)
+// take `old` from this forward's own log-probs, detached (a stop-gradient: ρ = 1, ∂ρ/∂logp = 1),
+// instead of a separate log-probs pass over the batch before the update. Both give the same
+// bits: the logprobs graph computes these log-probs exactly as this forward does (tested, and
+// checked over the demo's GRPO steps).
+//
 // Gradient accumulation stays on the device: `grad.<p> = acc.<p> + ∂loss/∂p`, the previous
 // micro-batch's gradients fed back as `acc.<p>` (zeros for the first).
 
 export const OLD_LOGPROBS = 'old_logprobs';
+/** [] bool: old = this forward's log-probs, detached (old_logprobs is then not read). */
+export const ON_POLICY = 'on_policy';
 export const REF_LOGPROBS = 'ref_logprobs';
 export const ADVANTAGES = 'advantages';
 export const PG_WEIGHTS = 'pg_weights';
@@ -77,7 +85,8 @@ export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig | 'full'
   const targets = addTargetInputs(b);
   const adapters = lora === 'full' ? undefined : addLoraInputs(b, base, lora);
   const tokens = ['batch', 'targets'];
-  const old = b.input(OLD_LOGPROBS, 'float32', tokens);
+  const oldIn = b.input(OLD_LOGPROBS, 'float32', tokens);
+  const onPolicy = b.input(ON_POLICY, 'bool', []);
   const ref = b.input(REF_LOGPROBS, 'float32', tokens);
   const adv = b.input(ADVANTAGES, 'float32', tokens);
   const pgW = b.input(PG_WEIGHTS, 'float32', tokens);
@@ -91,6 +100,8 @@ export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig | 'full'
 
   const forward = decoderForward(b, base, inputs, adapters);
   const { logprobs: logp, logits, lse } = targetLogprobs(b, base, forward, targets);
+  const detached = b.identity(logp);
+  const old = b.where(onPolicy, detached, oldIn);
 
   // Policy-gradient term (PPO clip, asymmetric, optional dual clip).
   const ratio = b.exp(b.clip(b.sub(logp, old), -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP));
@@ -146,7 +157,7 @@ export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig | 'full'
   const params = adapters
     ? [...adapters.params.values()]
     : b.graph.inputs.filter((v) => base.refs.has(v.name));
-  const grads = b.grad(loss, params, { asOutputs: false });
+  const grads = b.grad(loss, params, { asOutputs: false, stop: [detached] });
   params.forEach((param, i) => {
     const acc = b.input(accName(param.name), 'float32', param.shape!);
     b.output(b.add(acc, grads[i]!), `grad.${param.name}`);
