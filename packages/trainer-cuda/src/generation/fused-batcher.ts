@@ -23,6 +23,8 @@ import { firstStop } from './stop-strings.js';
 //
 // A request's tokens depend only on its own logits and its own random stream (one uniform per
 // sampled token, drawn from the row's RNG as sampling.ts draws it), never on its batch-mates.
+// (Its logits can still move in the last bits with the batch it runs in, so a near-tie could
+// flip; the log-probs it returns were seen to vary at ~1e-6 between runs: docs/performance.md.)
 // Rows with top-k / top-p sample on the host from the `logits` output: while one is in the batch,
 // chunks are one token long.
 
