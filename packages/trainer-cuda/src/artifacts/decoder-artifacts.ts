@@ -27,9 +27,10 @@ import { writeDirAtomicallySync } from '../util/atomic-dir.js';
 export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
 /**
  * Bumped whenever a graph's inputs or meaning change, so artifacts built before are rebuilt rather
- * than fed what they do not expect. 2: train_step takes `segment_ids` (packed rows).
+ * than fed what they do not expect. 2: train_step takes `segment_ids` (packed rows). 3: train_step
+ * takes `on_policy` (π_old from its own forward).
  */
-export const ARTIFACTS_FORMAT_VERSION = 2;
+export const ARTIFACTS_FORMAT_VERSION = 3;
 export const ARTIFACTS_MANIFEST = 'artifacts.json';
 export const WEIGHTS_FILE = 'weights.data';
 /** The standard ai.onnx graphs (built from the differentiable IR). */
