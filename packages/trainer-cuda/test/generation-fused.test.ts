@@ -17,7 +17,7 @@ import { createRng } from '@flowgrpo/core';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatcherPool } from '../src/generation/batcher-pool.js';
-import { FusedBatcher, type RowResult } from '../src/generation/fused-batcher.js';
+import { type BatchRow, FusedBatcher, type RowResult } from '../src/generation/fused-batcher.js';
 import {
   type GenerateRunner,
   localRunner,
@@ -105,6 +105,29 @@ function expectSameSamples(a: GenerationOutput[], b: GenerationOutput[], what: s
         1e-4,
       );
   });
+}
+
+/** A greedy row for the batcher and pool tests: its own seeded stream, no stop, no decode. */
+function greedyRow(
+  prompt: number[],
+  i: number,
+  maxNewTokens: number,
+  done: BatchRow['done'],
+  fail: BatchRow['fail'],
+  lora: BatchRow['lora'] = { version: 0, feeds: {} },
+): BatchRow {
+  return {
+    prompt,
+    maxNewTokens,
+    temperature: 0,
+    stopIds: new Set(),
+    stopStrings: [],
+    rng: createRng(i),
+    decode: undefined,
+    lora,
+    done,
+    fail,
+  };
 }
 
 describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
@@ -309,17 +332,20 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
         maxPositions: own.manifest.maxPositions,
         chunkTokens: 2,
       });
-    const pool = new BatcherPool(batcher(localRunner(await own.openSession('generate'))), {
-      count: 2,
-      from: 1,
-      open: async () => {
-        const w = new SessionWorker();
-        threads.push(w);
-        const file = join(dir, own.manifest.graphs.generate!.file);
-        const ws = await w.load(file, { device: 'cpu', intraOpThreads: 1 });
-        return { batcher: batcher(workerRunner(ws)), close: () => w.terminate(), ended: w.ended };
-      },
-    });
+    // Two worker batchers from the first row on; the threads they open go to `threads`.
+    const workerPool = async (threads: SessionWorker[]) =>
+      new BatcherPool(batcher(localRunner(await own.openSession('generate'))), {
+        count: 2,
+        from: 1,
+        open: async () => {
+          const w = new SessionWorker();
+          threads.push(w);
+          const file = join(dir, own.manifest.graphs.generate!.file);
+          const ws = await w.load(file, { device: 'cpu', intraOpThreads: 1 });
+          return { batcher: batcher(workerRunner(ws)), close: () => w.terminate(), ended: w.ended };
+        },
+      });
+    const pool = await workerPool(threads);
     try {
       const want = await new DecoderGenerator(own, { generateWorkers: 0 }).generate(prompts(), {
         maxNewTokens: 8,
@@ -331,20 +357,7 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
           prompts().map(
             (prompt, i) =>
               new Promise<RowResult>((done, fail) =>
-                pool.submit([
-                  {
-                    prompt,
-                    maxNewTokens: 8,
-                    temperature: 0,
-                    stopIds: new Set(),
-                    stopStrings: [],
-                    rng: createRng(i),
-                    decode: undefined,
-                    lora: { version: 0, feeds: {} },
-                    done,
-                    fail,
-                  },
-                ]),
+                pool.submit([greedyRow(prompt, i, 8, done, fail)]),
               ),
           ),
         );
@@ -382,33 +395,11 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
 
       // A pool closed while its workers open runs the rows it held here, not in workers that
       // are ending.
-      const closing = new BatcherPool(batcher(localRunner(await own.openSession('generate'))), {
-        count: 2,
-        from: 1,
-        open: async () => {
-          const w = new SessionWorker();
-          const file = join(dir, own.manifest.graphs.generate!.file);
-          const ws = await w.load(file, { device: 'cpu', intraOpThreads: 1 });
-          return { batcher: batcher(workerRunner(ws)), close: () => w.terminate(), ended: w.ended };
-        },
-      });
+      const closing = await workerPool([]);
       const held = prompts().map(
         (prompt, i) =>
           new Promise<number[]>((done, fail) =>
-            closing.submit([
-              {
-                prompt,
-                maxNewTokens: 8,
-                temperature: 0,
-                stopIds: new Set(),
-                stopStrings: [],
-                rng: createRng(i),
-                decode: undefined,
-                lora: { version: 0, feeds: {} },
-                done: (r) => done(r.tokens),
-                fail,
-              },
-            ]),
+            closing.submit([greedyRow(prompt, i, 8, (r) => done(r.tokens), fail)]),
           ),
       );
       await closing.close();
@@ -510,21 +501,17 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
           (prompt, i) =>
             new Promise<number[]>((resolve, reject) =>
               batcher.submit([
-                {
+                greedyRow(
                   prompt,
+                  i,
                   maxNewTokens,
-                  temperature: 0,
-                  stopIds: new Set(),
-                  stopStrings: [],
-                  rng: createRng(i),
-                  decode: undefined,
-                  lora,
-                  done: (r) => {
+                  (r) => {
                     if (i === throwFor) throw new Error(`row ${i}: the caller's callback threw`);
                     resolve(r.tokens);
                   },
-                  fail: reject,
-                },
+                  reject,
+                  lora,
+                ),
               ]),
             ),
         ),
