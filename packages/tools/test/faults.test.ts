@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { createServer as createHttpServer } from 'node:http';
@@ -228,7 +229,7 @@ describe('python sandbox: hostile code', () => {
   sandboxed(
     'the host filesystem is invisible, and nothing outside the workspace is writable',
     async () => {
-      const marker = `flowgrpo-pwned-${process.pid}-${Date.now()}`;
+      const marker = `flowgrpo-pwned-${randomUUID()}`;
       const code = [
         'import os',
         `for p in ['/etc/shadow', '/root', '/home', ${JSON.stringify(process.cwd())}, '/etc/passwd']:`,

@@ -97,8 +97,9 @@ export interface GenerateGraphOptions {
    * cache stays put and only the chunk's slots grow (no per-token copy of the cache: large
    * batches). 'auto': both loops in one graph, chosen per run by the `split_cache` input (from
    * the batch size): the two loops round differently in the last bits, so with 'auto' a row's
-   * samples can depend on the size of the batch it ran in — near-ties may flip. Default 'concat': measured faster on the CPU EP for stories260K up to batch 32
-   * (docs/performance.md), and the graph stays half the size.
+   * samples can depend on the size of the batch it ran in — near-ties may flip. Default
+   * 'concat': measured faster on the CPU EP for stories260K up to batch 32 (docs/performance.md),
+   * and the graph stays half the size.
    */
   attention?: 'concat' | 'split' | 'auto';
 }
