@@ -472,6 +472,17 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     await expect(fused.generate([[1]], { maxNewTokens: 2, temperature: -1 })).rejects.toThrow(
       /temperature/,
     );
+    // A stop id the model cannot sample (the tokenizer and the model disagree) is refused up
+    // front on both paths; the generate graph would otherwise fail on it mid-batch.
+    const V = tiny.weights.config.vocabSize;
+    for (const g of [fused, standard]) {
+      await expect(g.generate([[1]], { maxNewTokens: 2, stopTokenIds: [V] })).rejects.toThrow(
+        new RangeError(`request 0 has stop token id ${V} outside [0, ${V})`),
+      );
+      await expect(
+        g.generateEach([{ prompt: [1], maxNewTokens: 2, stopTokenIds: [-1] }]),
+      ).rejects.toThrow(RangeError);
+    }
     const none = await fused.generate([[1, 2]], { maxNewTokens: 0 });
     expect(none[0]!.tokens.length).toBe(0);
     // A batch size that would admit nothing (and spin) is refused where it is given.

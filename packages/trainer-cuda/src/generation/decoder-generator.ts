@@ -739,7 +739,10 @@ function generateThreads(art: DecoderArtifacts): { intraOpThreads?: number } {
 
 /** Checks a request like the graphs need it; returns its prompt ids and non-empty stop strings. */
 function validateRequest(
-  q: Pick<GenerationRequest, 'prompt' | 'maxNewTokens' | 'stopStrings' | 'temperature' | 'topP'>,
+  q: Pick<
+    GenerationRequest,
+    'prompt' | 'maxNewTokens' | 'stopTokenIds' | 'stopStrings' | 'temperature' | 'topP'
+  >,
   i: number,
   V: number,
   maxPositions: number,
@@ -760,6 +763,11 @@ function validateRequest(
   for (const t of prompt)
     if (!Number.isInteger(t) || t < 0 || t >= V)
       throw new RangeError(`prompt ${i} has token id ${t} outside [0, ${V})`);
+  // A stop id outside the vocabulary can never be sampled: it means the tokenizer and the model
+  // disagree (the generate graph would also fail on it mid-batch), so it is refused here.
+  for (const t of q.stopTokenIds ?? [])
+    if (!Number.isInteger(t) || t < 0 || t >= V)
+      throw new RangeError(`request ${i} has stop token id ${t} outside [0, ${V})`);
   if (prompt.length + maxNewTokens > maxPositions)
     throw new RangeError(
       `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
