@@ -8,6 +8,7 @@ import type { RolloutAgent } from '@flowgrpo/agent';
 import { readTrajectoriesParquet } from '@flowgrpo/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  demoAgent,
   type GRPOTrainer,
   initLoraParams,
   type LocalPolicyEngine,
@@ -218,6 +219,47 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
     expect(here.open).toBe(0);
     expect(there.open).toBe(2);
     expect(there.metrics).toEqual(here.metrics);
+  }, 120_000);
+
+  it("samples the policy at the config's temperature, top_p and max_completion_length, not the agent's", async () => {
+    // The agent asks for temperature 0.5, top_p 1 and 24 tokens; the run says 0.8, 0.9 and 12.
+    // The loss takes the policy's log-probs at 0.8, so the sampler's log-probs of the same
+    // tokens must be those (logprob_mismatch: the training graph against the sampler; at 0.5
+    // they differ by far more than 1e-4), and no turn may be longer than 12 tokens.
+    const { almanac } = await tinySetup(root);
+    const warnings: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => {
+      if (w.code === 'FLOWGRPO_SAMPLING_OVERRIDE') warnings.push(w.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      const config = tinyConfig(join(root, 'sampling'), {
+        max_steps: 1,
+        temperature: 0.8,
+        top_p: 0.9,
+        max_completion_length: 12,
+      });
+      const trainer = await tinyTrainer(root, config, {
+        extra: {
+          agent: (policy) =>
+            demoAgent(policy, almanac, { maxTokens: 24, maxTurns: 2, temperature: 0.5, topP: 1 }),
+        },
+      });
+      const r = await trainer.train();
+      const step = r.metrics.find((m) => typeof m.reward === 'number')!;
+      expect(step['logprob_mismatch/max'] as number).toBeLessThanOrEqual(1e-4);
+      const file = join(root, 'sampling', 'rollouts', 'step-000001.parquet');
+      const lengths = (await readTrajectoriesParquet(file)).flatMap((t) =>
+        (t.turns ?? []).map((u) => u.actionTokens.length),
+      );
+      expect(lengths.length).toBeGreaterThan(0);
+      expect(Math.max(...lengths)).toBe(12); // an untrained model rarely stops on its own
+      await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on next tick
+      expect(warnings).toHaveLength(2); // temperature and top_p; the token cap is silent
+      expect(warnings.join('\n')).toMatch(/temperature = 0\.5; .* temperature = 0\.8/);
+    } finally {
+      process.off('warning', onWarning);
+    }
   }, 120_000);
 
   it('an abort stops after the running step and writes a final checkpoint', async () => {

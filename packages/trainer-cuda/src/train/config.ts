@@ -103,7 +103,10 @@ export const GRPOConfigSchema = z
      * 64 MiB of weights, else 0 (DecoderGenerator's generateWorkers).
      */
     generate_workers: z.number().int().nonnegative().optional(),
-    /** flowgrpo: planner turns per rollout (FlowRollout's maxTurns when the trainer builds it). */
+    /**
+     * flowgrpo: planner turns per rollout — the agent's setting: the CLI passes it to the agent
+     * it builds; a `GRPOTrainer` in code leaves it to the `agent` factory.
+     */
     max_turns: positiveInt.default(5),
     /**
      * Truncated importance sampling for rollouts from another engine (TRL's vLLM correction):

@@ -68,7 +68,7 @@ import {
 import { type Progress, silentProgress } from './progress.js';
 import { writeReport } from './report.js';
 import { type MetricsRecord, RunDirectory } from './run-dir.js';
-import { greedy } from './sampling-override.js';
+import { greedy, trainingSampling } from './sampling-override.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py:
 //
@@ -273,7 +273,13 @@ export class GRPOTrainer {
         this.#engine = this.#local;
       }
       await this.#sync(policy.params, state.global_step);
-      const agent = o.agent(this.#engine);
+      const agent = o.agent(
+        trainingSampling(this.#engine, {
+          temperature: c.temperature,
+          topP: c.top_p,
+          maxTokens: c.max_completion_length,
+        }),
+      );
 
       // ---- the loop -----------------------------------------------------------------------------
       const bar = progress.start('GRPO', c.max_steps);
