@@ -102,6 +102,25 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
     expect(ck.trainer.log_history).toHaveLength(4);
   });
 
+  it('max_grad_norm: 0 turns clipping off, as in HF (the same update as a bound no norm reaches)', async () => {
+    const m = readArtifactsManifest(join(root, 'artifacts'));
+    const step = async (max_grad_norm: number) => {
+      const out = join(root, `clip-${max_grad_norm}`);
+      const r = await (await tinyTrainer(root, tinyConfig(out, { max_grad_norm }))).train();
+      return (await loadCheckpoint(r.checkpoint!, m.config)).params;
+    };
+    const off = await step(0);
+    const unreached = await step(1e30);
+    const init = initLoraParams(m.config, m.lora!, '7:lora');
+    let moved = 0;
+    for (const [name, v] of off) {
+      expect(Array.from(v), name).toEqual(Array.from(unreached.get(name)!));
+      const v0 = init.get(name)!;
+      for (let i = 0; i < v.length; i++) moved = Math.max(moved, Math.abs(v[i]! - v0[i]!));
+    }
+    expect(moved).toBeGreaterThan(1e-4);
+  }, 120_000);
+
   it('killed with SIGKILL mid-step and resumed, continues exactly as the uninterrupted run', async () => {
     const out = join(root, 'killed');
     const marker = join(root, 'holding');

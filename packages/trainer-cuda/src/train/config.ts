@@ -33,6 +33,7 @@ const common = {
   adam_beta1: z.number().min(0).lt(1).default(0.9),
   adam_beta2: z.number().min(0).lt(1).default(0.999),
   adam_epsilon: z.number().positive().default(1e-8),
+  /** Global gradient-norm clipping; 0 turns it off (as in HF's Trainer). */
   max_grad_norm: nonNegative.default(1),
   /** Optimizer steps in all (TRL's `max_steps`). */
   max_steps: positiveInt,
@@ -225,7 +226,8 @@ export function policyOptions(
       beta2: c.adam_beta2,
       eps: c.adam_epsilon,
       weightDecay: c.weight_decay,
-      maxGradNorm: c.max_grad_norm,
+      // HF clips only when max_grad_norm > 0; an AdamW clip at 0 would zero every gradient.
+      ...(c.max_grad_norm > 0 && { maxGradNorm: c.max_grad_norm }),
     },
   };
 }
