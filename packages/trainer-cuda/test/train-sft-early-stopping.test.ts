@@ -4,11 +4,26 @@
 // stops. Any lower loss is still the new best checkpoint. The expected steps below follow from
 // those rules on a run whose eval loss falls at every step (the eval set is the training set and
 // every weight is trained at a high learning rate, so each step lowers it; the first test checks it).
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTinyQwen2, type SFTExample, SFTTrainer, type TinyModel } from '../src/index.js';
+import {
+  createTinyQwen2,
+  listCheckpoints,
+  type SFTExample,
+  SFTTrainer,
+  type TinyModel,
+} from '../src/index.js';
+import { rotateCheckpoints, TRAINER_STATE } from '../src/train/checkpoint.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-sft-early-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -99,5 +114,19 @@ describe('SFT early stopping', () => {
         .filter((n) => n.startsWith('checkpoint-'))
         .sort(),
     ).toEqual(['checkpoint-2', 'checkpoint-3']);
+  });
+
+  it('rotation never removes the best checkpoint, however old (save_total_limit counts the others)', () => {
+    // The best at step 10, later saves at 20, 30, 40, save_total_limit 1: 10 and 40 remain.
+    // (The SFT trainer once rotated to limit + 1 by age, which removed an old best.)
+    const dir = join(tmp, 'rotation');
+    for (const step of [10, 20, 30, 40]) {
+      mkdirSync(join(dir, `checkpoint-${step}`), { recursive: true });
+      writeFileSync(join(dir, `checkpoint-${step}`, TRAINER_STATE), '{}');
+    }
+    rotateCheckpoints(dir, 1, join(dir, 'checkpoint-10'));
+    expect(listCheckpoints(dir).map((c) => c.step)).toEqual([10, 40]);
+    rotateCheckpoints(dir, 1); // no best: the newest stays
+    expect(listCheckpoints(dir).map((c) => c.step)).toEqual([40]);
   });
 });

@@ -214,10 +214,13 @@ export function removeStaleCheckpoints(outputDir: string, inUse: readonly string
   return stale.map((c) => basename(c.dir));
 }
 
-/** Removes the oldest checkpoints beyond `limit` (0 = keep all). */
-export function rotateCheckpoints(outputDir: string, limit: number): void {
+/**
+ * Removes the oldest checkpoints beyond `limit` (0 = keep all). `keep` (the best checkpoint, as
+ * HF keeps it with `load_best_model_at_end`) is never removed and not counted in `limit`.
+ */
+export function rotateCheckpoints(outputDir: string, limit: number, keep?: string): void {
   if (limit <= 0) return;
-  const all = listCheckpoints(outputDir);
-  for (const c of all.slice(0, Math.max(0, all.length - limit)))
+  const others = listCheckpoints(outputDir).filter((c) => c.dir !== keep);
+  for (const c of others.slice(0, Math.max(0, others.length - limit)))
     rmSync(c.dir, { recursive: true, force: true });
 }

@@ -317,13 +317,8 @@ export class SFTTrainer {
         trainer: state,
         ...(o.baseModel && { baseModel: o.baseModel }),
       });
-      // Never rotate the best checkpoint away.
-      const best = extra.best_checkpoint;
-      if (c.save_total_limit > 0) {
-        const keep = listCheckpoints(this.#run.dir).filter((k) => k.dir !== best);
-        if (keep.length > c.save_total_limit)
-          rotateCheckpoints(this.#run.dir, c.save_total_limit + (best ? 1 : 0));
-      }
+      // save_total_limit counts the checkpoints besides the best, which is never rotated away.
+      rotateCheckpoints(this.#run.dir, c.save_total_limit, extra.best_checkpoint ?? undefined);
       return lastCheckpoint;
     };
     try {
