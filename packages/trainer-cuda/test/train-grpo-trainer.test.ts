@@ -5,10 +5,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RolloutAgent } from '@flowgrpo/agent';
-import { readTrajectoriesParquet } from '@flowgrpo/core';
+import { ConfigError, readTrajectoriesParquet } from '@flowgrpo/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   demoAgent,
+  type GRPOConfigInput,
   type GRPOTrainer,
   initLoraParams,
   type LocalPolicyEngine,
@@ -16,9 +17,10 @@ import {
   loadCheckpoint,
   NonFiniteLossError,
   readArtifactsManifest,
+  SFTTrainer,
   type TrainResult,
 } from '../src/index.js';
-import { comparable, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
+import { comparable, LORA, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-grpo-trainer-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -280,6 +282,36 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
       process.off('warning', onWarning);
     }
   }, 120_000);
+
+  it('both trainers refuse a config.lora the artifacts were not built with (modules, rslora, rank)', async () => {
+    // The artifacts: r 4, alpha 8, q/v/up (support/tiny-grpo.ts LORA).
+    const { model, artifacts } = await tinySetup(root);
+    const same = { r: LORA.r, lora_alpha: LORA.alpha, target_modules: [...LORA.targetModules] };
+    const wrong: GRPOConfigInput['lora'][] = [
+      { ...same, target_modules: ['q_proj', 'v_proj'] },
+      { ...same, use_rslora: true },
+      { ...same, r: 8, lora_alpha: 16 }, // same alpha / r, other shapes
+    ];
+    for (const lora of wrong) {
+      let error: unknown;
+      try {
+        await tinyTrainer(root, tinyConfig(join(root, 'mismatch'), { lora }));
+      } catch (e) {
+        error = e;
+      }
+      expect(error, JSON.stringify(lora)).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).key).toBe('lora');
+      const sft = new SFTTrainer({
+        config: { output_dir: join(root, 'mismatch-sft'), max_steps: 1, lora },
+        artifacts,
+        tokenizer: model.tokenizer,
+        trainDataset: [{ prompt: 'a', completion: 'b' }],
+      });
+      await expect(sft.train(), JSON.stringify(lora)).rejects.toThrow(
+        /does not match the artifacts/,
+      );
+    }
+  });
 
   it('an abort stops after the running step and writes a final checkpoint', async () => {
     const controller = new AbortController();

@@ -1,6 +1,6 @@
 import { ConfigError } from '@flowgrpo/core';
 import { z } from 'zod';
-import { LORA_TARGET_MODULES } from '../lora/lora-config.js';
+import { LORA_TARGET_MODULES, type LoraConfig, loraScaling } from '../lora/lora-config.js';
 
 // Trainer configurations, keyed as TRL's GRPOConfig / SFTConfig (and HF TrainingArguments) where
 // a key means the same thing, plus flowgrpo's own keys for what TRL has no word for (multi-turn
@@ -230,4 +230,31 @@ export function policyOptions(
       ...(c.max_grad_norm > 0 && { maxGradNorm: c.max_grad_norm }),
     },
   };
+}
+
+/**
+ * The run's `lora` must be the one the artifacts were built with (rank, scaling — alpha and
+ * use_rslora — and target modules): the graphs take LoRA tensors of those shapes and that scale.
+ */
+export function checkArtifactsLora(
+  l: z.output<typeof LoraOptionsSchema>,
+  built: (LoraConfig & { scaling: number }) | undefined,
+): void {
+  const scaling = loraScaling({
+    r: l.r,
+    alpha: l.lora_alpha,
+    targetModules: [],
+    useRslora: l.use_rslora,
+  });
+  if (
+    !built ||
+    built.r !== l.r ||
+    scaling !== built.scaling ||
+    built.targetModules.length !== l.target_modules.length ||
+    !l.target_modules.every((m) => built.targetModules.includes(m))
+  )
+    throw new ConfigError(
+      `config.lora (r=${l.r}, alpha=${l.lora_alpha}${l.use_rslora ? ', rslora' : ''}, ${l.target_modules.join('/')}) does not match the artifacts' LoRA (${built ? `r=${built.r}, alpha=${built.alpha}${built.useRslora ? ', rslora' : ''}, ${built.targetModules.join('/')}` : 'none'}); rebuild them with flowgrpo export`,
+      { key: 'lora' },
+    );
 }

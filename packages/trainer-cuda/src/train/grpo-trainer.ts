@@ -21,7 +21,6 @@ import {
 } from '../artifacts/decoder-artifacts.js';
 import { DecoderGenerator } from '../generation/decoder-generator.js';
 import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import { loraScaling } from '../lora/lora-config.js';
 import {
   initLoraParams,
   type LoraParams,
@@ -41,6 +40,7 @@ import {
 } from './checkpoint.js';
 import { rowsFromTrajectories, targetsOf } from './collate.js';
 import {
+  checkArtifactsLora,
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
@@ -165,20 +165,7 @@ export class GRPOTrainer {
     if (options.trainDataset.length === 0)
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
     const manifest = readArtifactsManifest(options.artifacts);
-    const l = this.config.lora;
-    const built = manifest.lora;
-    if (
-      !built ||
-      built.r !== l.r ||
-      loraScaling({ r: l.r, alpha: l.lora_alpha, targetModules: [], useRslora: l.use_rslora }) !==
-        built.scaling ||
-      built.targetModules.length !== l.target_modules.length ||
-      !l.target_modules.every((m) => built.targetModules.includes(m))
-    )
-      throw new ConfigError(
-        `config.lora (r=${l.r}, alpha=${l.lora_alpha}, ${l.target_modules.join('/')}) does not match the artifacts' LoRA (${built ? `r=${built.r}, alpha=${built.alpha}, ${built.targetModules.join('/')}` : 'none'}); rebuild them with flowgrpo export`,
-        { key: 'lora' },
-      );
+    checkArtifactsLora(this.config.lora, manifest.lora);
     this.#run = new RunDirectory(resolve(this.config.output_dir));
   }
 

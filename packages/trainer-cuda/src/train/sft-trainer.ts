@@ -18,6 +18,7 @@ import {
 } from './checkpoint.js';
 import { packMicroBatches, rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
 import {
+  checkArtifactsLora,
   learningRateAt,
   parseConfig,
   policyOptions,
@@ -192,15 +193,7 @@ export class SFTTrainer {
           key: 'artifacts',
         });
       manifest = readArtifactsManifest(o.artifacts);
-      if (
-        !manifest.lora ||
-        manifest.lora.r !== c.lora.r ||
-        manifest.lora.alpha !== c.lora.lora_alpha
-      )
-        throw new ConfigError(
-          `config.lora (r=${c.lora.r}, alpha=${c.lora.lora_alpha}) does not match the artifacts' LoRA (${manifest.lora ? `r=${manifest.lora.r}, alpha=${manifest.lora.alpha}` : 'none'})`,
-          { key: 'lora' },
-        );
+      checkArtifactsLora(c.lora, manifest.lora);
       modelConfig = manifest.config;
     }
     const tok = { assistantOnly: c.assistant_only_loss, maxLength: c.max_length };
