@@ -23,8 +23,10 @@ export interface DeviceAvailability {
 
 export const CUDA_FIX =
   'reinstall onnxruntime-node with its CUDA step on a machine with an NVIDIA GPU, CUDA 12 and ' +
-  'cuDNN 9 (and access to api.nuget.org): `ONNXRUNTIME_NODE_INSTALL=cuda12 pnpm rebuild ' +
-  'onnxruntime-node` (npm: `ONNXRUNTIME_NODE_INSTALL=cuda12 npm rebuild onnxruntime-node`); ' +
+  'cuDNN 9 (and access to api.nuget.org): in the flowgrpo repository ' +
+  '`ONNXRUNTIME_NODE_INSTALL=cuda12 pnpm -r rebuild onnxruntime-node ' +
+  '--config.dangerously-allow-all-builds=true`, in an npm app ' +
+  '`ONNXRUNTIME_NODE_INSTALL=cuda12 npm rebuild onnxruntime-node` (docs/install.md); ' +
   'or use device "webgpu" or "cpu"';
 
 export const WEBGPU_FIX =
