@@ -27,7 +27,7 @@ const args = process.argv.slice(2).filter((a, i) => !(i === 1 && a === '--'));
 const [name, ...rest] = args;
 if (!name || name === '--help' || name === '-h') {
   process.stdout.write(list());
-  process.exit(name ? 0 : 1);
+  process.exit(0);
 }
 if (!examples.includes(name)) {
   process.stderr.write(`unknown example '${name}'\n\n${list()}`);

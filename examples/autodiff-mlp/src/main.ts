@@ -5,6 +5,17 @@ import { parseArgs } from 'node:util';
 import type { DeviceRequest } from '@flowgrpo/trainer';
 import { fitMlp } from './fit-mlp.js';
 
+const usage = `Usage: pnpm example autodiff-mlp [flags]
+
+Fits y = sin(3·x0)·x1 with a 2-layer tanh MLP through flowgrpo's ONNX training graphs (loss and
+gradients from reverse-mode autodiff, AdamW as a second graph) and writes the train-step graph.
+
+  --device cpu|webgpu|cuda|auto   execution provider (default cpu)
+  --steps N                       optimizer steps (default 200)
+  --out DIR                       where train_step.onnx goes (default out/autodiff-mlp)
+  --quick                         40 steps
+  --help                          this text`;
+
 const argv = process.argv.slice(2);
 const { values } = parseArgs({
   // `npm start -- --device …` passes the separator through.
@@ -15,8 +26,13 @@ const { values } = parseArgs({
     out: { type: 'string', default: 'out/autodiff-mlp' },
     // 40 steps instead of 200 (every example has a --quick path).
     quick: { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
   },
 });
+if (values.help) {
+  console.log(usage);
+  process.exit(0);
+}
 const result = await fitMlp({
   device: values.device as DeviceRequest,
   steps: values.quick ? 40 : Number(values.steps),
