@@ -1,5 +1,13 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -66,6 +74,33 @@ describe('flowgrpo train: SFT', () => {
     ).toEqual([1, 2, 3, 4]);
     const state = JSON.parse(readFileSync(join(run, 'checkpoint-4', 'trainer_state.json'), 'utf8'));
     expect(state.global_step).toBe(4);
+  });
+});
+
+describe('flowgrpo train: SFT with use_peft: false', () => {
+  it('fine-tunes every weight of the HF folder: no artifacts, HF model folders as checkpoints', async () => {
+    const dir = join(tmp, 'sft-full');
+    mkdirSync(dir);
+    const cfg = writeConfig(join(dir, 'run.json'), sftConfig(dir, model, { use_peft: false }));
+    const io = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg], io), io.err).toBe(0);
+    const run = join(dir, 'run-sft');
+    expect(io.err).not.toContain('artifacts:');
+    expect(existsSync(join(run, 'artifacts'))).toBe(false);
+    const m = metrics(run).filter((r) => r.loss !== undefined);
+    expect(m.map((r) => r.step)).toEqual([1, 2]);
+    expect(m.every((r) => Number.isFinite(r.loss) && r.loss > 0)).toBe(true);
+    for (const f of ['config.json', 'model.safetensors', 'tokenizer.json'])
+      expect(existsSync(join(run, 'checkpoint-2', f)), f).toBe(true);
+
+    // An artifacts directory holds no trainable HF model: a clear error, exit 1.
+    const art = join(dir, 'artifacts');
+    mkdirSync(art);
+    writeFileSync(join(art, 'artifacts.json'), '{}');
+    writeConfig(cfg, sftConfig(dir, art, { use_peft: false, tokenizer: model }));
+    const bad = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg], bad)).toBe(1);
+    expect(bad.err).toContain('use_peft: false fine-tunes every weight of a HF model folder');
   });
 });
 

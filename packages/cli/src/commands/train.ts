@@ -1,8 +1,13 @@
 import { join } from 'node:path';
-import { FlowGrpoError } from '@flowgrpo/core';
-import { GRPOTrainer, type MetricsRecord, SFTTrainer } from '@flowgrpo/trainer';
+import { ConfigError, FlowGrpoError } from '@flowgrpo/core';
+import { GRPOTrainer, loadDecoderConfig, type MetricsRecord, SFTTrainer } from '@flowgrpo/trainer';
 import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
-import { ensureArtifacts, loraFromOptions, resolveTokenizer } from '../model-artifacts.js';
+import {
+  ensureArtifacts,
+  loraFromOptions,
+  modelKind,
+  resolveTokenizer,
+} from '../model-artifacts.js';
 import { agentFactory, rewardFunction, rolloutEngine } from '../run-agent.js';
 import { DEVICES, type DeviceName, loadRunConfig, type RunConfig } from '../run-config.js';
 import { readQueryRows, readSftExamples } from '../run-data.js';
@@ -48,18 +53,24 @@ async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<numb
   const { run, config } = rc;
   const progress = cliProgress(io);
   const log = (line: string) => io.stderr(`${line}\n`);
-  const { dir: artifacts, manifest } = await ensureArtifacts(
-    run.model,
-    join(config.output_dir, 'artifacts'),
-    {
-      lora: loraFromOptions(config.lora),
-      ...(run.max_positions && { maxPositions: run.max_positions }),
-      log,
-    },
-  );
-  const tokenizer = await resolveTokenizer(run.model, run.tokenizer, manifest.config.vocabSize);
+  // SFT with use_peft: false trains every weight of the HF model itself (the trainer builds its
+  // own graphs): no LoRA artifacts to build, and checkpoints are whole HF model folders.
+  const full = rc.kind === 'sft' && !rc.config.use_peft;
+  if (full && modelKind(run.model) !== 'hf')
+    throw new ConfigError(
+      `use_peft: false fine-tunes every weight of a HF model folder; ${run.model} is an artifacts directory`,
+      { key: 'model' },
+    );
+  const built = full
+    ? undefined
+    : await ensureArtifacts(run.model, join(config.output_dir, 'artifacts'), {
+        lora: loraFromOptions(config.lora),
+        ...(run.max_positions && { maxPositions: run.max_positions }),
+        log,
+      });
+  const modelConfig = built ? built.manifest.config : await loadDecoderConfig(run.model);
+  const tokenizer = await resolveTokenizer(run.model, run.tokenizer, modelConfig.vocabSize);
   const common = {
-    artifacts,
     tokenizer,
     device,
     progress,
@@ -74,6 +85,7 @@ async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<numb
       const evalDataset = rc.run.eval_file ? await readSftExamples(rc.run.eval_file) : undefined;
       const r = await new SFTTrainer({
         ...common,
+        ...(built ? { artifacts: built.dir } : { model: run.model }),
         config: rc.config,
         trainDataset,
         ...(evalDataset && { evalDataset }),
@@ -91,6 +103,7 @@ async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<numb
       const remote = rolloutEngine(g.rollout, tokenizer, io.env);
       const r = await new GRPOTrainer({
         ...common,
+        artifacts: built!.dir, // only SFT skips the artifacts
         config: rc.config,
         agent: agentFactory(
           g.agent,
