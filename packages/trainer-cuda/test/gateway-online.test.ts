@@ -4,8 +4,9 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ConfigError } from '@flowgrpo/core';
 import { afterAll, expect, it } from 'vitest';
-import { OnlineGRPOTrainer } from '../src/gateway/index.js';
+import { MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/gateway/index.js';
 import { GATEWAY_LORA, tinyGatewayModel } from './support/gateway-fixtures.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-online-'));
@@ -107,4 +108,44 @@ it('updates the served adapter from the rewards agents post, group by group', as
   } finally {
     await trainer.close();
   }
+});
+
+it('refuses the GRPO keys the gateway trainers would ignore, naming each, before opening anything', async () => {
+  // One update per batch, metrics every update, adapters at the end: a run.json copied from a
+  // GRPOTrainer run with num_iterations 2 or save_steps 10 would silently do something else.
+  const { model, artifacts } = await tinyGatewayModel(root);
+  const config = {
+    output_dir: join(root, 'refused'),
+    max_steps: 2,
+    lora: {
+      r: GATEWAY_LORA.r,
+      lora_alpha: GATEWAY_LORA.alpha,
+      target_modules: [...GATEWAY_LORA.targetModules],
+    },
+    num_iterations: 2,
+    save_steps: 10,
+    logging_steps: 1, // the default: what the gateway trainers do anyway, accepted
+  };
+  const start = OnlineGRPOTrainer.start({
+    config,
+    artifacts,
+    tokenizer: model.tokenizer,
+    roles: { policy: { trainable: true } },
+  });
+  await expect(start).rejects.toBeInstanceOf(ConfigError);
+  await expect(start).rejects.toThrow(
+    /num_iterations = 2, save_steps = 10: the gateway's trainers do not use these keys/,
+  );
+  expect(
+    () =>
+      new MultiRoleGRPOTrainer({
+        config: { ...config, num_iterations: 1, save_steps: 0, top_p: 0.9 },
+        artifacts,
+        tokenizer: model.tokenizer,
+        roles: { policy: { trainable: true } },
+        program: () => Promise.reject(new Error('not reached')),
+        trainDataset: [],
+      }),
+  ).toThrow(/top_p = 0\.9: the gateway's trainers do not use this key/);
+  expect(existsSync(join(root, 'refused'))).toBe(false);
 });

@@ -4,6 +4,7 @@ import type { RewardFunction } from '@flowgrpo/reward';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
+  checkGatewayConfig,
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
@@ -69,6 +70,7 @@ export class MultiRoleGRPOTrainer {
 
   constructor(o: MultiRoleGRPOTrainerOptions) {
     this.config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
+    checkGatewayConfig(this.config, 'GRPO config');
     this.#o = o;
     if (!Object.values(o.roles).some((r) => r.trainable))
       throw new ConfigError('no role is trainable', { key: 'roles' });

@@ -4,6 +4,7 @@ import { ConfigError } from '@flowgrpo/core';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
+  checkGatewayConfig,
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
@@ -96,6 +97,7 @@ export class OnlineGRPOTrainer {
   /** Opens the roles and starts the gateway; training happens as rewards arrive. */
   static async start(o: OnlineGRPOTrainerOptions): Promise<OnlineGRPOTrainer> {
     const config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
+    checkGatewayConfig(config, 'GRPO config');
     if (!Object.values(o.roles).some((r) => r.trainable))
       throw new ConfigError('no role is trainable', { key: 'roles' });
     const served = await hostRoles({

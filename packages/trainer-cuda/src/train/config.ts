@@ -183,6 +183,41 @@ export function parseConfig<S extends z.ZodType>(
   throw new ConfigError(`${what}: ${key ? `${key}: ` : ''}${message}`, { key });
 }
 
+/**
+ * GRPO keys the gateway's trainers (OnlineGRPOTrainer, MultiRoleGRPOTrainer) do not act on: they
+ * make one update per batch of complete groups, log every update, save the adapters at the end,
+ * evaluate nothing, resume nothing, go on past non-finite updates (skipped, `<role>/skipped`),
+ * and sample as the agents ask. They behave as these keys' defaults; another value would be
+ * ignored without a word, so it is refused.
+ */
+export const GATEWAY_FIXED_KEYS = [
+  'num_iterations',
+  'filter_zero_variance_groups',
+  'mask_truncated_completions',
+  'max_turns',
+  'top_p',
+  'top_k',
+  'eval_steps',
+  'logging_steps',
+  'save_steps',
+  'save_total_limit',
+  'resume_from_checkpoint',
+  'success_threshold',
+  'generate_workers',
+  'max_nan_steps_in_a_row',
+] as const satisfies readonly (keyof GRPOConfig)[];
+
+/** Throws a ConfigError naming the GATEWAY_FIXED_KEYS that `c` sets away from their defaults. */
+export function checkGatewayConfig(c: GRPOConfig, what: string): void {
+  const defaults = GRPOConfigSchema.parse({ output_dir: '.', max_steps: 1 });
+  const set = GATEWAY_FIXED_KEYS.filter((k) => c[k] !== defaults[k]);
+  if (set.length > 0)
+    throw new ConfigError(
+      `${what}: ${set.map((k) => `${k} = ${JSON.stringify(c[k])}`).join(', ')}: the gateway's trainers do not use ${set.length > 1 ? 'these keys' : 'this key'} (one update per batch of complete groups, metrics every update, adapters saved at the end, sampling as the agents ask); remove ${set.length > 1 ? 'them' : 'it'} (docs/gateway.md)`,
+      { key: set.join(', ') },
+    );
+}
+
 /** The learning rate at (1-based) optimizer step `step` under HF's schedules. */
 export function learningRateAt(
   step: number,
