@@ -81,7 +81,8 @@ const usage = `Usage:
                               /v1/rollouts/<id>/reward; each queries_per_step complete groups of
                               num_generations rollouts make one GRPO update of the trained roles,
                               which then serve their new adapters. metrics.jsonl and the PEFT
-                              adapters (output_dir/adapters/<role>) are written as it goes.
+                              adapters (output_dir/adapters/<role>) are written as it goes; a
+                              relative output_dir is taken from FILE's folder.
     --train-role NAME         a served role (model name) to train (repeatable; default: policy);
                               it starts from --lora NAME=PATH when given, else from PEFT's init
   Prints "listening on http://HOST:PORT/v1" when ready; Ctrl-C (SIGINT) or SIGTERM stops it
