@@ -123,6 +123,23 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
     expect(moved).toBeGreaterThan(1e-4);
   }, 120_000);
 
+  it('logging_steps: metrics at steps L, 2L, … and the last, as HF logs; the state keeps every step', async () => {
+    const out = join(root, 'logging');
+    const logged: number[] = [];
+    const trainer = await tinyTrainer(root, tinyConfig(out, { max_steps: 5, logging_steps: 2 }), {
+      extra: { onLog: (r) => logged.push(r.step as number) },
+    });
+    const r = await trainer.train();
+    expect(logged).toEqual([2, 4, 5]);
+    const lines = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n');
+    expect(lines.map((l) => JSON.parse(l).step)).toEqual([2, 4, 5]);
+    const ck = await loadCheckpoint(
+      r.checkpoint!,
+      readArtifactsManifest(join(root, 'artifacts')).config,
+    );
+    expect(ck.trainer.log_history.map((h) => h.step)).toEqual([1, 2, 3, 4, 5]);
+  }, 120_000);
+
   it('killed with SIGKILL mid-step and resumed, continues exactly as the uninterrupted run', async () => {
     const out = join(root, 'killed');
     const marker = join(root, 'holding');

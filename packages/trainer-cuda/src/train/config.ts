@@ -37,6 +37,7 @@ const common = {
   max_grad_norm: nonNegative.default(1),
   /** Optimizer steps in all (TRL's `max_steps`). */
   max_steps: positiveInt,
+  /** Write metrics at steps L, 2L, … and the last (HF's rule; each record is that step's values). */
   logging_steps: positiveInt.default(1),
   /** Save a checkpoint every this many optimizer steps (0 = only at the end). */
   save_steps: z.number().int().nonnegative().default(0),

@@ -496,7 +496,8 @@ export class GRPOTrainer {
         };
         state.extra = { ...state.extra, empty_batches: emptyBatches };
         state.log_history.push(record as Record<string, number>);
-        if (batch % c.logging_steps === 0 || state.global_step >= c.max_steps) {
+        // HF's rule: steps L, 2L, … and the last (each record is that step's own values).
+        if (state.global_step % c.logging_steps === 0 || state.global_step >= c.max_steps) {
           this.#run.logMetrics(record);
           o.onLog?.(record);
         }

@@ -403,7 +403,7 @@ export class SFTTrainer {
         }
         state.log_history.push(record as Record<string, number>);
         if (
-          (state.global_step - 1) % c.logging_steps === 0 ||
+          state.global_step % c.logging_steps === 0 ||
           evalNow ||
           state.global_step >= c.max_steps
         ) {
