@@ -69,6 +69,7 @@ import { type Progress, silentProgress } from './progress.js';
 import { writeReport } from './report.js';
 import { type MetricsRecord, RunDirectory } from './run-dir.js';
 import { greedy, trainingSampling } from './sampling-override.js';
+import { withoutTruncated } from './truncation.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py:
 //
@@ -349,7 +350,7 @@ export class GRPOTrainer {
           .filter(({ i }) => !keep || keep[i] === 1);
         const trainRows = rowsFromTrajectories(
           kept.map(({ tr }) =>
-            c.mask_truncated_completions ? withoutTruncatedTurns(tr, c.max_completion_length) : tr,
+            c.mask_truncated_completions ? withoutTruncated(tr, c.max_completion_length) : tr,
           ),
           kept.map(({ i }) => advantages[i]!),
         );
@@ -638,12 +639,6 @@ export class GRPOTrainer {
 
 function mean(xs: readonly number[]): number {
   return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
-}
-
-/** The turns cut off at the length limit carry no loss (mask_truncated_completions). */
-function withoutTruncatedTurns(t: Trajectory, maxTokens: number): Trajectory {
-  if (!t.turns) return t;
-  return { ...t, turns: t.turns.filter((u) => u.actionTokens.length < maxTokens) };
 }
 
 /** eval/* metrics of an evaluation, for metrics.jsonl. */

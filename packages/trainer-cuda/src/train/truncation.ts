@@ -1,0 +1,26 @@
+import type { Trajectory } from '@flowgrpo/core';
+
+// mask_truncated_completions: a completion cut off at the length limit carries no loss (TRL's
+// option; DAPO's overlong filtering). What a "completion" is depends on how the rollout recorded
+// itself:
+// - policy turns (FlowRollout): each turn is one policy call; a turn that used all
+//   `max_completion_length` tokens was cut off, and only that turn is dropped (the others were
+//   complete calls and keep their loss);
+// - segments (TagAgent, one multi-turn completion): the whole trajectory is the completion; it
+//   was cut off when a generation used all its tokens or the agent stopped on its token budget
+//   (stopReason 'max_tokens'), and then none of it is trained.
+// TRL tells truncation by a missing EOS; turns record no finish reason, so the length decides (a
+// call that ended on its stop token exactly at the limit counts as cut off, and an agent that
+// asks for fewer tokens than `max_completion_length` has its cut calls kept). Dropped rows leave
+// the loss's sequence count too, as masked rows do in verl ("active" sequences); TRL's `grpo` and
+// `dr_grpo` count them.
+
+/** `t` without the parts cut off at `maxTokens` (see above). */
+export function withoutTruncated(t: Trajectory, maxTokens: number): Trajectory {
+  if (t.turns) return { ...t, turns: t.turns.filter((u) => u.actionTokens.length < maxTokens) };
+  if (!t.segments) return t;
+  const cut =
+    t.stopReason === 'max_tokens' ||
+    t.segments.some((s) => s.trainable && s.tokens.length >= maxTokens);
+  return cut ? { ...t, segments: t.segments.map((s) => ({ ...s, trainable: false })) } : t;
+}
