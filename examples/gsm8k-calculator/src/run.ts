@@ -368,7 +368,7 @@ export async function runGsm8k(o: Gsm8kRunOptions): Promise<Gsm8kRunResult> {
   log(`GRPO adapter (PEFT, on the SFT model): ${adapter}`);
   log(`merged GRPO model (HF folder for transformers / vLLM / TGI): ${exported}`);
   log(
-    `  the same with the CLI: pnpm flowgrpo export --model ${sftMerged} --adapter ${adapter} --out ${exported} --merge`,
+    `  the same with the CLI: pnpm flowgrpo export --model ${sftMerged} --adapter ${adapter} --out ${exported} --merge --overwrite`,
   );
   return {
     table,
