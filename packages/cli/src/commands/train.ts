@@ -16,7 +16,8 @@ import { cliProgress, interruptSignal, metricsLine } from '../run-progress.js';
 const usage = `Usage:
   flowgrpo train --config run.json [--device D] [--resume]
 
-Trains a LoRA adapter on a local decoder: SFT or (Flow-)GRPO, chosen by the config's "trainer".
+Trains a LoRA adapter on a local decoder (SFT with "use_peft": false: every weight of a HF
+folder): SFT or (Flow-)GRPO, chosen by the config's "trainer".
 The run directory (output_dir) receives config.json, metrics.jsonl, rollouts/*.parquet,
 checkpoint-<step>/ (PEFT adapter + optimizer state + trainer_state.json) and report.html.
 
@@ -31,15 +32,26 @@ beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the ru
                  SFT: TRL formats, rows with "messages", "prompt" + "completion", or "text"
   "eval_file"    held-out rows in the same format (GRPO: accuracy; SFT: eval loss)
   "device"       cpu | auto | cuda | webgpu (default cpu)
+  "max_positions"  RoPE table rows when building artifacts (default min(max_position_embeddings,
+                 32768))
 GRPO only:
   "agent"        {"type": "flow", "tools": ["calculator", …], "max_turns": 5,
-                  "engine": {"base_url", "model", "api_key_env"}}   fixed roles on that endpoint
-                 or {"type": "tag", "tools": [...], "max_turns": 5}
+                  "analyze_query": false, "tool_timeout_s": 60,
+                  "engine": ENDPOINT}   fixed roles (executor, verifier, generator) on ENDPOINT
+                 or {"type": "tag", "tools": [...], "max_turns": 5, "search_tool": NAME,
+                  "max_total_tokens": N, "tool_timeout_s": 60, "engine": ENDPOINT}
   "reward"       "exact_match" | "f1" | "math" | "judge"
-  "judge"        {"base_url", "model", "api_key_env"} (default: agent.engine)
+  "judge"        ENDPOINT (default: agent.engine)
+  "data_format"  "sample_rows" (default) or a dataset normaliser (gsm8k, nq, …: flowgrpo data)
   "rollout"      {"engine": "local"} (default) or {"engine": "openai", "base_urls": [...],
-                  "model": served name, "lora_routes": "vllm" | "sglang"} — rollouts on vLLM /
-                  SGLang, the adapter hot-loaded after every update
+                  "model": served name, "lora_routes": "vllm" | "sglang", "chat_template":
+                  "server" | "local", "api_key_env", "max_concurrency", "timeout_s"} — rollouts
+                  on vLLM / SGLang, the adapter hot-loaded after every update
+  ENDPOINT       {"base_url", "model", "api_key_env" (the variable's name, never the key),
+                  "structured_output": json_schema | json_object | prompt | auto,
+                  "temperature": 0, "timeout_s": 120, "max_concurrency"}
+The trainer's own keys (learning_rate, num_generations, lora, …) sit beside these:
+packages/trainer-cuda/docs/trainers.md lists them.
 Paths are relative to the working directory. See docs/recipes/ for complete configs.
 
 Options:
