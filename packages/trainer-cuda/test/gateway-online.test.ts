@@ -49,6 +49,9 @@ it('updates the served adapter from the rewards agents post, group by group', as
           model: 'policy',
           messages: [{ role: 'user', content: task }],
           max_tokens: 8,
+          // The agent asks for 0.6; the trained role samples at the config's temperature (1),
+          // which the update assumes: the mismatch check below fails otherwise.
+          temperature: 0.6,
           seed,
         }),
       });
@@ -139,13 +142,13 @@ it('refuses the GRPO keys the gateway trainers would ignore, naming each, before
   expect(
     () =>
       new MultiRoleGRPOTrainer({
-        config: { ...config, num_iterations: 1, save_steps: 0, top_p: 0.9 },
+        config: { ...config, num_iterations: 1, save_steps: 0, eval_steps: 5 },
         artifacts,
         tokenizer: model.tokenizer,
         roles: { policy: { trainable: true } },
         program: () => Promise.reject(new Error('not reached')),
         trainDataset: [],
       }),
-  ).toThrow(/top_p = 0\.9: the gateway's trainers do not use this key/);
+  ).toThrow(/eval_steps = 5: the gateway's trainers do not use this key/);
   expect(existsSync(join(root, 'refused'))).toBe(false);
 });

@@ -23,6 +23,7 @@ import {
   LoraPolicy,
   updateHyperParams,
 } from '../train/lora-policy.js';
+import { trainingSampling } from '../train/sampling-override.js';
 import { LocalPolicyHost } from './policy-host.js';
 import { type CallChain, chainCalls, type RecordedRollout } from './recorder.js';
 
@@ -110,6 +111,7 @@ export async function openRoles(o: {
         tokenizer: o.tokenizer,
         model: name,
         maxBatchSize: Math.max(c.num_generations, c.rollout_concurrency),
+        ...(spec.trainable && { defaults: { topK: c.top_k } }),
       });
       engine.generator.setLora(params);
       const policy =
@@ -174,7 +176,16 @@ export async function hostRoles(o: {
     await close();
     throw e;
   }
-  for (const r of roles) host.serve(r.name, r.engine);
+  // A trained role samples at the settings its update assumes (the config's temperature and
+  // top_p, at most max_completion_length tokens), whatever the agent asks: the GRPOTrainer's rule.
+  const c = o.config;
+  const sampling = {
+    temperature: c.temperature,
+    topP: c.top_p,
+    maxTokens: c.max_completion_length,
+  };
+  for (const r of roles)
+    host.serve(r.name, r.policy ? trainingSampling(r.engine, sampling) : r.engine);
   return { artifacts, host, roles, close };
 }
 

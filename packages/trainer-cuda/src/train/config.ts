@@ -187,8 +187,9 @@ export function parseConfig<S extends z.ZodType>(
 /**
  * GRPO keys the gateway's trainers (OnlineGRPOTrainer, MultiRoleGRPOTrainer) do not act on: they
  * make one update per batch of complete groups, log every update, save the adapters at the end,
- * evaluate nothing, resume nothing, go on past non-finite updates (skipped, `<role>/skipped`),
- * and sample as the agents ask. They behave as these keys' defaults; another value would be
+ * evaluate nothing, resume nothing, and go on past non-finite updates (skipped,
+ * `<role>/skipped`). (A trained role samples at the config's temperature, top_p, top_k and
+ * max_completion_length, as GRPOTrainer's policy does.) They behave as these keys' defaults; another value would be
  * ignored without a word, so it is refused.
  */
 export const GATEWAY_FIXED_KEYS = [
@@ -196,8 +197,6 @@ export const GATEWAY_FIXED_KEYS = [
   'filter_zero_variance_groups',
   'mask_truncated_completions',
   'max_turns',
-  'top_p',
-  'top_k',
   'eval_steps',
   'logging_steps',
   'save_steps',
@@ -214,7 +213,7 @@ export function checkGatewayConfig(c: GRPOConfig, what: string): void {
   const set = GATEWAY_FIXED_KEYS.filter((k) => c[k] !== defaults[k]);
   if (set.length > 0)
     throw new ConfigError(
-      `${what}: ${set.map((k) => `${k} = ${JSON.stringify(c[k])}`).join(', ')}: the gateway's trainers do not use ${set.length > 1 ? 'these keys' : 'this key'} (one update per batch of complete groups, metrics every update, adapters saved at the end, sampling as the agents ask); remove ${set.length > 1 ? 'them' : 'it'} (docs/gateway.md)`,
+      `${what}: ${set.map((k) => `${k} = ${JSON.stringify(c[k])}`).join(', ')}: the gateway's trainers do not use ${set.length > 1 ? 'these keys' : 'this key'} (one update per batch of complete groups, metrics every update, adapters saved at the end); remove ${set.length > 1 ? 'them' : 'it'} (docs/gateway.md)`,
       { key: set.join(', ') },
     );
 }
