@@ -285,11 +285,14 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     try {
       workers.setLora(params);
       expect((await workers.batchWorkers()).open).toBe(0);
+      // Taken before any row runs: the counters are a live view (as a single batcher's are).
+      const stats = (await workers.batchStats())!;
+      expect(stats.admitted).toBe(0);
       const there = await workers.generateEach(requests, { decode });
       expect(await workers.batchWorkers()).toEqual({ open: 2 });
       expectSameSamples(here, there, 'workers');
-      const stats = (await workers.batchStats())!;
       expect(stats.admitted).toBe(requests.length);
+      expect(stats.rowSteps).toBeGreaterThan(0);
       // A new adapter reaches the workers: the base model's samples, as this thread gives them.
       fused.setLora(undefined);
       workers.setLora(undefined);

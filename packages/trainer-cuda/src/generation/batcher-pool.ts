@@ -70,14 +70,23 @@ export class BatcherPool {
     for (const s of shards) s.batcher.maxBatchSize = Math.max(1, Math.ceil(n / shards.length));
   }
 
-  /** The batchers' counters, summed. */
-  get stats(): FusedBatcher['stats'] {
-    const all = [this.#local, ...(this.#shards ?? []).map((s) => s.batcher)];
-    const sum = { chunks: 0, admitted: 0, joins: 0, stepsRun: 0, rowSteps: 0 };
-    for (const b of all)
-      for (const k of Object.keys(sum) as (keyof typeof sum)[]) sum[k] += b.stats[k];
-    return sum;
-  }
+  /**
+   * The batchers' counters, summed: a live view, like a FusedBatcher's own `stats` (a caller
+   * that keeps it reads the current sums, over the batchers open at the time of reading).
+   */
+  readonly stats: FusedBatcher['stats'] = (() => {
+    const view = {} as FusedBatcher['stats'];
+    for (const k of ['chunks', 'admitted', 'joins', 'stepsRun', 'rowSteps'] as const)
+      Object.defineProperty(view, k, {
+        enumerable: true,
+        get: () =>
+          [this.#local, ...(this.#shards ?? []).map((s) => s.batcher)].reduce(
+            (sum, b) => sum + b.stats[k],
+            0,
+          ),
+      });
+    return view;
+  })();
 
   submit(rows: BatchRow[]): void {
     if (this.#shards && !this.#closed) {
