@@ -45,10 +45,13 @@ describe('withoutTruncated (mask_truncated_completions)', () => {
     expect(t.turns).toHaveLength(3); // the recorded trajectory is left as it was
   });
 
-  it('segments: one generation cut off, or the token budget spent, drops the whole completion', () => {
+  it('segments: the last generation cut off, or the token budget spent, drops the whole completion', () => {
     const whole: Trajectory = { ...base, segments: [action(3), observation(5), action(2)] };
     expect(withoutTruncated(whole, 4)).toBe(whole);
     expect(rowsFromTrajectories([whole], [1])).toHaveLength(1);
+    // A generation cut earlier, after which the agent went on: the completion still ended.
+    const wentOn: Trajectory = { ...base, segments: [action(4), observation(5), action(2)] };
+    expect(withoutTruncated(wentOn, 4)).toBe(wentOn);
 
     const cut: Trajectory = { ...base, segments: [action(3), observation(5), action(4)] };
     const budget: Trajectory = {

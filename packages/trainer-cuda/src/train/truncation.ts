@@ -7,8 +7,10 @@ import type { Trajectory } from '@flowgrpo/core';
 //   `max_completion_length` tokens was cut off, and only that turn is dropped (the others were
 //   complete calls and keep their loss);
 // - segments (TagAgent, one multi-turn completion): the whole trajectory is the completion; it
-//   was cut off when a generation used all its tokens or the agent stopped on its token budget
-//   (stopReason 'max_tokens'), and then none of it is trained.
+//   was cut off when the agent stopped on its token budget (stopReason 'max_tokens') or its last
+//   generation used all `max_completion_length` tokens (it ended mid-generation), and then none
+//   of it is trained. A generation cut earlier, after which the agent went on, does not make the
+//   completion truncated (verl's multi-turn rollouts count only the whole response's length).
 // TRL tells truncation by a missing EOS; turns record no finish reason, so the length decides (a
 // call that ended on its stop token exactly at the limit counts as cut off, and an agent that
 // asks for fewer tokens than `max_completion_length` has its cut calls kept). Dropped rows leave
@@ -19,8 +21,8 @@ import type { Trajectory } from '@flowgrpo/core';
 export function withoutTruncated(t: Trajectory, maxTokens: number): Trajectory {
   if (t.turns) return { ...t, turns: t.turns.filter((u) => u.actionTokens.length < maxTokens) };
   if (!t.segments) return t;
+  const last = t.segments.findLast((s) => s.trainable);
   const cut =
-    t.stopReason === 'max_tokens' ||
-    t.segments.some((s) => s.trainable && s.tokens.length >= maxTokens);
+    t.stopReason === 'max_tokens' || (last !== undefined && last.tokens.length >= maxTokens);
   return cut ? { ...t, segments: t.segments.map((s) => ({ ...s, trainable: false })) } : t;
 }
