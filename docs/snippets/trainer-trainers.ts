@@ -28,6 +28,8 @@ const trainer = new GRPOTrainer({
     learning_rate: 1e-5,
     loss_type: 'flow',
     beta: 0.04,
+    temperature: 0.7, // the policy's calls are sampled at these, whatever the agent asks
+    top_p: 0.9,
     lora: { r: 16, lora_alpha: 32, target_modules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] },
     save_steps: 50,
   },

@@ -275,7 +275,9 @@ export async function runAgenticGrpo(o: AgenticGrpoOptions): Promise<AgenticGrpo
     artifacts,
     tokenizer,
     agent: (policy: PolicyEngine) => {
-      engine = policy as LocalPolicyEngine;
+      // `policy` is the trainer's view of its engine (sampling at the config's settings); the
+      // engine itself, for its batching counters, is `trainer.engine`.
+      engine = trainer.engine as LocalPolicyEngine;
       void engine.generator.batchStats().then((st) => {
         fused = st;
       });

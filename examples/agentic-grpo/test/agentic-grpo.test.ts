@@ -104,6 +104,8 @@ describe('agentic-grpo --quick', () => {
       // Parallel group generation: Q×G rollouts per step, more than one in flight at once.
       expect(step.features.rollouts).toBe(s.queriesPerStep * s.generations);
       expect(step.features.maxInFlight).toBeGreaterThan(1);
+      // …and decoded together: rows per decode step, from the engine's live batch counters.
+      expect(step.decodeBatch).toBeGreaterThan(1);
       expect(step.features.isolationViolations).toBe(0);
       expect(step.features.workspacesLeft).toBe(0);
     }
