@@ -82,6 +82,12 @@ describe('SFT early stopping', () => {
     expect(evalLoss).toHaveLength(6);
     expect(result.stopped).toBe('max_steps');
     expect(basename(result.bestCheckpoint)).toBe('checkpoint-6');
+    // The best checkpoint's own state names it as the best (a resumed run reads the best from
+    // there and must not rotate it away).
+    const state = JSON.parse(readFileSync(join(result.bestCheckpoint, TRAINER_STATE), 'utf8')) as {
+      extra: { best_checkpoint: string };
+    };
+    expect(basename(state.extra.best_checkpoint)).toBe('checkpoint-6');
   });
 
   it('a threshold above the per-step gain: stops after `patience` evaluations, best kept', async () => {

@@ -220,7 +220,9 @@ export function removeStaleCheckpoints(outputDir: string, inUse: readonly string
  */
 export function rotateCheckpoints(outputDir: string, limit: number, keep?: string): void {
   if (limit <= 0) return;
-  const others = listCheckpoints(outputDir).filter((c) => c.dir !== keep);
+  // By name, so that a best recorded under another path to the same folder still matches.
+  const kept = keep === undefined ? undefined : basename(keep);
+  const others = listCheckpoints(outputDir).filter((c) => basename(c.dir) !== kept);
   for (const c of others.slice(0, Math.max(0, others.length - limit)))
     rmSync(c.dir, { recursive: true, force: true });
 }

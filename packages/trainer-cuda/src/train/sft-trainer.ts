@@ -9,6 +9,7 @@ import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
+  checkpointName,
   listCheckpoints,
   loadCheckpoint,
   removeStaleCheckpoints,
@@ -398,7 +399,10 @@ export class SFTTrainer {
           else extra.evals_without_improvement++;
           if (best === null || loss < best) {
             extra.best_eval_loss = loss;
-            extra.best_checkpoint = await save();
+            // Named before the save, so that the checkpoint's own trainer_state records itself
+            // as the best (a resumed run keeps it through rotation).
+            extra.best_checkpoint = join(this.#run.dir, checkpointName(state.global_step));
+            await save();
           }
         }
         state.log_history.push(record as Record<string, number>);
