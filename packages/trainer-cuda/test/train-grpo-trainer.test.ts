@@ -138,6 +138,31 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
       readArtifactsManifest(join(root, 'artifacts')).config,
     );
     expect(ck.trainer.log_history.map((h) => h.step)).toEqual([1, 2, 3, 4, 5]);
+
+    // num_iterations 2: each batch advances two steps (0→2→4→6); logs where a batch crosses a
+    // multiple of 3, and at the end.
+    const mu: number[] = [];
+    const two = tinyConfig(join(root, 'logging-mu'), {
+      max_steps: 6,
+      logging_steps: 3,
+      num_iterations: 2,
+    });
+    await (
+      await tinyTrainer(root, two, { extra: { onLog: (r) => mu.push(r.step as number) } })
+    ).train();
+    expect(mu).toEqual([4, 6]);
+
+    // Empty batches (every turn of the untrained model runs to the 24-token limit and is masked)
+    // still count as steps, and save_steps fires on them.
+    const empty = join(root, 'logging-empty');
+    const masked = await (
+      await tinyTrainer(
+        root,
+        tinyConfig(empty, { max_steps: 4, save_steps: 2, mask_truncated_completions: true }),
+      )
+    ).train();
+    expect(masked.metrics.map((m) => m.empty_batches)).toEqual([1, 2, 3, 4]);
+    expect(listCheckpoints(empty).map((c) => c.step)).toEqual([2, 4]);
   }, 120_000);
 
   it('killed with SIGKILL mid-step and resumed, continues exactly as the uninterrupted run', async () => {

@@ -298,6 +298,11 @@ export class GRPOTrainer {
         // Queries of this batch, in the seeded order of their epoch.
         const rows = cursor.take(Q).map((i) => o.trainDataset[i]!);
         const batch = state.batches;
+        // Steps this batch advances (num_iterations updates, or one empty step): logging, eval
+        // and save fire when the batch crosses a multiple of their interval.
+        const stepAtStart = state.global_step;
+        const crossed = (every: number) =>
+          every > 0 && Math.floor(state.global_step / every) > Math.floor(stepAtStart / every);
 
         // Rollouts: Q groups of G, at most rollout_concurrency at once.
         let trajectories: Trajectory[];
@@ -497,8 +502,8 @@ export class GRPOTrainer {
         };
         state.extra = { ...state.extra, empty_batches: emptyBatches };
         state.log_history.push(record as Record<string, number>);
-        // HF's rule: steps L, 2L, … and the last (each record is that step's own values).
-        if (state.global_step % c.logging_steps === 0 || state.global_step >= c.max_steps) {
+        // HF's rule: steps L, 2L, … and the last (each record is that batch's own values).
+        if (crossed(c.logging_steps) || state.global_step >= c.max_steps) {
           this.#run.logMetrics(record);
           o.onLog?.(record);
         }
@@ -509,10 +514,6 @@ export class GRPOTrainer {
           acc: Number(record.accuracy),
         });
 
-        const crossed = (every: number) =>
-          every > 0 &&
-          Math.floor(state.global_step / every) >
-            Math.floor((state.global_step - updates.length) / every);
         if (o.evalDataset && crossed(c.eval_steps) && state.global_step < c.max_steps) {
           const ev = await this.evaluate(o.evalDataset, `step-${state.global_step}`);
           this.#run.logMetrics({ step: state.global_step, ...evalMetrics(ev) });
