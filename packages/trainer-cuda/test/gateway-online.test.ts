@@ -85,6 +85,24 @@ it('updates the served adapter from the rewards agents post, group by group', as
       return body.choices[0]!.logprobs.content.map((c) => c.logprob);
     };
     const before = await probe();
+    // Calls outside a rollout sample as asked: greedy at temperature 0, whatever the seed (the
+    // trained role's imposed temperature applies to named rollouts only).
+    const greedy = async (seed: number) => {
+      const r = await fetch(`${gw.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'policy',
+          messages: [{ role: 'user', content: 'probe' }],
+          max_tokens: 8,
+          temperature: 0,
+          seed,
+        }),
+      });
+      return ((await r.json()) as { choices: { message: { content: string } }[] }).choices[0]!
+        .message.content;
+    };
+    expect(await greedy(1)).toBe(await greedy(2));
     for (let batch = 0; batch < 2; batch++) {
       for (let q = 0; q < 2; q++) {
         const task = `task ${batch}-${q}`;

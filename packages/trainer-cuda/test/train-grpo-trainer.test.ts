@@ -318,7 +318,7 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
       expect(lengths.length).toBeGreaterThan(0);
       expect(Math.max(...lengths)).toBe(12); // an untrained model rarely stops on its own
       await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on next tick
-      expect(warnings).toHaveLength(2); // temperature and top_p; the token cap is silent
+      expect(warnings).toHaveLength(3); // temperature, top_p, the token cap: once each
       expect(warnings.join('\n')).toMatch(/temperature = 0\.5; .* temperature = 0\.8/);
     } finally {
       process.off('warning', onWarning);

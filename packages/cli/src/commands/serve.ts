@@ -82,7 +82,10 @@ const usage = `Usage:
                               num_generations rollouts make one GRPO update of the trained roles,
                               which then serve their new adapters. metrics.jsonl and the PEFT
                               adapters (output_dir/adapters/<role>) are written as it goes; a
-                              relative output_dir is taken from FILE's folder.
+                              relative output_dir is taken from FILE's folder. A trained role's
+                              calls in a named rollout sample at FILE's temperature and top_p,
+                              capped at its max_completion_length; keys this mode does not use
+                              (num_iterations, save_steps, eval_steps, …) are refused.
     --train-role NAME         a served role (model name) to train (repeatable; default: policy);
                               it starts from --lora NAME=PATH when given, else from PEFT's init
   Prints "listening on http://HOST:PORT/v1" when ready; Ctrl-C (SIGINT) or SIGTERM stops it

@@ -10,8 +10,9 @@ import { type RecordedRollout, rolloutTrajectory } from './recorder.js';
 // — a function that gets a base URL and a rollout id and returns an answer. Each rollout:
 //
 //   1. a fresh rollout id; the gateway routes that rollout's calls for `model` to the engine the
-//      trainer handed over (its LocalPolicyEngine, refreshed in place after every update — or
-//      the greedy view of it during evaluation), with seeds derived from the rollout's seed
+//      trainer handed over (its engine seen through the config's sampling settings, refreshed
+//      in place after every update — or the greedy view of it during evaluation), with seeds
+//      derived from the rollout's seed
 //   2. the program runs against `<gateway>/rollouts/<id>/v1` — its only change is that base URL
 //   3. the recorded calls of `model` become the Trajectory (segments or turns, recorder.ts), the
 //      program's answer its finalAnswer; a reward the program posted to /v1/rollouts/<id>/reward

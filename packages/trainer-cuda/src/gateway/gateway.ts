@@ -2,6 +2,12 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { PolicyEngine, PolicyGenerateResult } from '@flowgrpo/agent';
+import {
+  imposeSampling,
+  type SamplingWarner,
+  samplingWarner,
+  type TrainingSampling,
+} from '../train/sampling-override.js';
 import { renderChat } from './chat-render.js';
 import { badRequest, errorBody, GatewayError } from './errors.js';
 import { readJson, sendJson, startSse } from './http-util.js';
@@ -71,6 +77,14 @@ export interface PolicyGatewayOptions {
   loraUpdates?: boolean;
   /** Called once per recorded call. */
   onCall?: (rolloutId: string, call: RecordedCall) => void;
+  /**
+   * The sampling a trainer imposes on a model's calls that belong to a named rollout (a rollout
+   * id in the header, the /rollouts/<id> path or metadata: the calls it may train on), or
+   * undefined for none. Temperature and top_p are replaced and the token limit capped, whatever
+   * the request asked (one FLOWGRPO_SAMPLING_OVERRIDE warning per model and setting); calls
+   * outside a rollout (a held-out evaluation, plain serving) sample as asked.
+   */
+  rolloutSampling?: (model: string) => TrainingSampling | undefined;
 }
 
 /** How calls of one rollout are served: engines per model name (the trainer's policy), a seed. */
@@ -169,6 +183,8 @@ interface GenerateArgs {
   stop: string | string[] | null | undefined;
   seed: number | null | undefined;
   rolloutId: string;
+  /** The request named its rollout (rolloutSampling applies). */
+  named: boolean;
   index: number;
   signal: AbortSignal;
 }
@@ -195,6 +211,9 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
     const given = Buffer.from(m?.[1]?.trim() ?? '');
     return given.length === key.length && timingSafeEqual(given, key);
   };
+
+  /** rolloutSampling's warnings, one set per model. */
+  const warners = new Map<string, SamplingWarner>();
 
   const engineFor = (model: string, rolloutId: string): PolicyEngine => {
     const engine = bindings.get(rolloutId)?.engines?.[model] ?? host.engine(model);
@@ -233,7 +252,16 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
         { param: 'messages', code: 'context_length_exceeded' },
       );
     const wanted = a.maxTokens ?? o.defaultMaxTokens ?? 1024;
-    const maxTokens = room === undefined ? wanted : Math.min(wanted, room);
+    let maxTokens = room === undefined ? wanted : Math.min(wanted, room);
+    let temperature = a.temperature ?? 1;
+    let topP = a.topP;
+    const imposed = a.named ? o.rolloutSampling?.(a.model) : undefined;
+    if (imposed) {
+      const warn = warners.get(a.model) ?? samplingWarner(`the trained role '${a.model}'`);
+      warners.set(a.model, warn);
+      const asked = { temperature: a.temperature, topP: a.topP, maxTokens };
+      ({ temperature, topP, maxTokens } = imposeSampling(asked, imposed, warn));
+    }
     const bound = bindings.get(a.rolloutId)?.seed;
     const seed = a.seed ?? (bound !== undefined ? callSeed(bound, a.index) : undefined);
     const t0 = performance.now();
@@ -243,8 +271,8 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       const result = await engine.generate({
         promptTokens: a.promptIds,
         maxTokens,
-        temperature: a.temperature ?? 1,
-        ...(a.topP != null && { topP: a.topP }),
+        temperature,
+        ...(topP != null && { topP }),
         ...(a.stop != null && { stop: typeof a.stop === 'string' ? [a.stop] : a.stop }),
         ...(seed !== undefined && { seed }),
         signal: a.signal,
@@ -260,7 +288,11 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
   }
 
   /** The rollout a request belongs to: header, /rollouts/<id> path, metadata, else its own. */
-  function rolloutOf(req: IncomingMessage, fromPath: string | undefined, body: unknown): string {
+  function rolloutOf(
+    req: IncomingMessage,
+    fromPath: string | undefined,
+    body: unknown,
+  ): { rolloutId: string; named: boolean } {
     const header = req.headers[ROLLOUT_HEADER];
     const meta = (body as { metadata?: { rollout_id?: unknown } } | undefined)?.metadata
       ?.rollout_id;
@@ -268,13 +300,13 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       (typeof header === 'string' ? header : undefined) ??
       fromPath ??
       (typeof meta === 'string' ? meta : undefined);
-    if (id === undefined) return `call-${randomUUID()}`;
+    if (id === undefined) return { rolloutId: `call-${randomUUID()}`, named: false };
     if (!ROLLOUT_ID.test(id))
       throw badRequest(
         'a rollout id is 1-200 characters of letters, digits and ._:@-',
         ROLLOUT_HEADER,
       );
-    return id;
+    return { rolloutId: id, named: true };
   }
 
   const tokenText = (id: number, asIds: boolean) =>
@@ -335,7 +367,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
   /** Render → sample → parse → record; `send` answers in the endpoint's format. */
   async function chat(
     body: ChatCompletionRequest,
-    rolloutId: string,
+    { rolloutId, named }: { rolloutId: string; named: boolean },
     signal: AbortSignal,
     endpoint: RecordedCall['endpoint'],
     send: (call: RecordedCall, content: string | null, toolCalls: ParsedToolCall[]) => void,
@@ -360,6 +392,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
         stop: body.stop,
         seed: body.seed,
         rolloutId,
+        named,
         index,
         signal,
       });
@@ -520,7 +553,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
   async function completion(
     res: ServerResponse,
     body: CompletionRequest,
-    rolloutId: string,
+    { rolloutId, named }: { rolloutId: string; named: boolean },
     signal: AbortSignal,
   ): Promise<void> {
     const started = Date.now();
@@ -545,6 +578,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
         stop: body.stop,
         seed: body.seed,
         rolloutId,
+        named,
         index,
         signal,
       });
@@ -695,9 +729,9 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       only('POST');
       const raw = await readJson(req, maxBody);
       const body = parseBody(ChatCompletionRequestSchema, raw);
-      const rolloutId = rolloutOf(req, fromPath, body);
-      await chat(body, rolloutId, abort.signal, 'chat.completions', (call, content, calls) =>
-        sendChat(res, body, rolloutId, call, content, calls),
+      const rollout = rolloutOf(req, fromPath, body);
+      await chat(body, rollout, abort.signal, 'chat.completions', (call, content, calls) =>
+        sendChat(res, body, rollout.rolloutId, call, content, calls),
       );
       return;
     }
@@ -706,8 +740,9 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       const raw = await readJson(req, maxBody);
       const request = parseBody(ResponsesRequestSchema, raw);
       const body = parseBody(ChatCompletionRequestSchema, responsesToChat(request));
-      const rolloutId = rolloutOf(req, fromPath, body);
-      await chat(body, rolloutId, abort.signal, 'responses', (call, content, toolCalls) => {
+      const rollout = rolloutOf(req, fromPath, body);
+      const { rolloutId } = rollout;
+      await chat(body, rollout, abort.signal, 'responses', (call, content, toolCalls) => {
         const parts = {
           id: `resp_${randomUUID().replaceAll('-', '')}`,
           createdAt: call.startedAt,

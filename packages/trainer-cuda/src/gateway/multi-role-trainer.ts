@@ -20,6 +20,7 @@ import {
   type RoleSpec,
   type ServedRole,
   saveRoleAdapters,
+  trainedRoleSampling,
   updateRole,
 } from './role-policies.js';
 
@@ -90,7 +91,11 @@ export class MultiRoleGRPOTrainer {
     });
     let gateway: PolicyGateway | undefined;
     try {
-      gateway = await createPolicyGateway({ ...o.gateway, host: served.host });
+      gateway = await createPolicyGateway({
+        ...o.gateway,
+        host: served.host,
+        rolloutSampling: trainedRoleSampling(served.roles, this.config),
+      });
       return await this.#loop(gateway, served.roles);
     } finally {
       await gateway?.close();

@@ -20,6 +20,7 @@ import {
   type RoleSpec,
   type ServedRole,
   saveRoleAdapters,
+  trainedRoleSampling,
   updateRole,
 } from './role-policies.js';
 
@@ -116,7 +117,12 @@ export class OnlineGRPOTrainer {
           if (self) self.#rewarded(r);
         },
       });
-      const gateway = await createPolicyGateway({ ...o.gateway, host: served.host, recorder });
+      const gateway = await createPolicyGateway({
+        ...o.gateway,
+        host: served.host,
+        recorder,
+        rolloutSampling: trainedRoleSampling(served.roles, config),
+      });
       self = new OnlineGRPOTrainer(o, config, gateway, served);
       self.#run.truncateMetrics(0);
       self.#run.writeJson('config.json', { trainer: 'online-grpo', ...config });

@@ -23,7 +23,7 @@ import {
   LoraPolicy,
   updateHyperParams,
 } from '../train/lora-policy.js';
-import { trainingSampling } from '../train/sampling-override.js';
+import type { TrainingSampling } from '../train/sampling-override.js';
 import { LocalPolicyHost } from './policy-host.js';
 import { type CallChain, chainCalls, type RecordedRollout } from './recorder.js';
 
@@ -111,7 +111,6 @@ export async function openRoles(o: {
         tokenizer: o.tokenizer,
         model: name,
         maxBatchSize: Math.max(c.num_generations, c.rollout_concurrency),
-        ...(spec.trainable && { defaults: { topK: c.top_k } }),
       });
       engine.generator.setLora(params);
       const policy =
@@ -139,6 +138,21 @@ export interface HostedRoles {
   roles: ServedRole[];
   /** Releases the roles' training sessions, the host and the decode session. */
   close(): Promise<void>;
+}
+
+/**
+ * The gateway's `rolloutSampling` for these roles: a trained role's calls in a named rollout
+ * sample at the settings its update assumes (the config's temperature and top_p, at most
+ * max_completion_length tokens), whatever the agent asks — the GRPOTrainer's rule. Frozen roles,
+ * and calls outside a rollout (evaluation, plain serving), sample as asked.
+ */
+export function trainedRoleSampling(
+  roles: readonly ServedRole[],
+  c: GRPOConfig,
+): (model: string) => TrainingSampling | undefined {
+  const trained = new Set(roles.filter((r) => r.policy).map((r) => r.name));
+  const s = { temperature: c.temperature, topP: c.top_p, maxTokens: c.max_completion_length };
+  return (model) => (trained.has(model) ? s : undefined);
 }
 
 /**
@@ -176,16 +190,7 @@ export async function hostRoles(o: {
     await close();
     throw e;
   }
-  // A trained role samples at the settings its update assumes (the config's temperature and
-  // top_p, at most max_completion_length tokens), whatever the agent asks: the GRPOTrainer's rule.
-  const c = o.config;
-  const sampling = {
-    temperature: c.temperature,
-    topP: c.top_p,
-    maxTokens: c.max_completion_length,
-  };
-  for (const r of roles)
-    host.serve(r.name, r.policy ? trainingSampling(r.engine, sampling) : r.engine);
+  for (const r of roles) host.serve(r.name, r.engine);
   return { artifacts, host, roles, close };
 }
 

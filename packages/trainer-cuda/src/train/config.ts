@@ -188,8 +188,8 @@ export function parseConfig<S extends z.ZodType>(
  * GRPO keys the gateway's trainers (OnlineGRPOTrainer, MultiRoleGRPOTrainer) do not act on: they
  * make one update per batch of complete groups, log every update, save the adapters at the end,
  * evaluate nothing, resume nothing, and go on past non-finite updates (skipped,
- * `<role>/skipped`). (A trained role samples at the config's temperature, top_p, top_k and
- * max_completion_length, as GRPOTrainer's policy does.) They behave as these keys' defaults; another value would be
+ * `<role>/skipped`), and sample with no top-k. (A trained role's calls in a named rollout sample
+ * at the config's temperature, top_p and max_completion_length, as GRPOTrainer's policy does.) They behave as these keys' defaults; another value would be
  * ignored without a word, so it is refused.
  */
 export const GATEWAY_FIXED_KEYS = [
@@ -197,6 +197,7 @@ export const GATEWAY_FIXED_KEYS = [
   'filter_zero_variance_groups',
   'mask_truncated_completions',
   'max_turns',
+  'top_k',
   'eval_steps',
   'logging_steps',
   'save_steps',

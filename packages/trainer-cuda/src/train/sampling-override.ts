@@ -33,41 +33,60 @@ export interface TrainingSampling {
 }
 
 /**
+ * A request's sampling settings as a trainer imposes them (`s`): temperature and top_p replaced,
+ * the token limit capped (a smaller one kept). `warn` is told each setting the request asked
+ * otherwise (an omitted temperature or top_p asks nothing).
+ */
+export function imposeSampling(
+  asked: { temperature?: number | null; topP?: number | null; maxTokens: number },
+  s: TrainingSampling,
+  warn: SamplingWarner,
+): { temperature: number; topP: number; maxTokens: number } {
+  if (asked.temperature != null && asked.temperature !== s.temperature)
+    warn('temperature', asked.temperature, s.temperature);
+  if (asked.topP != null && asked.topP !== s.topP) warn('top_p', asked.topP, s.topP);
+  if (asked.maxTokens > s.maxTokens) warn('max_completion_length', asked.maxTokens, s.maxTokens);
+  return {
+    temperature: s.temperature,
+    topP: s.topP,
+    maxTokens: Math.min(asked.maxTokens, s.maxTokens),
+  };
+}
+
+export type SamplingWarner = (key: string, asked: number, used: number) => void;
+
+/** One FLOWGRPO_SAMPLING_OVERRIDE warning per setting (per `who`, e.g. a role). */
+export function samplingWarner(who = 'the trained policy'): SamplingWarner {
+  const warned = new Set<string>();
+  return (key, asked, used) => {
+    if (warned.has(key)) return;
+    warned.add(key);
+    process.emitWarning(
+      key === 'max_completion_length'
+        ? `the agent asked ${who} for up to ${asked} tokens per call; GRPO caps them at the config's max_completion_length = ${used}`
+        : `the agent asked ${who} for ${key} = ${asked}; GRPO samples it with the config's ${key} = ${used} (its loss assumes it)`,
+      { code: 'FLOWGRPO_SAMPLING_OVERRIDE' },
+    );
+  };
+}
+
+/**
  * `engine` as the GRPO trainer samples the policy it trains: every request at the run's
  * temperature and top_p, and at most `maxTokens` new tokens (an agent's own smaller limit is
  * kept). The loss takes the policy's log-probs at that temperature, so a sample drawn at another
  * one would be off-policy with no importance weight to correct it (TRL's trainer generates with
- * its config's settings for the same reason). A request that asked for another temperature or
- * top_p is overridden, with one warning (code FLOWGRPO_SAMPLING_OVERRIDE) per setting; a larger
- * token limit is capped silently, as max_completion_length caps TRL's generations.
+ * its config's settings for the same reason). A request that asked for something else is
+ * overridden, with one warning (code FLOWGRPO_SAMPLING_OVERRIDE) per setting.
  */
 export function trainingSampling(engine: PolicyEngine, s: TrainingSampling): PolicyEngine {
-  const warned = new Set<string>();
-  const warn = (key: string, asked: number, used: number) => {
-    if (warned.has(key)) return;
-    warned.add(key);
-    process.emitWarning(
-      `the agent asked the trained policy for ${key} = ${asked}; GRPO samples it with the config's ${key} = ${used} (its loss assumes it)`,
-      { code: 'FLOWGRPO_SAMPLING_OVERRIDE' },
-    );
-  };
+  const warn = samplingWarner();
   return {
     get model() {
       return engine.model;
     },
     ...(engine.tokenizer && { tokenizer: engine.tokenizer }),
-    generate: (request: PolicyGenerateRequest): Promise<PolicyGenerateResult> => {
-      if (request.temperature !== undefined && request.temperature !== s.temperature)
-        warn('temperature', request.temperature, s.temperature);
-      if (request.topP !== undefined && request.topP !== s.topP)
-        warn('top_p', request.topP, s.topP);
-      return engine.generate({
-        ...request,
-        temperature: s.temperature,
-        topP: s.topP,
-        maxTokens: Math.min(request.maxTokens, s.maxTokens),
-      });
-    },
+    generate: (request: PolicyGenerateRequest): Promise<PolicyGenerateResult> =>
+      engine.generate({ ...request, ...imposeSampling(request, s, warn) }),
     ...(engine.updateAdapter && { updateAdapter: engine.updateAdapter.bind(engine) }),
   };
 }
