@@ -414,6 +414,57 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     }
   });
 
+  it("the pool's counters are a live view that never goes back when a worker batcher leaves", async () => {
+    // Two "worker" batchers on this thread whose end the test controls; every row is admitted
+    // once, so `admitted` counts the rows submitted (by hand: 2 × prompts).
+    const dir = join(tmp, 'stats');
+    buildDecoderArtifacts(tiny.weights, dir, { graphs: ['generate'] });
+    const own = await DecoderArtifacts.open(dir, { intraOpThreads: 1 });
+    const batcher = async () =>
+      new FusedBatcher({
+        runner: localRunner(await own.openSession('generate')),
+        config: own.manifest.config,
+        maxPositions: own.manifest.maxPositions,
+        chunkTokens: 2,
+      });
+    const ends: ((reason: unknown) => void)[] = [];
+    const pool = new BatcherPool(await batcher(), {
+      count: 2,
+      from: 1,
+      open: async () => ({
+        batcher: await batcher(),
+        close: async () => {},
+        ended: new Promise((resolve) => ends.push(resolve)),
+      }),
+    });
+    const onWarning = () => {};
+    process.on('warning', onWarning);
+    try {
+      const stats = pool.stats;
+      const run = () =>
+        Promise.all(
+          prompts().map(
+            (prompt, i) =>
+              new Promise((done, fail) => pool.submit([greedyRow(prompt, i, 4, done, fail)])),
+          ),
+        );
+      await run();
+      expect(pool.workerCount).toBe(2);
+      expect(stats.admitted).toBe(prompts().length);
+      ends[0]!(new Error('gone'));
+      await new Promise((r) => setImmediate(r));
+      expect(pool.workerCount).toBe(1);
+      expect(stats.admitted).toBe(prompts().length);
+      await run();
+      expect(stats.admitted).toBe(2 * prompts().length);
+      await pool.close();
+      expect(stats.admitted).toBe(2 * prompts().length);
+    } finally {
+      process.off('warning', onWarning);
+      await own.release();
+    }
+  });
+
   it('stays on this thread, with a warning, when a worker batcher cannot open', async () => {
     // The generate graph is loaded here, then its file disappears: the workers cannot load it.
     const dir = join(tmp, 'gone');

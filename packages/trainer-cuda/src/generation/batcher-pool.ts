@@ -26,6 +26,8 @@ export interface WorkerBatchers {
 
 type Shard = Awaited<ReturnType<WorkerBatchers['open']>>;
 
+const STAT_KEYS = ['chunks', 'admitted', 'joins', 'stepsRun', 'rowSteps'] as const;
+
 export class BatcherPool {
   readonly #local: FusedBatcher;
   readonly #workers: WorkerBatchers | undefined;
@@ -76,17 +78,26 @@ export class BatcherPool {
    */
   readonly stats: FusedBatcher['stats'] = (() => {
     const view = {} as FusedBatcher['stats'];
-    for (const k of ['chunks', 'admitted', 'joins', 'stepsRun', 'rowSteps'] as const)
+    for (const k of STAT_KEYS)
       Object.defineProperty(view, k, {
         enumerable: true,
         get: () =>
-          [this.#local, ...(this.#shards ?? []).map((s) => s.batcher)].reduce(
-            (sum, b) => sum + b.stats[k],
-            0,
-          ),
+          [
+            this.#local,
+            ...[...(this.#shards ?? []), ...this.#closing].map((s) => s.batcher),
+          ].reduce((sum, b) => sum + b.stats[k], this.#retired[k]),
       });
     return view;
   })();
+
+  #closing: Shard[] = [];
+
+  /** Counters of worker batchers that have left the pool (lost or closed): never go backwards. */
+  readonly #retired = { chunks: 0, admitted: 0, joins: 0, stepsRun: 0, rowSteps: 0 };
+
+  #retire(shard: Shard): void {
+    for (const k of STAT_KEYS) this.#retired[k] += shard.batcher.stats[k];
+  }
 
   submit(rows: BatchRow[]): void {
     if (this.#shards && !this.#closed) {
@@ -146,6 +157,7 @@ export class BatcherPool {
     const i = shards?.indexOf(shard) ?? -1;
     if (this.#closed || !shards || i < 0) return;
     shards.splice(i, 1);
+    this.#retire(shard);
     process.emitWarning(
       `a worker batcher ended (${String(reason)}): its rows failed; generation goes on ${
         shards.length > 0 ? `in ${shards.length} worker(s)` : 'on this thread'
@@ -179,6 +191,10 @@ export class BatcherPool {
     await this.#opening;
     const shards = this.#shards ?? [];
     this.#shards = undefined;
+    // Counted while they finish their running chunk, then folded into the retired counters.
+    this.#closing = shards;
     await Promise.all(shards.map((s) => s.close()));
+    for (const s of shards) this.#retire(s);
+    this.#closing = [];
   }
 }
