@@ -8,7 +8,7 @@ import {
 } from '@flowgrpo/agent';
 import { type ChatMessage, ConfigError } from '@flowgrpo/core';
 import type { DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
-import { loraScaling } from '../lora/lora-config.js';
+import { loraFitsBuilt } from '../lora/lora-config.js';
 import { loadLoraAdapter } from '../lora/lora-weights.js';
 import { eosTokenIds } from '../models/config.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
@@ -211,12 +211,9 @@ export class LocalPolicyEngine implements PolicyEngine {
         { key: 'lora' },
       );
     const { lora, params } = await loadLoraAdapter(adapter.path, this.generator.config);
-    // The graphs bake alpha/r in and take inputs for their own target modules only.
+    // An adapter's layers must be the built ones too (the graphs take inputs for those only).
     const same =
-      lora.r === built.r &&
-      loraScaling(lora) === built.scaling &&
-      lora.targetModules.length === built.targetModules.length &&
-      lora.targetModules.every((m) => built.targetModules.includes(m)) &&
+      loraFitsBuilt(lora, built) &&
       JSON.stringify(lora.layers ?? null) === JSON.stringify(built.layers ?? null);
     if (!same)
       throw new ConfigError(

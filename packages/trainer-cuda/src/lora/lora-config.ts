@@ -42,6 +42,19 @@ export function loraScaling(lora: LoraConfig): number {
   return lora.useRslora ? lora.alpha / Math.sqrt(lora.r) : lora.alpha / lora.r;
 }
 
+/**
+ * `lora` fits graphs built with `built`: the same rank, scaling (alpha, rsLoRA) and target
+ * modules — the graphs bake the scale in and take inputs for their own modules only.
+ */
+export function loraFitsBuilt(lora: LoraConfig, built: LoraConfig & { scaling: number }): boolean {
+  return (
+    lora.r === built.r &&
+    loraScaling(lora) === built.scaling &&
+    lora.targetModules.length === built.targetModules.length &&
+    lora.targetModules.every((m) => built.targetModules.includes(m))
+  );
+}
+
 const PARENT: Record<LoraTargetModule, 'self_attn' | 'mlp'> = {
   q_proj: 'self_attn',
   k_proj: 'self_attn',

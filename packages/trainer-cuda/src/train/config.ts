@@ -1,6 +1,6 @@
 import { ConfigError } from '@flowgrpo/core';
 import { z } from 'zod';
-import { LORA_TARGET_MODULES, type LoraConfig, loraScaling } from '../lora/lora-config.js';
+import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '../lora/lora-config.js';
 
 // Trainer configurations, keyed as TRL's GRPOConfig / SFTConfig (and HF TrainingArguments) where
 // a key means the same thing, plus flowgrpo's own keys for what TRL has no word for (multi-turn
@@ -276,19 +276,13 @@ export function checkArtifactsLora(
   l: z.output<typeof LoraOptionsSchema>,
   built: (LoraConfig & { scaling: number }) | undefined,
 ): void {
-  const scaling = loraScaling({
+  const lora = {
     r: l.r,
     alpha: l.lora_alpha,
-    targetModules: [],
+    targetModules: l.target_modules,
     useRslora: l.use_rslora,
-  });
-  if (
-    !built ||
-    built.r !== l.r ||
-    scaling !== built.scaling ||
-    built.targetModules.length !== l.target_modules.length ||
-    !l.target_modules.every((m) => built.targetModules.includes(m))
-  )
+  };
+  if (!built || !loraFitsBuilt(lora, built))
     throw new ConfigError(
       `config.lora (r=${l.r}, alpha=${l.lora_alpha}${l.use_rslora ? ', rslora' : ''}, ${l.target_modules.join('/')}) does not match the artifacts' LoRA (${built ? `r=${built.r}, alpha=${built.alpha}${built.useRslora ? ', rslora' : ''}, ${built.targetModules.join('/')}` : 'none'}); rebuild them with flowgrpo export`,
       { key: 'lora' },
