@@ -14,13 +14,21 @@ export function withSampling(
   engine: PolicyEngine,
   overrides: Partial<Pick<PolicyGenerateRequest, 'temperature' | 'topP' | 'maxTokens'>>,
 ): PolicyEngine {
+  return viewOf(engine, (request) => ({ ...request, ...overrides }));
+}
+
+/** `engine` (its model, tokenizer and adapter updates) with each request rewritten by `map`. */
+function viewOf(
+  engine: PolicyEngine,
+  map: (request: PolicyGenerateRequest) => PolicyGenerateRequest,
+): PolicyEngine {
   return {
     get model() {
       return engine.model;
     },
     ...(engine.tokenizer && { tokenizer: engine.tokenizer }),
     generate: (request: PolicyGenerateRequest): Promise<PolicyGenerateResult> =>
-      engine.generate({ ...request, ...overrides }),
+      engine.generate(map(request)),
     ...(engine.updateAdapter && { updateAdapter: engine.updateAdapter.bind(engine) }),
   };
 }
@@ -80,13 +88,5 @@ export function samplingWarner(who = 'the trained policy'): SamplingWarner {
  */
 export function trainingSampling(engine: PolicyEngine, s: TrainingSampling): PolicyEngine {
   const warn = samplingWarner();
-  return {
-    get model() {
-      return engine.model;
-    },
-    ...(engine.tokenizer && { tokenizer: engine.tokenizer }),
-    generate: (request: PolicyGenerateRequest): Promise<PolicyGenerateResult> =>
-      engine.generate({ ...request, ...imposeSampling(request, s, warn) }),
-    ...(engine.updateAdapter && { updateAdapter: engine.updateAdapter.bind(engine) }),
-  };
+  return viewOf(engine, (request) => ({ ...request, ...imposeSampling(request, s, warn) }));
 }
