@@ -9,6 +9,11 @@ import { afterAll, expect, it } from 'vitest';
 import { MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/gateway/index.js';
 import { GATEWAY_LORA, tinyGatewayModel } from './support/gateway-fixtures.js';
 
+interface PlainChoice {
+  message: { content: string };
+  logprobs?: { content: { logprob: number }[] };
+}
+
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-online-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
@@ -66,8 +71,8 @@ it('updates the served adapter from the rewards agents post, group by group', as
       });
       expect(posted.status).toBe(200);
     };
-    // The same prompt and seed: the policy's tokens and their logprobs.
-    const probe = async () => {
+    // A call outside any rollout, on the probe prompt.
+    const plain = async (extra: Record<string, unknown>) => {
       const r = await fetch(`${gw.baseURL}/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
@@ -75,33 +80,18 @@ it('updates the served adapter from the rewards agents post, group by group', as
           model: 'policy',
           messages: [{ role: 'user', content: 'probe' }],
           max_tokens: 8,
-          seed: 1,
-          logprobs: true,
+          ...extra,
         }),
       });
-      const body = (await r.json()) as {
-        choices: { logprobs: { content: { logprob: number }[] } }[];
-      };
-      return body.choices[0]!.logprobs.content.map((c) => c.logprob);
+      return ((await r.json()) as { choices: PlainChoice[] }).choices[0]!;
     };
+    // The same prompt and seed: the policy's tokens and their logprobs.
+    const probe = async () =>
+      (await plain({ seed: 1, logprobs: true })).logprobs!.content.map((c) => c.logprob);
     const before = await probe();
     // Calls outside a rollout sample as asked: greedy at temperature 0, whatever the seed (the
     // trained role's imposed temperature applies to named rollouts only).
-    const greedy = async (seed: number) => {
-      const r = await fetch(`${gw.baseURL}/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          model: 'policy',
-          messages: [{ role: 'user', content: 'probe' }],
-          max_tokens: 8,
-          temperature: 0,
-          seed,
-        }),
-      });
-      return ((await r.json()) as { choices: { message: { content: string } }[] }).choices[0]!
-        .message.content;
-    };
+    const greedy = async (seed: number) => (await plain({ temperature: 0, seed })).message.content;
     expect(await greedy(1)).toBe(await greedy(2));
     for (let batch = 0; batch < 2; batch++) {
       for (let q = 0; q < 2; q++) {
