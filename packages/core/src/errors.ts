@@ -6,6 +6,8 @@ const MARKER = Symbol.for('flowgrpo.error');
 
 export interface FlowGrpoErrorOptions {
   cause?: unknown;
+  /** What the user can do about it, one line (the CLI prints it under the error). */
+  hint?: string | undefined;
 }
 
 export class FlowGrpoError extends Error {
@@ -16,6 +18,8 @@ export class FlowGrpoError extends Error {
   readonly code: string;
   /** Codes of every class in this error's chain, most specific first. */
   readonly codes: readonly string[];
+  /** What to do about it, one line, when the thrower knows (printed by the CLI as the fix). */
+  readonly hint: string | undefined;
   readonly [MARKER] = true;
 
   constructor(message: string, options: FlowGrpoErrorOptions = {}) {
@@ -28,6 +32,7 @@ export class FlowGrpoError extends Error {
     }
     this.codes = codes;
     this.code = codes[0] ?? FlowGrpoError.code;
+    this.hint = options.hint;
     this.name = new.target.name;
   }
 
