@@ -172,6 +172,12 @@ export {
   type Tokenizer,
 } from './tokenizers/index.js';
 export {
+  type CheckedReward,
+  InvalidRewardError,
+  type RewardErrorRecord,
+  scoreChecked,
+} from './train/checked-reward.js';
+export {
   CheckpointError,
   type LoadedCheckpoint,
   listCheckpoints,
@@ -222,11 +228,26 @@ export {
 } from './train/progress.js';
 export { type ReportOptions, renderReport, writeReport } from './train/report.js';
 export {
+  countRolloutFailures,
+  describeRolloutFailures,
+  type RolloutFailureKind,
+  type RolloutFailures,
+  RolloutsFailedError,
+  rolloutFailureMetrics,
+} from './train/rollout-failures.js';
+export {
   CONFIG_FILE,
   METRICS_FILE,
   type MetricsRecord,
   RunDirectory,
 } from './train/run-dir.js';
+export {
+  claimOutputDir,
+  RunLifecycle,
+  type RunLifecycleOptions,
+} from './train/run-lifecycle.js';
+export { LOCK_FILE, RunLock, RunLockedError, type RunLockInfo } from './train/run-lock.js';
+export { RunWriteError } from './train/run-write-error.js';
 export { greedy, withSampling } from './train/sampling-override.js';
 export {
   type SFTExample,

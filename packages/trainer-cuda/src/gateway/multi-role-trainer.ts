@@ -1,8 +1,10 @@
 import { join, resolve } from 'node:path';
 import { ConfigError, createRng, type SampleRow } from '@flowgrpo/core';
 import type { RewardFunction } from '@flowgrpo/reward';
+import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import { scoreChecked } from '../train/checked-reward.js';
 import {
   checkGatewayConfig,
   type GRPOConfig,
@@ -12,6 +14,7 @@ import {
   parseConfig,
 } from '../train/config.js';
 import { EpochCursor } from '../train/data-order.js';
+import { RunLifecycle } from '../train/run-lifecycle.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
 import { type AgentProgram, runAgentProgram } from './gateway-agent.js';
 import type { RecordedRollout } from './recorder.js';
@@ -82,6 +85,22 @@ export class MultiRoleGRPOTrainer {
   async train(): Promise<MultiRoleTrainResult> {
     const c = this.config;
     const o = this.#o;
+    // output_dir first (its lock, HF's rules), before the roles' sessions open.
+    const life = await RunLifecycle.open({
+      ...c,
+      trainer: 'multi-role-grpo',
+      modelConfig: readArtifactsManifest(o.artifacts).config,
+    });
+    try {
+      return await this.#serveAndTrain();
+    } finally {
+      life.close();
+    }
+  }
+
+  async #serveAndTrain(): Promise<MultiRoleTrainResult> {
+    const c = this.config;
+    const o = this.#o;
     const served = await hostRoles({
       artifactsDir: o.artifacts,
       tokenizer: o.tokenizer,
@@ -137,17 +156,17 @@ export class MultiRoleGRPOTrainer {
             },
           );
           rollouts[k] = rec;
-          scored[k] =
-            rec.reward ??
-            (o.reward
-              ? (
-                  await o.reward.score({
-                    question: row.question,
-                    groundTruth: row.result,
-                    finalAnswer: rec.finalAnswer ?? answer,
-                  })
-                ).score
-              : 0);
+          // A reward function's fault scores 0 and is kept in the rollout's details.
+          const checked =
+            rec.reward === undefined && o.reward
+              ? await scoreChecked(o.reward, {
+                  question: row.question,
+                  groundTruth: row.result,
+                  finalAnswer: rec.finalAnswer ?? answer,
+                })
+              : undefined;
+          if (checked?.error) rec.details = { ...rec.details, rewardError: checked.error };
+          scored[k] = rec.reward ?? checked?.result.score ?? 0;
         }
       };
       await Promise.all(

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
+import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
@@ -11,7 +12,8 @@ import {
   learningRateAt,
   parseConfig,
 } from '../train/config.js';
-import { RunDirectory } from '../train/run-dir.js';
+import type { RunDirectory } from '../train/run-dir.js';
+import { RunLifecycle } from '../train/run-lifecycle.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
 import { type RecordedRollout, RolloutRecorder } from './recorder.js';
 import {
@@ -70,6 +72,7 @@ export class OnlineGRPOTrainer {
   readonly finished: Promise<void>;
   readonly #o: OnlineGRPOTrainerOptions;
   readonly #served: HostedRoles;
+  readonly #life: RunLifecycle;
   readonly #run: RunDirectory;
   readonly #filling = new Map<string, RecordedRollout[]>();
   readonly #complete: RecordedRollout[][] = [];
@@ -83,13 +86,15 @@ export class OnlineGRPOTrainer {
     config: GRPOConfig,
     gateway: PolicyGateway,
     served: HostedRoles,
+    life: RunLifecycle,
   ) {
     this.#o = o;
     this.config = config;
     this.gateway = gateway;
     this.roles = served.roles;
     this.#served = served;
-    this.#run = new RunDirectory(resolve(config.output_dir));
+    this.#life = life;
+    this.#run = life.run;
     this.finished = new Promise((r) => {
       this.#finish = r;
     });
@@ -101,14 +106,26 @@ export class OnlineGRPOTrainer {
     checkGatewayConfig(config, 'GRPO config');
     if (!Object.values(o.roles).some((r) => r.trainable))
       throw new ConfigError('no role is trainable', { key: 'roles' });
-    const served = await hostRoles({
-      artifactsDir: o.artifacts,
-      tokenizer: o.tokenizer,
-      roles: o.roles,
-      config,
-      device: o.device ?? 'cpu',
-      baseModel: o.baseModel ?? 'base',
+    // output_dir first (its lock, HF's rules), before the roles' sessions open; held until close.
+    const life = await RunLifecycle.open({
+      ...config,
+      trainer: 'online-grpo',
+      modelConfig: readArtifactsManifest(o.artifacts).config,
     });
+    let served: HostedRoles;
+    try {
+      served = await hostRoles({
+        artifactsDir: o.artifacts,
+        tokenizer: o.tokenizer,
+        roles: o.roles,
+        config,
+        device: o.device ?? 'cpu',
+        baseModel: o.baseModel ?? 'base',
+      });
+    } catch (e) {
+      life.close();
+      throw e;
+    }
     try {
       let self: OnlineGRPOTrainer | undefined;
       const recorder = new RolloutRecorder({
@@ -123,12 +140,12 @@ export class OnlineGRPOTrainer {
         recorder,
         rolloutSampling: trainedRoleSampling(served.roles, config),
       });
-      self = new OnlineGRPOTrainer(o, config, gateway, served);
-      self.#run.truncateMetrics(0);
+      self = new OnlineGRPOTrainer(o, config, gateway, served, life);
       self.#run.writeJson('config.json', { trainer: 'online-grpo', ...config });
       return self;
     } catch (e) {
       await served.close();
+      life.close();
       throw e;
     }
   }
@@ -210,6 +227,7 @@ export class OnlineGRPOTrainer {
     const adapters = await this.saveAdapters();
     await this.gateway.close();
     await this.#served.close();
+    this.#life.close();
     return adapters;
   }
 }

@@ -1,6 +1,6 @@
 import { copyFileSync, existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
-import { basename, join, resolve, sep } from 'node:path';
+import { basename, join } from 'node:path';
 import {
   createTensor,
   DataFormatError,
@@ -195,23 +195,6 @@ export function listCheckpoints(outputDir: string): { step: number; dir: string 
     .map((m) => ({ step: Number(m[1]), dir: join(outputDir, m[0]) }))
     .filter((c) => existsSync(join(c.dir, TRAINER_STATE)))
     .sort((a, b) => a.step - b.step);
-}
-
-/**
- * A fresh run (not resumed) into an output_dir that holds an earlier run's checkpoints: those are
- * removed, with their names returned for the log. Left there, they would mix with the new run's —
- * a stale checkpoint-500 outranks the new run's checkpoint-200 in rotation (which keeps the
- * highest steps), so `save_total_limit` would delete the new run's best checkpoint and keep the
- * old one. (The run's metrics.jsonl is started afresh for the same reason.)
- */
-export function removeStaleCheckpoints(outputDir: string, inUse: readonly string[] = []): string[] {
-  // A checkpoint this run starts from (its model or adapter) is not stale.
-  const used = inUse.map((p) => resolve(p));
-  const stale = listCheckpoints(outputDir).filter(
-    (c) => !used.some((p) => p === resolve(c.dir) || p.startsWith(`${resolve(c.dir)}${sep}`)),
-  );
-  for (const c of stale) rmSync(c.dir, { recursive: true, force: true });
-  return stale.map((c) => basename(c.dir));
 }
 
 /**

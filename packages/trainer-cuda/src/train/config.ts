@@ -48,6 +48,12 @@ const common = {
   seed: z.number().int().default(42),
   /** A checkpoint folder to resume from, or true for the latest one in output_dir. */
   resume_from_checkpoint: z.union([z.string(), z.boolean()]).default(false),
+  /**
+   * Replace the run already in output_dir (HF's name). Without it a fresh run into an output_dir
+   * holding checkpoints is refused; with it, the earlier run's files are deleted once the new run
+   * has written its first checkpoint (until then they are kept aside and put back on failure).
+   */
+  overwrite_output_dir: z.boolean().default(false),
   lora: LoraOptionsSchema.default(LoraOptionsSchema.parse({})),
   /** flowgrpo: padded tokens per micro-batch (gradient accumulation is automatic and exact). */
   max_tokens_per_microbatch: positiveInt.default(8192),
@@ -118,6 +124,11 @@ export const GRPOConfigSchema = z
     vllm_importance_sampling_cap: z.number().positive().default(2),
     /** Reward that counts as a correct answer for accuracy metrics. */
     success_threshold: z.number().default(1),
+    /**
+     * flowgrpo: stop the run (ROLLOUTS_FAILED) when every rollout of this many consecutive steps
+     * failed — a broken setup, not a hard batch.
+     */
+    max_failed_rollout_steps: positiveInt.default(2),
   })
   .strict();
 export type GRPOConfig = z.output<typeof GRPOConfigSchema>;
@@ -206,6 +217,8 @@ export const GATEWAY_FIXED_KEYS = [
   'success_threshold',
   'generate_workers',
   'max_nan_steps_in_a_row',
+  'overwrite_output_dir',
+  'max_failed_rollout_steps',
 ] as const satisfies readonly (keyof GRPOConfig)[];
 
 /** Throws a ConfigError naming the GATEWAY_FIXED_KEYS that `c` sets away from their defaults. */

@@ -1,7 +1,9 @@
 import type { RolloutAgent } from '@flowgrpo/agent';
-import type { SampleRow, Trajectory } from '@flowgrpo/core';
+import { FlowGrpoError, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import { type RewardFunction, rewardInputFromTrajectory } from '@flowgrpo/reward';
 import { expectAbortListeners } from '../util/abort-listeners.js';
+import { scoreTrajectory } from './checked-reward.js';
+import { countRolloutFailures, RolloutsFailedError } from './rollout-failures.js';
 
 // Evaluation of a policy inside its agent on a dataset: each question once, the reward function
 // scoring the final answer. Reports what the seeds' tables report — accuracy (with a 95% Wilson
@@ -47,6 +49,9 @@ export interface EvalSummary {
 export interface EvalResult extends EvalSummary {
   name: string;
   time_s: number;
+  /** Rollouts that ended in an error (counted as wrong), in all and per error code. */
+  rollouts_failed?: number;
+  rollouts_failed_by_code?: Record<string, number>;
   per_source: Record<string, EvalSummary>;
   trajectories?: Trajectory[];
 }
@@ -133,7 +138,10 @@ function summarize(items: readonly Scored[], threshold: number): EvalSummary {
   };
 }
 
-/** Runs the agent once per row and scores it. Failed rollouts count as wrong, never as a crash. */
+/**
+ * Runs the agent once per row and scores it. A failed rollout counts as wrong and is counted by
+ * its error code; when every rollout failed there is no score to report: RolloutsFailedError.
+ */
 export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
   const start = performance.now();
   const threshold = o.successThreshold ?? 1;
@@ -148,12 +156,9 @@ export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
       o.signal?.throwIfAborted();
       const row = o.dataset[i]!;
       const trajectory = await runOne(o.agent, row, (o.seed ?? 0) + i, o.signal);
-      let reward = 0;
-      try {
-        reward = (await o.reward.score(rewardInputFromTrajectory(trajectory))).score;
-      } catch {
-        reward = 0;
-      }
+      const reward = (
+        await scoreTrajectory(o.reward, rewardInputFromTrajectory(trajectory), trajectory)
+      ).score;
       results[i] = { trajectory, reward, source: row.source };
       done++;
       if (reward >= threshold) correct++;
@@ -163,6 +168,9 @@ export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
   const width = Math.max(1, Math.min(o.concurrency ?? 32, o.dataset.length));
   expectAbortListeners(o.signal, 4 * width);
   await Promise.all(Array.from({ length: width }, worker));
+  const failures = countRolloutFailures(results.map((r) => r.trajectory));
+  if (failures.total > 0 && failures.failed === failures.total)
+    throw new RolloutsFailedError(`evaluation '${o.name ?? 'policy'}'`, failures);
   const perSource: Record<string, EvalSummary> = {};
   for (const source of [...new Set(results.map((r) => r.source))].sort())
     perSource[source] = summarize(
@@ -173,6 +181,8 @@ export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
     name: o.name ?? 'policy',
     ...summarize(results, threshold),
     time_s: (performance.now() - start) / 1000,
+    rollouts_failed: failures.failed,
+    rollouts_failed_by_code: Object.fromEntries(failures.kinds.map((k) => [k.code, k.count])),
     per_source: perSource,
     ...(o.keepTrajectories && { trajectories: results.map((r) => r.trajectory) }),
   };
@@ -216,6 +226,7 @@ export async function runOne(
             role: 'rollout',
             code: (error as { code?: string }).code ?? error.name,
             message: error.message,
+            ...(FlowGrpoError.isInstance(error) && error.hint ? { hint: error.hint } : {}),
           },
         ],
       },

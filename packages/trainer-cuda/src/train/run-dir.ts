@@ -2,16 +2,20 @@ import {
   appendFileSync,
   existsSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   renameSync,
+  rmSync,
   writeFileSync,
 } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { type Trajectory, writeTrajectoriesParquet } from '@flowgrpo/core';
+import { asRunWriteError } from './run-write-error.js';
 
 // The run directory (DESIGN.md §5.9): config.json, metrics.jsonl (one JSON line per logged step,
 // TRL's metric names plus flowgrpo's), rollouts/step-<n>.parquet (one row per turn), eval/*.json,
-// checkpoint-<n>/ (checkpoint.ts) and report.html (report.ts).
+// checkpoint-<n>/ (checkpoint.ts) and report.html (report.ts). A write the file system refuses
+// (full disk, permissions) is a RunWriteError naming the file and the last complete checkpoint.
 
 export const METRICS_FILE = 'metrics.jsonl';
 export const CONFIG_FILE = 'config.json';
@@ -23,18 +27,40 @@ export class RunDirectory {
     mkdirSync(dir, { recursive: true });
   }
 
-  writeJson(name: string, value: unknown): string {
-    const path = join(this.dir, name);
-    mkdirSync(join(path, '..'), { recursive: true });
-    const tmp = `${path}.tmp-${process.pid}`;
-    writeFileSync(tmp, `${JSON.stringify(value, null, 2)}\n`);
-    renameSync(tmp, path);
-    return path;
+  /** Runs a write of `path`, turning the file system's refusals into a RunWriteError. */
+  guard<T>(path: string, write: () => T): T {
+    try {
+      const result = write();
+      if (result instanceof Promise)
+        return result.catch((e: unknown) => {
+          throw asRunWriteError(e, this.dir, path);
+        }) as T;
+      return result;
+    } catch (e) {
+      throw asRunWriteError(e, this.dir, path);
+    }
   }
 
-  /** Appends one record to metrics.jsonl. */
+  writeJson(name: string, value: unknown): string {
+    const path = join(this.dir, name);
+    return this.guard(path, () => {
+      mkdirSync(join(path, '..'), { recursive: true });
+      const tmp = `${path}.tmp-${process.pid}`;
+      try {
+        writeFileSync(tmp, `${JSON.stringify(value, null, 2)}\n`);
+      } catch (e) {
+        rmSync(tmp, { force: true });
+        throw e;
+      }
+      renameSync(tmp, path);
+      return path;
+    });
+  }
+
+  /** Appends one record to metrics.jsonl (a line torn by a full disk is skipped when read). */
   logMetrics(record: MetricsRecord): void {
-    appendFileSync(join(this.dir, METRICS_FILE), `${JSON.stringify(record)}\n`);
+    const path = join(this.dir, METRICS_FILE);
+    this.guard(path, () => appendFileSync(path, `${JSON.stringify(record)}\n`));
   }
 
   /** Every record of metrics.jsonl (a torn last line from a kill is skipped). */
@@ -57,16 +83,37 @@ export class RunDirectory {
   truncateMetrics(step: number): void {
     const kept = this.readMetrics().filter((r) => Number(r.step) <= step);
     const path = join(this.dir, METRICS_FILE);
-    const tmp = `${path}.tmp-${process.pid}`;
-    writeFileSync(tmp, kept.map((r) => `${JSON.stringify(r)}\n`).join(''));
-    renameSync(tmp, path);
+    this.guard(path, () => {
+      const tmp = `${path}.tmp-${process.pid}`;
+      try {
+        writeFileSync(tmp, kept.map((r) => `${JSON.stringify(r)}\n`).join(''));
+      } catch (e) {
+        rmSync(tmp, { force: true });
+        throw e;
+      }
+      renameSync(tmp, path);
+    });
   }
 
   /** rollouts/step-<n>.parquet: the batch's trajectories, one row per turn. */
   async writeRollouts(step: number, trajectories: readonly Trajectory[]): Promise<string> {
     const path = join(this.dir, 'rollouts', `step-${String(step).padStart(6, '0')}.parquet`);
-    mkdirSync(join(this.dir, 'rollouts'), { recursive: true });
-    await writeTrajectoriesParquet(path, trajectories);
-    return path;
+    return this.guard(path, async () => {
+      mkdirSync(join(this.dir, 'rollouts'), { recursive: true });
+      try {
+        await writeTrajectoriesParquet(path, trajectories);
+      } catch (e) {
+        // A half-written Parquet file is unreadable; so is the writer's temporary file.
+        const dir = join(this.dir, 'rollouts');
+        for (const name of readdirSync(dir))
+          if (
+            name === basename(path) ||
+            (name.startsWith(`${basename(path)}.`) && name.endsWith('.tmp'))
+          )
+            rmSync(join(dir, name), { force: true });
+        throw e;
+      }
+      return path;
+    });
   }
 }

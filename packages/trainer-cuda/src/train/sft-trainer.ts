@@ -8,15 +8,7 @@ import { loadHfModel } from '../models/weights/hf-folder.js';
 import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
-import {
-  checkpointName,
-  listCheckpoints,
-  loadCheckpoint,
-  removeStaleCheckpoints,
-  rotateCheckpoints,
-  saveCheckpoint,
-  type TrainerState,
-} from './checkpoint.js';
+import { checkpointName, type LoadedCheckpoint, type TrainerState } from './checkpoint.js';
 import { packMicroBatches, rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
 import {
   checkArtifactsLora,
@@ -32,7 +24,9 @@ import { LoraPolicy } from './lora-policy.js';
 import { packRows } from './packing.js';
 import { type Progress, silentProgress } from './progress.js';
 import { writeReport } from './report.js';
-import { type MetricsRecord, RunDirectory } from './run-dir.js';
+import type { MetricsRecord } from './run-dir.js';
+import { RunLifecycle } from './run-lifecycle.js';
+import type { RunLock } from './run-lock.js';
 
 // Supervised fine-tuning with LoRA — the SFT → GRPO seed's warm start. Examples in TRL's dataset
 // formats (conversational `messages`, `prompt`/`completion`, plain `text`) or recorded
@@ -75,6 +69,8 @@ export interface SFTTrainerOptions {
   signal?: AbortSignal;
   onLog?: (record: MetricsRecord) => void;
   baseModel?: string;
+  /** A lock on output_dir the caller already holds (claimOutputDir), kept after the run. */
+  lock?: RunLock;
 }
 
 export interface SFTResult {
@@ -159,14 +155,12 @@ export function sftRows(
 export class SFTTrainer {
   readonly config: SFTConfig;
   readonly #o: SFTTrainerOptions;
-  readonly #run: RunDirectory;
 
   constructor(options: SFTTrainerOptions) {
     this.config = parseConfig(SFTConfigSchema, options.config, 'SFT config');
     this.#o = options;
     if (options.trainDataset.length === 0)
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
-    this.#run = new RunDirectory(resolve(this.config.output_dir));
   }
 
   async train(): Promise<SFTResult> {
@@ -197,6 +191,38 @@ export class SFTTrainer {
       checkArtifactsLora(c.lora, manifest.lora);
       modelConfig = manifest.config;
     }
+    // ---- output_dir (lock, HF's rules), then resume or start ----------------------------------
+    const life = await RunLifecycle.open({
+      ...c,
+      trainer: 'sft',
+      modelConfig,
+      startsFrom: [o.model, o.artifacts, o.adapter].filter(
+        (p): p is string => typeof p === 'string',
+      ),
+      ...(o.lock && { lock: o.lock }),
+      log: (line) => progress.log(line),
+    });
+    try {
+      return await this.#train(life, { model, modelConfig, manifest });
+    } finally {
+      life.close();
+    }
+  }
+
+  async #train(
+    life: RunLifecycle,
+    m: {
+      model: ModelWeights | undefined;
+      modelConfig: DecoderConfig;
+      manifest: ArtifactsManifest | undefined;
+    },
+  ): Promise<SFTResult> {
+    const c = this.config;
+    const o = this.#o;
+    const progress = o.progress ?? silentProgress;
+    const run = life.run;
+    const full = !c.use_peft;
+    const { model, modelConfig, manifest } = m;
     const tok = { assistantOnly: c.assistant_only_loss, maxLength: c.max_length };
     const examples = o.trainDataset.map((e) => sftRows(e, o.tokenizer, tok));
     // The unit a batch is made of: an example's rows, or (packing, as TRL packs the dataset
@@ -227,36 +253,19 @@ export class SFTTrainer {
       config: { ...c },
     };
     let params: LoraParams | undefined;
-    let optimizerState: Awaited<ReturnType<typeof loadCheckpoint>>['optimizer'] | undefined;
-    const resumeFrom =
-      c.resume_from_checkpoint === true
-        ? listCheckpoints(this.#run.dir).at(-1)?.dir
-        : c.resume_from_checkpoint || undefined;
-    if (resumeFrom) {
-      const ck = await loadCheckpoint(resumeFrom, modelConfig);
+    let optimizerState: LoadedCheckpoint['optimizer'] | undefined;
+    const ck = life.resumed;
+    if (ck) {
       state = { ...ck.trainer, config: { ...c } };
       params = ck.params;
       optimizerState = ck.optimizer;
-      this.#run.truncateMetrics(state.global_step);
     } else if (manifest && typeof o.adapter === 'string')
       params = (await loadLoraAdapter(o.adapter, manifest.config)).params;
     else if (manifest)
       params =
         (typeof o.adapter === 'object' ? o.adapter : undefined) ??
         initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`);
-    // A fresh run starts a fresh metrics.jsonl (a resumed one kept the steps it continues from).
-    if (!resumeFrom) {
-      this.#run.truncateMetrics(0);
-      const stale = removeStaleCheckpoints(
-        this.#run.dir,
-        [o.model, o.artifacts, o.adapter].filter((p): p is string => typeof p === 'string'),
-      );
-      if (stale.length > 0)
-        progress.log(
-          `${this.#run.dir} held an earlier run's checkpoints (${stale.join(', ')}): removed (resume_from_checkpoint continues a run instead)`,
-        );
-    }
-    this.#run.writeJson('config.json', {
+    run.writeJson('config.json', {
       trainer: 'sft',
       ...c,
       ...(o.artifacts && { artifacts: resolve(o.artifacts) }),
@@ -272,7 +281,7 @@ export class SFTTrainer {
       ? await LoraPolicy.openFull({
           ...common,
           weights: model!,
-          dir: join(this.#run.dir, 'graphs'),
+          dir: join(run.dir, 'graphs'),
           ...(params && { params }),
           maxPositions: c.max_length + 1,
         })
@@ -302,17 +311,19 @@ export class SFTTrainer {
     let stopped: SFTResult['stopped'] = 'max_steps';
     let lastCheckpoint = '';
     const save = async () => {
-      lastCheckpoint = await saveCheckpoint(this.#run.dir, {
-        config: modelConfig,
-        lora: policy.lora,
-        ...(model && { model }),
-        extraFiles,
-        state: await policy.exportState(),
-        trainer: state,
-        ...(o.baseModel && { baseModel: o.baseModel }),
-      });
       // save_total_limit counts the checkpoints besides the best, which is never rotated away.
-      rotateCheckpoints(this.#run.dir, c.save_total_limit, extra.best_checkpoint ?? undefined);
+      lastCheckpoint = await life.saveCheckpoint(
+        {
+          config: modelConfig,
+          lora: policy.lora,
+          ...(model && { model }),
+          extraFiles,
+          state: await policy.exportState(),
+          trainer: state,
+          ...(o.baseModel && { baseModel: o.baseModel }),
+        },
+        { limit: c.save_total_limit, keep: extra.best_checkpoint ?? undefined },
+      );
       return lastCheckpoint;
     };
     try {
@@ -401,7 +412,7 @@ export class SFTTrainer {
             extra.best_eval_loss = loss;
             // Named before the save, so that the checkpoint's own trainer_state records itself
             // as the best (a resumed run keeps it through rotation).
-            extra.best_checkpoint = join(this.#run.dir, checkpointName(state.global_step));
+            extra.best_checkpoint = join(run.dir, checkpointName(state.global_step));
             await save();
           }
         }
@@ -411,7 +422,7 @@ export class SFTTrainer {
           evalNow ||
           state.global_step >= c.max_steps
         ) {
-          this.#run.logMetrics(record);
+          run.logMetrics(record);
           o.onLog?.(record);
         }
         bar.update(state.global_step, {
@@ -437,16 +448,15 @@ export class SFTTrainer {
       }
       bar.stop();
       if (!lastCheckpoint.endsWith(`-${state.global_step}`)) await save();
-      const report = await writeReport(this.#run.dir, {
-        title: `SFT run — ${this.#run.dir}`,
-        metrics: this.#run.readMetrics(),
-      });
+      const report = await run.guard(join(run.dir, 'report.html'), () =>
+        writeReport(run.dir, { title: `SFT run — ${run.dir}`, metrics: run.readMetrics() }),
+      );
       return {
         globalStep: state.global_step,
         bestCheckpoint: extra.best_checkpoint ?? lastCheckpoint,
         bestEvalLoss: extra.best_eval_loss ?? undefined,
         checkpoint: lastCheckpoint,
-        metrics: this.#run.readMetrics(),
+        metrics: run.readMetrics(),
         report,
         stopped,
       };

@@ -106,16 +106,22 @@ export function comparable(record: Record<string, unknown>): Record<string, unkn
   );
 }
 
-// As a child process: train, and block forever in the first rollout of batch `holdAt` after
-// writing `marker` — the parent kills it there with SIGKILL, mid-step.
+// As a child process: train (replacing the run in outputDir when the fifth argument is
+// 'overwrite'), and block forever in the first rollout of batch `holdAt` after writing `marker` —
+// the parent kills it there with SIGKILL, mid-step.
 if (process.argv[1]?.endsWith('tiny-grpo.ts') && process.argv[2]) {
-  const [root, outputDir, holdAt, marker] = process.argv.slice(2) as [
+  const [root, outputDir, holdAt, marker, mode] = process.argv.slice(2) as [
     string,
     string,
     string,
     string,
+    string | undefined,
   ];
-  const trainer = await tinyTrainer(root, tinyConfig(outputDir, { save_steps: 1 }), {
+  const config = tinyConfig(outputDir, {
+    save_steps: 1,
+    ...(mode === 'overwrite' && { overwrite_output_dir: true }),
+  });
+  const trainer = await tinyTrainer(root, config, {
     wrapAgent: (a) => ({
       run(question, context) {
         if (context?.groupId?.startsWith(`batch-${holdAt}/`)) {

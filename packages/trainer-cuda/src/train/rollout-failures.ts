@@ -1,0 +1,106 @@
+import type { Trajectory } from '@flowgrpo/core';
+import { FlowGrpoError } from '@flowgrpo/core';
+
+// Failed rollouts, counted by error code, so that a batch whose every rollout failed (a prompt
+// longer than the graphs' positions, a device that cannot decode) says so on the step's line and
+// in metrics.jsonl instead of passing for "nothing to train on", and a run of such steps stops.
+
+/** One kind of failure in a batch: how many rollouts, and the first one's words. */
+export interface RolloutFailureKind {
+  code: string;
+  count: number;
+  message: string;
+  hint: string | undefined;
+}
+
+export interface RolloutFailures {
+  failed: number;
+  total: number;
+  /** By code, most frequent first. */
+  kinds: RolloutFailureKind[];
+}
+
+interface RecordedError {
+  role?: string;
+  code?: string;
+  message?: string;
+  hint?: string;
+}
+
+/**
+ * The error that ended a failed rollout (stopReason 'error'): the rollout's own (an agent that
+ * threw), else the last role error the agent recorded (a planner call that failed).
+ */
+export function rolloutFailure(
+  t: Trajectory,
+): { code: string; message: string; hint: string | undefined } | undefined {
+  if (t.stopReason !== 'error') return undefined;
+  const errors = ((t.metadata as { errors?: RecordedError[] } | undefined)?.errors ?? []).filter(
+    (e) => typeof e === 'object' && e !== null,
+  );
+  const e = errors.find((x) => x.role === 'rollout') ?? errors.at(-1);
+  return {
+    code: typeof e?.code === 'string' && e.code ? e.code : 'ROLLOUT_ERROR',
+    message: typeof e?.message === 'string' ? e.message : 'the rollout ended with an error',
+    hint: typeof e?.hint === 'string' ? e.hint : undefined,
+  };
+}
+
+export function countRolloutFailures(trajectories: readonly Trajectory[]): RolloutFailures {
+  const kinds = new Map<string, RolloutFailureKind>();
+  let failed = 0;
+  for (const t of trajectories) {
+    const f = rolloutFailure(t);
+    if (!f) continue;
+    failed++;
+    const k = kinds.get(f.code);
+    if (k) k.count++;
+    else kinds.set(f.code, { ...f, count: 1 });
+  }
+  return {
+    failed,
+    total: trajectories.length,
+    kinds: [...kinds.values()].sort((a, b) => b.count - a.count),
+  };
+}
+
+/** `rollouts/failed` and `rollouts/failed/<CODE>` for metrics.jsonl. */
+export function rolloutFailureMetrics(f: RolloutFailures): Record<string, number> {
+  return {
+    'rollouts/failed': f.failed,
+    ...Object.fromEntries(f.kinds.map((k) => [`rollouts/failed/${k.code}`, k.count])),
+  };
+}
+
+/**
+ * "8/8 rollouts failed: CONTEXT_LENGTH_EXCEEDED — prompt 0 (972 tokens) + 32 … : raise
+ * max_positions …", one clause per code (its first message, and its fix when known).
+ */
+export function describeRolloutFailures(f: RolloutFailures): string {
+  const kinds = f.kinds.map(
+    (k) =>
+      `${k.code}${f.kinds.length > 1 ? ` ×${k.count}` : ''} — ${oneLine(k.message)}${k.hint ? `: ${oneLine(k.hint)}` : ''}`,
+  );
+  return `${f.failed}/${f.total} rollouts failed: ${kinds.join('; ')}`;
+}
+
+function oneLine(s: string): string {
+  const line = s.replace(/\s+/g, ' ').trim();
+  return line.length > 300 ? `${line.slice(0, 299)}…` : line;
+}
+
+/** Every rollout of several steps in a row (or of an evaluation) failed. */
+export class RolloutsFailedError extends FlowGrpoError {
+  static override readonly code = 'ROLLOUTS_FAILED';
+  readonly failures: RolloutFailures;
+  constructor(what: string, failures: RolloutFailures, options: { hint?: string } = {}) {
+    const first = failures.kinds[0];
+    super(`${what}: ${describeRolloutFailures(failures)}`, {
+      hint:
+        options.hint ??
+        first?.hint ??
+        'fix the cause above (decode one failed rollout from rollouts/*.parquet for the details)',
+    });
+    this.failures = failures;
+  }
+}
