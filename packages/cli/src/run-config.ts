@@ -142,7 +142,7 @@ const RUN_KEYS = {
 export function loadRunConfig(
   path: string,
   cwd: string,
-  overrides: { resume?: boolean; device?: DeviceName } = {},
+  overrides: { resume?: boolean; overwrite?: boolean; device?: DeviceName } = {},
 ): RunConfig {
   const file = resolve(cwd, path);
   if (!existsSync(file)) throw new FileNotFoundError(file);
@@ -166,6 +166,7 @@ export function loadRunConfig(
   for (const [k, v] of Object.entries(all))
     (RUN_KEYS[kind].includes(k) ? runPart : trainerPart)[k] = v;
   if (overrides.resume) trainerPart.resume_from_checkpoint = true;
+  if (overrides.overwrite) trainerPart.overwrite_output_dir = true;
   if (overrides.device) runPart.device = overrides.device;
   const abs = (p: string) => resolve(cwd, p);
   // The trainer resolves output_dir against process.cwd(); the CLI's cwd is what the user meant.

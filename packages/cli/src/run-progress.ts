@@ -40,6 +40,9 @@ export function metricsLine(record: MetricsRecord): string {
     const v = record[k]!;
     return `${k} ${typeof v === 'number' ? (Number.isInteger(v) ? v : v.toPrecision(4)) : v}`;
   });
+  // Failed rollouts only when there are some (the trainer's own line says which and why).
+  const failed = record['rollouts/failed'];
+  if (typeof failed === 'number' && failed > 0) parts.push(`rollouts_failed ${failed}`);
   return `step ${record.step}: ${parts.join('  ')}\n`;
 }
 

@@ -8,7 +8,7 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readTrajectoriesParquet } from '@flowgrpo/core';
@@ -74,6 +74,66 @@ describe('flowgrpo train: SFT', () => {
     ).toEqual([1, 2, 3, 4]);
     const state = JSON.parse(readFileSync(join(run, 'checkpoint-4', 'trainer_state.json'), 'utf8'));
     expect(state.global_step).toBe(4);
+  });
+});
+
+describe('flowgrpo train: one run per output_dir, HF rules (--resume / --overwrite)', () => {
+  it('refuses a new run into a finished one before building anything; --overwrite replaces it; a lock refuses', async () => {
+    const dir = join(tmp, 'rules');
+    mkdirSync(dir);
+    const cfg = writeConfig(join(dir, 'run.json'), sftConfig(dir, model));
+    const run = join(dir, 'run-sft');
+    const first = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg], first), first.err).toBe(0);
+    const finishedState = readFileSync(join(run, 'checkpoint-2', 'trainer_state.json'), 'utf8');
+    rmSync(join(run, 'artifacts'), { recursive: true }); // so that a build would show
+
+    // Again without a flag: refused, nothing built, the finished run as it was.
+    const again = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg], again)).toBe(1);
+    expect(again.err).toContain('[CONFIG_ERROR]');
+    expect(again.err).toContain('resume_from_checkpoint');
+    expect(again.err).toContain('overwrite_output_dir');
+    expect(again.err).not.toContain('artifacts: building');
+    expect(again.err).not.toMatch(/\n\s+at /); // no stack trace
+    expect(existsSync(join(run, 'artifacts'))).toBe(false);
+    expect(readFileSync(join(run, 'checkpoint-2', 'trainer_state.json'), 'utf8')).toBe(
+      finishedState,
+    );
+
+    // --resume with --overwrite contradicts itself.
+    const both = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg, '--resume', '--overwrite'], both)).toBe(1);
+    expect(both.err).toContain('[CONFIG_ERROR]');
+
+    // Another live run holds the folder: refused at once, its lock left alone.
+    const lock = join(run, '.flowgrpo.lock');
+    const holder = {
+      pid: process.pid,
+      host: hostname(),
+      started_at: '2026-01-01T00:00:00.000Z',
+      trainer: 'sft',
+      command: 'flowgrpo train --config other.json',
+    };
+    writeFileSync(lock, JSON.stringify(holder));
+    const locked = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg, '--overwrite'], locked)).toBe(1);
+    expect(locked.err).toContain('[RUN_LOCKED]');
+    expect(locked.err).toContain(`pid ${process.pid}`);
+    expect(JSON.parse(readFileSync(lock, 'utf8'))).toEqual(holder);
+    rmSync(lock);
+
+    // --overwrite: a new run of 1 step replaces the finished run of 2.
+    writeConfig(cfg, sftConfig(dir, model, { max_steps: 1 }));
+    const over = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg, '--overwrite'], over), over.err).toBe(0);
+    expect(checkpointSteps(run)).toEqual([1]);
+    expect(
+      metrics(run)
+        .filter((r) => r.loss !== undefined)
+        .map((r) => r.step),
+    ).toEqual([1]);
+    expect(readdirSync(run).filter((n) => n.startsWith('.flowgrpo'))).toEqual([]);
   });
 });
 

@@ -90,9 +90,10 @@ describe('output_dir: HF rules and the run lock', () => {
     const e = error as ConfigError;
     expect(e.key).toBe('output_dir');
     expect(e.message).toContain('checkpoint-1, checkpoint-2');
-    expect(e.hint).toContain('resume_from_checkpoint');
-    expect(e.hint).toContain('overwrite_output_dir');
+    expect(e.message).toContain('resume_from_checkpoint');
+    expect(e.message).toContain('overwrite_output_dir');
     expect(e.hint).toContain('--resume');
+    expect(e.hint).toContain('--overwrite');
     expect(snapshot(finished)).toEqual(finishedFiles);
     expect(existsSync(join(finished, LOCK_FILE))).toBe(false);
   });

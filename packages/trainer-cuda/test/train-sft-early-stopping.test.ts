@@ -45,7 +45,7 @@ const data: SFTExample[] = Array.from({ length: 8 }, (_, i) => ({
   completion: `${'*'.repeat(i + 1)}.`,
 }));
 
-async function train(dir: string, threshold: number, saveTotalLimit = 0) {
+async function train(dir: string, threshold: number, saveTotalLimit = 0, overwrite = false) {
   const result = await new SFTTrainer({
     config: {
       output_dir: join(tmp, dir),
@@ -58,6 +58,7 @@ async function train(dir: string, threshold: number, saveTotalLimit = 0) {
       early_stopping_threshold: threshold,
       use_peft: false,
       save_total_limit: saveTotalLimit,
+      overwrite_output_dir: overwrite,
       seed: 5,
     },
     model: model.dir,
@@ -102,15 +103,17 @@ describe('SFT early stopping', () => {
     expect(result.bestEvalLoss).toBe(evalLoss[2]);
   });
 
-  it('a fresh run into a used output_dir: the earlier checkpoints go, the new best stays', async () => {
-    // Run 1 leaves checkpoint-1 … checkpoint-6. Run 2 (fresh, same folder) stops at step 3 with
+  it('overwrite_output_dir into a used output_dir: the earlier checkpoints go, the new best stays', async () => {
+    // Run 1 leaves checkpoint-1 … checkpoint-6. Run 2 (same folder) stops at step 3 with
     // save_total_limit 1. Were run 1's checkpoint-6 left in place, rotation (which keeps the
     // highest steps) would delete run 2's best, checkpoint-3, and keep the stale one.
     await train('reused', 0);
     expect(
       readdirSync(join(tmp, 'reused')).filter((n) => n.startsWith('checkpoint-')),
     ).toHaveLength(6);
-    const { result } = await train('reused', 10, 1);
+    // Without overwrite_output_dir, HF's rule: the finished run is not replaced.
+    await expect(train('reused', 10, 1)).rejects.toThrow(/overwrite_output_dir/);
+    const { result } = await train('reused', 10, 1, true);
     expect(basename(result.bestCheckpoint)).toBe('checkpoint-3');
     expect(existsSync(join(result.bestCheckpoint, 'config.json'))).toBe(true);
     // save_total_limit counts the checkpoints besides the best one: run 2's checkpoint-2 and its

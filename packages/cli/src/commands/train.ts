@@ -1,6 +1,13 @@
 import { join } from 'node:path';
 import { ConfigError, FlowGrpoError } from '@flowgrpo/core';
-import { GRPOTrainer, loadDecoderConfig, type MetricsRecord, SFTTrainer } from '@flowgrpo/trainer';
+import {
+  claimOutputDir,
+  GRPOTrainer,
+  loadDecoderConfig,
+  type MetricsRecord,
+  type RunLock,
+  SFTTrainer,
+} from '@flowgrpo/trainer';
 import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
 import {
   ensureArtifacts,
@@ -14,12 +21,15 @@ import { readQueryRows, readSftExamples } from '../run-data.js';
 import { cliProgress, interruptSignal, metricsLine } from '../run-progress.js';
 
 const usage = `Usage:
-  flowgrpo train --config run.json [--device D] [--resume]
+  flowgrpo train --config run.json [--device D] [--resume | --overwrite]
 
 Trains a LoRA adapter on a local decoder (SFT with "use_peft": false: every weight of a HF
 folder): SFT or (Flow-)GRPO, chosen by the config's "trainer".
 The run directory (output_dir) receives config.json, metrics.jsonl, rollouts/*.parquet,
 checkpoint-<step>/ (PEFT adapter + optimizer state + trainer_state.json) and report.html.
+As in HF's Trainer, a new run into an output_dir that holds checkpoints is refused: --resume
+continues that run, --overwrite replaces it (its files are deleted only once the new run has
+written its first checkpoint). One run at a time per output_dir (output_dir/.flowgrpo.lock).
 
 run.json holds the trainer's keys as TRL names them (learning_rate, max_steps, num_generations,
 beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the run's own:
@@ -58,13 +68,12 @@ Options:
   --config FILE   the run config (JSON)
   --device D      overrides "device"
   --resume        continue from the latest checkpoint in output_dir (resume_from_checkpoint: true)
+  --overwrite     replace the run in output_dir (overwrite_output_dir: true)
 
 Ctrl-C stops after the current step and writes a checkpoint (exit code 130); --resume goes on.`;
 
 async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<number> {
   const { run, config } = rc;
-  const progress = cliProgress(io);
-  const log = (line: string) => io.stderr(`${line}\n`);
   // SFT with use_peft: false trains every weight of the HF model itself (the trainer builds its
   // own graphs): no LoRA artifacts to build, and checkpoints are whole HF model folders.
   const full = rc.kind === 'sft' && !rc.config.use_peft;
@@ -73,6 +82,30 @@ async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<numb
       `use_peft: false fine-tunes every weight of a HF model folder; ${run.model} is an artifacts directory`,
       { key: 'model' },
     );
+  // output_dir before the artifacts are built: a run that will be refused (locked by another
+  // run, or holding checkpoints without --resume / --overwrite) is refused at once.
+  const lock = claimOutputDir({
+    ...config,
+    trainer: rc.kind,
+    log: (line) => io.stderr(`${line}\n`),
+  });
+  try {
+    return await trainLocked(rc, device, io, lock);
+  } finally {
+    lock.release();
+  }
+}
+
+async function trainLocked(
+  rc: RunConfig,
+  device: DeviceName,
+  io: CliIO,
+  lock: RunLock,
+): Promise<number> {
+  const { run, config } = rc;
+  const progress = cliProgress(io);
+  const log = (line: string) => io.stderr(`${line}\n`);
+  const full = rc.kind === 'sft' && !rc.config.use_peft;
   const built = full
     ? undefined
     : await ensureArtifacts(run.model, join(config.output_dir, 'artifacts'), {
@@ -87,6 +120,7 @@ async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<numb
     device,
     progress,
     baseModel: run.base_model ?? run.model,
+    lock,
     ...(!io.interactive && { onLog: (r: MetricsRecord) => io.stderr(metricsLine(r)) }),
   };
   const interrupt = interruptSignal(io);
@@ -163,6 +197,7 @@ export const trainCommand: Command = {
     config: { type: 'string' },
     device: { type: 'string' },
     resume: { type: 'boolean' },
+    overwrite: { type: 'boolean' },
   },
   async run(args, io) {
     const file = stringOption(args, 'config') ?? args.positionals[0];
@@ -172,6 +207,7 @@ export const trainCommand: Command = {
       throw new UsageError(`--device must be ${DEVICES.join(', ')}, got '${device}'`);
     const rc = loadRunConfig(file, io.cwd, {
       ...(args.values.resume === true && { resume: true }),
+      ...(args.values.overwrite === true && { overwrite: true }),
       ...(device && { device: device as DeviceName }),
     });
     return train(rc, rc.run.device ?? 'cpu', io);

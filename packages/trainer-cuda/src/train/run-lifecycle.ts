@@ -62,10 +62,10 @@ export interface RunLifecycleOptions {
 /** The refusal of a fresh run into an output_dir holding checkpoints (HF's rule). */
 function refuseFreshRun(dir: string, checkpoints: readonly string[]): ConfigError {
   return new ConfigError(
-    `${dir} already holds a run's checkpoints (${checkpoints.join(', ')}); a new run would mix with them`,
+    `${dir} already holds a run's checkpoints (${checkpoints.join(', ')}); a new run would mix with them: set resume_from_checkpoint to continue that run or overwrite_output_dir to replace it`,
     { key: 'output_dir' },
     {
-      hint: 'continue it with resume_from_checkpoint: true (flowgrpo train --resume), replace it with overwrite_output_dir: true (--overwrite), or choose another output_dir',
+      hint: 'flowgrpo train: --resume continues the run, --overwrite replaces it (its files are deleted once the new run has a checkpoint); or choose another output_dir',
     },
   );
 }
