@@ -137,6 +137,8 @@ export async function trainAgent(o: TrainOptions): Promise<TrainAgentResult> {
     const trainer = new GRPOTrainer({
       config: {
         output_dir: join(o.out, 'run'),
+        // The example's own output folder: a re-run replaces the previous run (logged).
+        overwrite_output_dir: true,
         max_steps: o.steps,
         queries_per_step: o.queriesPerStep,
         num_generations: o.generations,

@@ -193,6 +193,8 @@ export async function runAgenticGrpo(o: AgenticGrpoOptions): Promise<AgenticGrpo
     const r = await new SFTTrainer({
       config: {
         output_dir: join(out, 'runs', 'sft'),
+        // The example's own output folder: a re-run replaces the previous run (logged).
+        overwrite_output_dir: true,
         use_peft: false,
         learning_rate: 3e-3,
         lr_scheduler_type: 'cosine',
@@ -254,6 +256,7 @@ export async function runAgenticGrpo(o: AgenticGrpoOptions): Promise<AgenticGrpo
   const trainer = new GRPOTrainer({
     config: {
       output_dir: runDir,
+      overwrite_output_dir: true,
       max_steps: grpoSteps,
       queries_per_step: Q,
       num_generations: G,

@@ -280,6 +280,8 @@ export async function runGsm8k(o: Gsm8kRunOptions): Promise<Gsm8kRunResult> {
   const sft = await new SFTTrainer({
     config: {
       output_dir: join(out, 'runs', 'sft'),
+      // The example's own output folder: a re-run replaces the previous run (logged).
+      overwrite_output_dir: true,
       learning_rate: custom ? 2e-4 : 5e-3,
       lr_scheduler_type: 'cosine',
       warmup_ratio: 0.1,
@@ -321,6 +323,7 @@ export async function runGsm8k(o: Gsm8kRunOptions): Promise<Gsm8kRunResult> {
   const grpo = await new GRPOTrainer({
     config: {
       output_dir: join(out, 'runs', 'grpo'),
+      overwrite_output_dir: true,
       max_steps: o.grpoSteps ?? s.grpoSteps,
       queries_per_step: s.queriesPerStep,
       num_generations: s.generations,

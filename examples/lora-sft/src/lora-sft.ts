@@ -52,6 +52,8 @@ export async function loraSft(o: LoraSftOptions) {
   const sft = await new SFTTrainer({
     config: {
       output_dir: join(o.out, 'run'),
+      // The example's own output folder: a re-run replaces the previous run (logged).
+      overwrite_output_dir: true,
       learning_rate: 3e-3,
       max_steps: o.steps,
       per_device_train_batch_size: STORIES.length,

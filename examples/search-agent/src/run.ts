@@ -273,6 +273,8 @@ export async function runSearchAgent(o: SearchAgentRunOptions): Promise<SearchAg
       const sft = await new SFTTrainer({
         config: {
           output_dir: join(out, 'runs', 'sft'),
+          // The example's own output folder: a re-run replaces the previous run (logged).
+          overwrite_output_dir: true,
           learning_rate: 5e-3,
           max_steps: sftSteps,
           per_device_train_batch_size: 8,
@@ -305,6 +307,7 @@ export async function runSearchAgent(o: SearchAgentRunOptions): Promise<SearchAg
     const trainer = new GRPOTrainer({
       config: {
         output_dir: join(out, 'runs', 'grpo'),
+        overwrite_output_dir: true,
         max_steps: o.grpoSteps ?? s.grpoSteps,
         queries_per_step: s.queriesPerStep,
         num_generations: s.generations,

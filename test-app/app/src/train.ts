@@ -23,6 +23,8 @@ buildDecoderArtifacts(model.weights, join(dir, 'artifacts'), {
 const trainer = new GRPOTrainer({
   config: {
     output_dir: join(dir, 'run'),
+    // The example's own output folder: a re-run replaces the previous run (logged).
+    overwrite_output_dir: true,
     max_steps: 2,
     queries_per_step: 2,
     num_generations: 2,

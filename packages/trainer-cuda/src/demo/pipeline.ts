@@ -192,6 +192,8 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     new SFTTrainer({
       config: {
         output_dir: join(out, 'runs', name),
+        // The demo's own folder: a second demo replaces the first's runs (said in the log).
+        overwrite_output_dir: true,
         use_peft: false,
         learning_rate: s.sft.lr,
         lr_scheduler_type: 'cosine',
@@ -255,6 +257,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const grpoTrainer = new GRPOTrainer({
     config: {
       output_dir: join(out, 'runs', 'grpo'),
+      overwrite_output_dir: true,
       max_steps: s.grpo.maxSteps,
       queries_per_step: s.grpo.queries,
       num_generations: s.grpo.generations,
