@@ -15,7 +15,8 @@ training). The planner runs inside the real FlowRollout; the executor, verifier,
 generator and judge are rule-based engines. About 6 minutes on 2 idle CPU cores; --quick under 2.
 
 Writes DIR/report.html (curves, the table, sample trajectories), DIR/results.json, the runs
-(metrics.jsonl, checkpoints, rollouts as Parquet) and the data. See docs/demo.md.
+(metrics.jsonl, checkpoints, rollouts as Parquet) and the data. See docs/demo.md. DIR is the
+demo's own: a second demo into it replaces the first's runs (overwrite_output_dir, logged).
 
 Options:
   --quick      smaller budgets everywhere (shows the whole loop; the gain is reported, not promised)
