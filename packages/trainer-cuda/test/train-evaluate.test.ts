@@ -1,9 +1,12 @@
 // evaluate()'s building blocks: the Wilson interval (values computed by hand from the formula
 // p̂ ± z·√(p̂(1−p̂)/n + z²/4n²), centred at (p̂ + z²/2n), all over 1 + z²/n, z = 1.959964) and what
-// a trajectory did, for Flow rollouts (turns) and tag-agent rollouts (segments + metadata).
-import type { Trajectory } from '@flowgrpo/core';
+// a trajectory did, for Flow rollouts (turns) and tag-agent rollouts (segments + metadata); and
+// evaluate() itself with agents that fail and rewards that return no reward.
+import type { RolloutAgent } from '@flowgrpo/agent';
+import { FlowGrpoError, type SampleRow, type Trajectory } from '@flowgrpo/core';
+import type { RewardFunction } from '@flowgrpo/reward';
 import { describe, expect, it } from 'vitest';
-import { comparisonTable, wilsonInterval } from '../src/index.js';
+import { comparisonTable, evaluate, RolloutsFailedError, wilsonInterval } from '../src/index.js';
 import {
   trajectoryCompletionLength,
   trajectoryToolCalls,
@@ -101,5 +104,76 @@ describe('what a trajectory did', () => {
     ]);
     expect(table.split('\n')).toHaveLength(4);
     expect(table).toMatch(/grpo\s+90\.0% \[39\.7, 89\.2\]/);
+  });
+});
+
+describe('evaluate(): failed rollouts and faulty rewards', () => {
+  class ToolServerDown extends FlowGrpoError {
+    static override readonly code = 'TOOL_SERVER_DOWN';
+  }
+  // An agent that answers its question back, and fails on the questions it is told to.
+  const agent = (fails: (q: string) => boolean): RolloutAgent => ({
+    async run(question, context) {
+      if (fails(question))
+        throw new ToolServerDown(`no tool server for ${question}`, { hint: 'start it' });
+      return {
+        ...base,
+        queryId: context?.queryId ?? 'q',
+        question,
+        groundTruth: context?.groundTruth ?? '',
+        finalAnswer: question,
+        turns: [turn()],
+      };
+    },
+  });
+  const dataset = ['a', 'b', 'c', 'd'].map((q, i) => ({
+    id: i,
+    question: q,
+    result: q,
+    source: 'test',
+  })) as unknown as SampleRow[];
+  const exact: RewardFunction<object> = {
+    name: 'exact',
+    score: (i) => ({ score: i.finalAnswer === i.groundTruth ? 1 : 0, details: {} }),
+  };
+
+  it('every rollout failing is RolloutsFailedError naming the code, the message and the fix', async () => {
+    const error = await evaluate({ agent: agent(() => true), dataset, reward: exact }).catch(
+      (e: unknown) => e,
+    );
+    expect(RolloutsFailedError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toContain('4/4 rollouts failed: TOOL_SERVER_DOWN');
+    expect((error as Error).message).toContain('no tool server for a');
+    expect((error as RolloutsFailedError).hint).toBe('start it');
+  });
+
+  it('some failing are counted by code; they count as wrong', async () => {
+    const r = await evaluate({ agent: agent((q) => q === 'b'), dataset, reward: exact });
+    expect(r.accuracy).toBe(0.75);
+    expect(r.rollouts_failed).toBe(1);
+    expect(r.rollouts_failed_by_code).toEqual({ TOOL_SERVER_DOWN: 1 });
+  });
+
+  it('a reward that returns no reward scores 0 and records why; {score} alone is a reward', async () => {
+    const faulty: RewardFunction<object> = {
+      name: 'faulty',
+      score: (i) =>
+        (i.finalAnswer === 'a'
+          ? undefined
+          : i.finalAnswer === 'b'
+            ? { score: '1' }
+            : { score: 1 }) as never,
+    };
+    const r = await evaluate({
+      agent: agent(() => false),
+      dataset,
+      reward: faulty,
+      keepTrajectories: true,
+    });
+    expect(r.accuracy).toBe(0.5);
+    const errors = r.trajectories!.map(
+      (t) => (t.metadata as { rewardError?: { code: string } } | undefined)?.rewardError?.code,
+    );
+    expect(errors).toEqual(['INVALID_REWARD', 'INVALID_REWARD', undefined, undefined]);
   });
 });

@@ -14,6 +14,12 @@ import {
   parseConfig,
 } from '../train/config.js';
 import { EpochCursor } from '../train/data-order.js';
+import {
+  RolloutsFailedError,
+  rolloutFailureMetrics,
+  tallyFailures,
+  thrownFailure,
+} from '../train/rollout-failures.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
 import { type AgentProgram, runAgentProgram } from './gateway-agent.js';
@@ -129,11 +135,14 @@ export class MultiRoleGRPOTrainer {
     const cursor = new EpochCursor(o.trainDataset.length, c.seed, { epoch: 0, data_cursor: 0 });
     const metrics: Record<string, number>[] = [];
     let step = 0;
+    // Steps in a row whose every rollout failed (max_failed_rollout_steps, at its default).
+    let failedSteps = 0;
     for (let batch = 0; step < c.max_steps && !o.signal?.aborted; batch++) {
       const rows = cursor.take(c.queries_per_step).map((i) => o.trainDataset[i]!);
       const base = createRng(`${c.seed}:rollouts:${batch}`).nextUint32();
       const jobs = rows.flatMap((row, q) => Array.from({ length: G }, (_, g) => ({ row, q, g })));
       const rollouts: RecordedRollout[] = new Array(jobs.length);
+      const failures: (ReturnType<typeof thrownFailure> | undefined)[] = new Array(jobs.length);
       const scored: number[] = new Array(jobs.length);
       let next = 0;
       const worker = async () => {
@@ -141,7 +150,11 @@ export class MultiRoleGRPOTrainer {
           const { row, q, g } = jobs[k]!;
           const id = `b${batch}.q${q}.g${g}`;
           // A failed rollout keeps the calls it made, scored as its reward says (0 if none).
-          const { recorded: rec, answer } = await runAgentProgram(
+          const {
+            recorded: rec,
+            answer,
+            failure,
+          } = await runAgentProgram(
             gateway,
             o.program,
             id,
@@ -156,6 +169,7 @@ export class MultiRoleGRPOTrainer {
             },
           );
           rollouts[k] = rec;
+          failures[k] = failure && thrownFailure(failure);
           // A reward function's fault scores 0 and is kept in the rollout's details.
           const checked =
             rec.reward === undefined && o.reward
@@ -173,9 +187,11 @@ export class MultiRoleGRPOTrainer {
         Array.from({ length: Math.min(c.rollout_concurrency, jobs.length) }, worker),
       );
 
+      const failed = tallyFailures(failures);
       const record: Record<string, number> = {
         step: step + 1,
         reward: scored.reduce((a, b) => a + b, 0) / scored.length,
+        ...rolloutFailureMetrics(failed),
       };
       const groups = jobs.map((j) => j.q);
       const lr = learningRateAt(step + 1, c);
@@ -189,6 +205,12 @@ export class MultiRoleGRPOTrainer {
       step++;
       metrics.push(record);
       o.onLog?.(record);
+      failedSteps = failed.failed === failed.total ? failedSteps + 1 : 0;
+      if (failedSteps >= c.max_failed_rollout_steps)
+        throw new RolloutsFailedError(
+          `every rollout of the last ${failedSteps} steps failed (max_failed_rollout_steps: ${c.max_failed_rollout_steps}); last at step ${step}`,
+          failed,
+        );
     }
     const adapters = await saveRoleAdapters(roles, join(resolve(c.output_dir), 'adapters'));
     return { globalStep: step, metrics, adapters };

@@ -1,5 +1,4 @@
-import type { Trajectory } from '@flowgrpo/core';
-import { FlowGrpoError } from '@flowgrpo/core';
+import { FlowGrpoError, type Trajectory } from '@flowgrpo/core';
 
 // Failed rollouts, counted by error code, so that a batch whose every rollout failed (a prompt
 // longer than the graphs' positions, a device that cannot decode) says so on the step's line and
@@ -46,11 +45,34 @@ export function rolloutFailure(
   };
 }
 
+/** What a thrown error says about a failed rollout (a gateway agent program's failure). */
+export function thrownFailure(error: unknown): {
+  code: string;
+  message: string;
+  hint: string | undefined;
+} {
+  const e = error instanceof Error ? error : new Error(String(error));
+  return {
+    code:
+      (e as { code?: unknown }).code === undefined
+        ? e.name
+        : String((e as { code?: unknown }).code),
+    message: e.message,
+    hint: FlowGrpoError.isInstance(e) ? e.hint : undefined,
+  };
+}
+
 export function countRolloutFailures(trajectories: readonly Trajectory[]): RolloutFailures {
+  return tallyFailures(trajectories.map(rolloutFailure));
+}
+
+/** Failures by code; one entry per rollout, undefined for those that did not fail. */
+export function tallyFailures(
+  rollouts: readonly ({ code: string; message: string; hint: string | undefined } | undefined)[],
+): RolloutFailures {
   const kinds = new Map<string, RolloutFailureKind>();
   let failed = 0;
-  for (const t of trajectories) {
-    const f = rolloutFailure(t);
+  for (const f of rollouts) {
     if (!f) continue;
     failed++;
     const k = kinds.get(f.code);
@@ -59,7 +81,7 @@ export function countRolloutFailures(trajectories: readonly Trajectory[]): Rollo
   }
   return {
     failed,
-    total: trajectories.length,
+    total: rollouts.length,
     kinds: [...kinds.values()].sort((a, b) => b.count - a.count),
   };
 }
