@@ -207,7 +207,6 @@ export class GRPOTrainer {
     try {
       return await this.#train(life, manifest);
     } finally {
-      await this.close();
       life.close();
       this.#life = undefined;
     }
@@ -258,310 +257,319 @@ export class GRPOTrainer {
       ...(optimizerState && { state: optimizerState }),
     });
     this.#policy = policy;
-    if (o.rolloutEngine) this.#engine = o.rolloutEngine;
-    else {
-      this.#artifacts = await DecoderArtifacts.open(o.artifacts, {
-        graphs: [samplingGraph(manifest)],
-        device: o.device ?? 'cpu',
-        ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
-      });
-      this.#local = new LocalPolicyEngine({
-        generator: new DecoderGenerator(this.#artifacts, {
-          ...(c.generate_workers !== undefined && { generateWorkers: c.generate_workers }),
-        }),
-        tokenizer: o.tokenizer,
-        model: 'policy',
-        defaults: { topK: c.top_k },
-        maxBatchSize: Math.max(G, c.rollout_concurrency),
-      });
-      this.#engine = this.#local;
-    }
-    await this.#sync(policy.params, state.global_step);
-    const agent = o.agent(
-      trainingSampling(this.#engine, {
-        temperature: c.temperature,
-        topP: c.top_p,
-        maxTokens: c.max_completion_length,
-      }),
-    );
-
-    // ---- the loop -----------------------------------------------------------------------------
-    const bar = progress.start('GRPO', c.max_steps);
-    bar.update(state.global_step);
-    let inARow = 0;
-    let emptyBatches = Number(state.extra?.empty_batches ?? 0);
-    let failedSteps = Number(state.extra?.failed_steps ?? 0);
-    const cursor = new EpochCursor(o.trainDataset.length, c.seed, state);
-    let lastCheckpoint: string | undefined;
-    // The report shows a sample of the last batch's trajectories (every rollout is in Parquet).
-    let lastBatch: Trajectory[] = [];
-    let finalEval: EvalResult | undefined;
-    let stopped: TrainResult['stopped'] = 'max_steps';
-    while (state.global_step < c.max_steps) {
-      if (o.signal?.aborted) {
-        stopped = 'aborted';
-        break;
+    try {
+      if (o.rolloutEngine) this.#engine = o.rolloutEngine;
+      else {
+        this.#artifacts = await DecoderArtifacts.open(o.artifacts, {
+          graphs: [samplingGraph(manifest)],
+          device: o.device ?? 'cpu',
+          ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
+        });
+        this.#local = new LocalPolicyEngine({
+          generator: new DecoderGenerator(this.#artifacts, {
+            ...(c.generate_workers !== undefined && { generateWorkers: c.generate_workers }),
+          }),
+          tokenizer: o.tokenizer,
+          model: 'policy',
+          defaults: { topK: c.top_k },
+          maxBatchSize: Math.max(G, c.rollout_concurrency),
+        });
+        this.#engine = this.#local;
       }
-      const t: Record<string, number> = {};
-      const time = async <T>(k: string, f: () => Promise<T>): Promise<T> => {
-        const s = performance.now();
-        try {
-          return await f();
-        } finally {
-          t[k] = (t[k] ?? 0) + (performance.now() - s) / 1000;
-        }
-      };
+      await this.#sync(policy.params, state.global_step);
+      const agent = o.agent(
+        trainingSampling(this.#engine, {
+          temperature: c.temperature,
+          topP: c.top_p,
+          maxTokens: c.max_completion_length,
+        }),
+      );
 
-      // Queries of this batch, in the seeded order of their epoch.
-      const rows = cursor.take(Q).map((i) => o.trainDataset[i]!);
-      const batch = state.batches;
-      // Steps this batch advances (num_iterations updates, or one empty step): logging, eval
-      // and save fire when the batch crosses a multiple of their interval.
-      const stepAtStart = state.global_step;
-      const crossed = (every: number) =>
-        every > 0 && Math.floor(state.global_step / every) > Math.floor(stepAtStart / every);
-
-      // Rollouts: Q groups of G, at most rollout_concurrency at once.
-      let trajectories: Trajectory[];
-      try {
-        trajectories = await time('rollout', () => this.#rollouts(agent, rows, batch));
-      } catch (e) {
+      // ---- the loop -----------------------------------------------------------------------------
+      const bar = progress.start('GRPO', c.max_steps);
+      bar.update(state.global_step);
+      let inARow = 0;
+      let emptyBatches = Number(state.extra?.empty_batches ?? 0);
+      let failedSteps = Number(state.extra?.failed_steps ?? 0);
+      const cursor = new EpochCursor(o.trainDataset.length, c.seed, state);
+      let lastCheckpoint: string | undefined;
+      // The report shows a sample of the last batch's trajectories (every rollout is in Parquet).
+      let lastBatch: Trajectory[] = [];
+      let finalEval: EvalResult | undefined;
+      let stopped: TrainResult['stopped'] = 'max_steps';
+      while (state.global_step < c.max_steps) {
         if (o.signal?.aborted) {
           stopped = 'aborted';
           break;
         }
-        throw e;
-      }
-
-      // Rewards and group-relative advantages (broadcast to every planner turn). A reward
-      // function's fault (a throw, a result that is no reward) scores 0 and is recorded on the
-      // trajectory (metadata.rewardError), as for a crashed rollout: the run goes on.
-      const scored = await time('reward', () =>
-        Promise.all(
-          trajectories.map((tr) => scoreTrajectory(o.reward, rewardInputFromTrajectory(tr), tr)),
-        ),
-      );
-      const failures = countRolloutFailures(trajectories);
-      const rewards = Float64Array.from(scored, (r) => r.score);
-      const groups = Int32Array.from(trajectories, (_, i) => Math.floor(i / G));
-      const advantages = computeAdvantages(rewards, groups, { scale: c.scale_rewards });
-      trajectories.forEach((tr, i) => {
-        tr.reward = rewards[i]!;
-        tr.advantage = advantages[i]!;
-        for (const turn of tr.turns ?? []) turn.advantage = advantages[i]!;
-      });
-
-      // Filters: zero-variance groups (no gradient anyway) and truncated completions.
-      const keep = c.filter_zero_variance_groups
-        ? filterZeroVarianceGroups(rewards, groups).keepSample
-        : undefined;
-      const kept = trajectories
-        .map((tr, i) => ({ tr, i }))
-        .filter(({ i }) => !keep || keep[i] === 1);
-      const trainRows = rowsFromTrajectories(
-        kept.map(({ tr }) =>
-          c.mask_truncated_completions ? withoutTruncated(tr, c.max_completion_length) : tr,
-        ),
-        kept.map(({ i }) => advantages[i]!),
-      );
-      const targets = targetsOf(trainRows);
-
-      // Nothing left to train on (every group filtered, every turn truncated): the batch
-      // counts as a step without an update, so a run cannot loop forever on such batches.
-      const updates: UpdateResult[] = [];
-      const lrs: number[] = [];
-      let mismatchSum = 0;
-      let mismatchMax = 0;
-      let mismatchCount = 0;
-      if (targets.count === 0) {
-        state.global_step++;
-        emptyBatches++;
-        progress.log(
-          failures.failed === failures.total
-            ? `step ${state.global_step}: ${describeRolloutFailures(failures)}; no update`
-            : `step ${state.global_step}: nothing to train on after the filters; no update`,
-        );
-      } else {
-        // Old log-probs: the first update's own forward, detached (TRL's
-        // old_per_token_logps = None; the parameters have not moved yet), which later updates
-        // on this batch reuse. Only the importance-sampling correction needs them before the
-        // first update: then the logprobs graph computes them (the same bits). Reference
-        // log-probs when beta ≠ 0.
-        const lpOptions = {
-          temperature: c.temperature,
-          maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
+        const t: Record<string, number> = {};
+        const time = async <T>(k: string, f: () => Promise<T>): Promise<T> => {
+          const s = performance.now();
+          try {
+            return await f();
+          } finally {
+            t[k] = (t[k] ?? 0) + (performance.now() - s) / 1000;
+          }
         };
-        let old = c.vllm_importance_sampling_correction
-          ? await time('logprobs', () =>
-              policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 1 }),
-            )
+
+        // Queries of this batch, in the seeded order of their epoch.
+        const rows = cursor.take(Q).map((i) => o.trainDataset[i]!);
+        const batch = state.batches;
+        // Steps this batch advances (num_iterations updates, or one empty step): logging, eval
+        // and save fire when the batch crosses a multiple of their interval.
+        const stepAtStart = state.global_step;
+        const crossed = (every: number) =>
+          every > 0 && Math.floor(state.global_step / every) > Math.floor(stepAtStart / every);
+
+        // Rollouts: Q groups of G, at most rollout_concurrency at once.
+        let trajectories: Trajectory[];
+        try {
+          trajectories = await time('rollout', () => this.#rollouts(agent, rows, batch));
+        } catch (e) {
+          if (o.signal?.aborted) {
+            stopped = 'aborted';
+            break;
+          }
+          throw e;
+        }
+
+        // Rewards and group-relative advantages (broadcast to every planner turn). A reward
+        // function's fault (a throw, a result that is no reward) scores 0 and is recorded on the
+        // trajectory (metadata.rewardError), as for a crashed rollout: the run goes on.
+        const scored = await time('reward', () =>
+          Promise.all(
+            trajectories.map((tr) => scoreTrajectory(o.reward, rewardInputFromTrajectory(tr), tr)),
+          ),
+        );
+        const failures = countRolloutFailures(trajectories);
+        const rewards = Float64Array.from(scored, (r) => r.score);
+        const groups = Int32Array.from(trajectories, (_, i) => Math.floor(i / G));
+        const advantages = computeAdvantages(rewards, groups, { scale: c.scale_rewards });
+        trajectories.forEach((tr, i) => {
+          tr.reward = rewards[i]!;
+          tr.advantage = advantages[i]!;
+          for (const turn of tr.turns ?? []) turn.advantage = advantages[i]!;
+        });
+
+        // Filters: zero-variance groups (no gradient anyway) and truncated completions.
+        const keep = c.filter_zero_variance_groups
+          ? filterZeroVarianceGroups(rewards, groups).keepSample
           : undefined;
-        const ref =
-          c.beta !== 0
+        const kept = trajectories
+          .map((tr, i) => ({ tr, i }))
+          .filter(({ i }) => !keep || keep[i] === 1);
+        const trainRows = rowsFromTrajectories(
+          kept.map(({ tr }) =>
+            c.mask_truncated_completions ? withoutTruncated(tr, c.max_completion_length) : tr,
+          ),
+          kept.map(({ i }) => advantages[i]!),
+        );
+        const targets = targetsOf(trainRows);
+
+        // Nothing left to train on (every group filtered, every turn truncated): the batch
+        // counts as a step without an update, so a run cannot loop forever on such batches.
+        const updates: UpdateResult[] = [];
+        const lrs: number[] = [];
+        let mismatchSum = 0;
+        let mismatchMax = 0;
+        let mismatchCount = 0;
+        if (targets.count === 0) {
+          state.global_step++;
+          emptyBatches++;
+          progress.log(
+            failures.failed === failures.total
+              ? `step ${state.global_step}: ${describeRolloutFailures(failures)}; no update`
+              : `step ${state.global_step}: nothing to train on after the filters; no update`,
+          );
+        } else {
+          // Old log-probs: the first update's own forward, detached (TRL's
+          // old_per_token_logps = None; the parameters have not moved yet), which later updates
+          // on this batch reuse. Only the importance-sampling correction needs them before the
+          // first update: then the logprobs graph computes them (the same bits). Reference
+          // log-probs when beta ≠ 0.
+          const lpOptions = {
+            temperature: c.temperature,
+            maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
+          };
+          let old = c.vllm_importance_sampling_correction
             ? await time('logprobs', () =>
-                policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 0 }),
+                policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 1 }),
               )
             : undefined;
-        // Sampler vs trainer log-probs, per token (sampled log-probs are NaN where unknown).
-        const compare = (trainer: Float32Array) => {
-          for (let j = 0; j < targets.count; j++) {
-            const s = targets.sampleLogprob[j]!;
-            if (Number.isNaN(s)) continue;
-            const d = Math.abs(trainer[j]! - s);
-            mismatchSum += d;
-            mismatchMax = Math.max(mismatchMax, d);
-            mismatchCount++;
-          }
-        };
-        if (old) compare(old);
-        const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
-          maxLen: c.max_completion_length,
-        });
-        // Truncated importance sampling: the rollout engine's distribution differs from ours.
-        if (old && c.vllm_importance_sampling_correction)
-          applyTruncatedImportanceWeights(pgWeights, old, targets, c.vllm_importance_sampling_cap);
-
-        // μ updates against the same old log-probs.
-        for (let it = 0; it < c.num_iterations && state.global_step < c.max_steps; it++) {
-          const lr = learningRateAt(state.global_step + 1, c);
-          const r = await time('train', () =>
-            policy.update(
-              trainRows,
+          const ref =
+            c.beta !== 0
+              ? await time('logprobs', () =>
+                  policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 0 }),
+                )
+              : undefined;
+          // Sampler vs trainer log-probs, per token (sampled log-probs are NaN where unknown).
+          const compare = (trainer: Float32Array) => {
+            for (let j = 0; j < targets.count; j++) {
+              const s = targets.sampleLogprob[j]!;
+              if (Number.isNaN(s)) continue;
+              const d = Math.abs(trainer[j]! - s);
+              mismatchSum += d;
+              mismatchMax = Math.max(mismatchMax, d);
+              mismatchCount++;
+            }
+          };
+          if (old) compare(old);
+          const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
+            maxLen: c.max_completion_length,
+          });
+          // Truncated importance sampling: the rollout engine's distribution differs from ours.
+          if (old && c.vllm_importance_sampling_correction)
+            applyTruncatedImportanceWeights(
+              pgWeights,
+              old,
               targets,
-              { ...(old && { old }), ...(ref && { ref }), pgWeights },
-              updateHyperParams(c, lr),
-            ),
-          );
-          if (!old) {
-            old = r.logprobs;
-            compare(old);
-          }
-          if (r.skipped) {
-            state.nan_steps_skipped++;
-            inARow++;
-            progress.log(
-              `step ${state.global_step + 1}: update skipped (${r.skipped}); parameters unchanged`,
+              c.vllm_importance_sampling_cap,
             );
-            if (inARow >= c.max_nan_steps_in_a_row)
-              throw new NonFiniteLossError({
-                step: state.global_step,
-                batch,
-                queryIds: rows.map((row) => String(row.id)),
-                inARow,
-                reason: r.skipped === 'nonfinite_loss' ? 'loss' : 'gradient norm',
-              });
-          } else inARow = 0;
-          // A skipped update still counts as a step (as TRL does with inf/nan gradients).
-          state.global_step++;
-          updates.push(r);
-          lrs.push(lr);
+
+          // μ updates against the same old log-probs.
+          for (let it = 0; it < c.num_iterations && state.global_step < c.max_steps; it++) {
+            const lr = learningRateAt(state.global_step + 1, c);
+            const r = await time('train', () =>
+              policy.update(
+                trainRows,
+                targets,
+                { ...(old && { old }), ...(ref && { ref }), pgWeights },
+                updateHyperParams(c, lr),
+              ),
+            );
+            if (!old) {
+              old = r.logprobs;
+              compare(old);
+            }
+            if (r.skipped) {
+              state.nan_steps_skipped++;
+              inARow++;
+              progress.log(
+                `step ${state.global_step + 1}: update skipped (${r.skipped}); parameters unchanged`,
+              );
+              if (inARow >= c.max_nan_steps_in_a_row)
+                throw new NonFiniteLossError({
+                  step: state.global_step,
+                  batch,
+                  queryIds: rows.map((row) => String(row.id)),
+                  inARow,
+                  reason: r.skipped === 'nonfinite_loss' ? 'loss' : 'gradient norm',
+                });
+            } else inARow = 0;
+            // A skipped update still counts as a step (as TRL does with inf/nan gradients).
+            state.global_step++;
+            updates.push(r);
+            lrs.push(lr);
+          }
+        }
+        state.batches++;
+        await time('sync', () => this.#sync(policy.params, state.global_step));
+
+        // Metrics: TRL's names, then flowgrpo's.
+        const last = updates.findLast((u) => !u.skipped) ?? updates.at(-1);
+        const turns = trajectories.map(trajectoryTurns);
+        const calls = trajectories.map(trajectoryToolCalls);
+        const toolErrors = trajectories.map(trajectoryToolErrors);
+        const totalCalls = calls.reduce((a, b) => a + b, 0);
+        const allTokens = trainRows.reduce((s, r) => s + r.tokens.length, 0);
+        const record: MetricsRecord = {
+          step: state.global_step,
+          epoch: cursor.epochs,
+          learning_rate: lrs.at(-1) ?? 0,
+          ...(last && { loss: last.stats.loss, grad_norm: last.gradNorm }),
+          ...grpoMetrics({
+            rewards,
+            groups,
+            completionLengths: trajectories.map(trajectoryCompletionLength),
+            ...(last && {
+              loss: {
+                clipFracLow: last.stats.clip_low_sum,
+                clipFracHigh: last.stats.clip_high_sum,
+                clipFrac: last.stats.clip_region_sum,
+                ...(c.beta !== 0 && { kl: last.stats.kl_sum }),
+                entropy: last.stats.entropy_sum,
+              },
+            }),
+          }),
+          ...rewardMetrics(scored, o.reward.name),
+          ...rolloutFailureMetrics(failures),
+          accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
+          'turns/mean': mean(turns),
+          'tools/calls_per_trajectory': mean(calls),
+          'tools/error_rate':
+            totalCalls === 0 ? 0 : toolErrors.reduce((a, b) => a + b, 0) / totalCalls,
+          trainable_token_ratio: allTokens === 0 ? 0 : targets.count / allTokens,
+          'logprob_mismatch/mean': mismatchCount === 0 ? 0 : mismatchSum / mismatchCount,
+          'logprob_mismatch/max': mismatchMax,
+          nan_steps_skipped: state.nan_steps_skipped,
+          empty_batches: emptyBatches,
+          'train/tokens': allTokens,
+          'train/micro_batches': last?.microBatches ?? 0,
+          'train/tokens_per_s': (allTokens / Math.max(1e-9, t.train ?? 1)) * updates.length,
+          ...Object.fromEntries(Object.entries(t).map(([k, v]) => [`timing/${k}_s`, v])),
+        };
+        // Failed rollouts are said on the step's own line, with the first message of each kind.
+        if (failures.failed > 0 && failures.failed < failures.total)
+          progress.log(`step ${state.global_step}: ${describeRolloutFailures(failures)}`);
+        failedSteps = failures.failed === failures.total ? failedSteps + 1 : 0;
+        state.extra = { ...state.extra, empty_batches: emptyBatches, failed_steps: failedSteps };
+        state.log_history.push(record as Record<string, number>);
+        // HF's rule: steps L, 2L, … and the last (each record is that batch's own values).
+        if (crossed(c.logging_steps) || state.global_step >= c.max_steps) {
+          this.#run.logMetrics(record);
+          o.onLog?.(record);
+        }
+        await this.#run.writeRollouts(state.global_step, trajectories);
+        lastBatch = trajectories;
+        // Every rollout of several steps in a row failed: a broken setup, which more steps would
+        // not mend. The checkpoints written so far stay as they are.
+        if (failedSteps >= c.max_failed_rollout_steps)
+          throw new RolloutsFailedError(
+            `every rollout of the last ${failedSteps} steps failed (max_failed_rollout_steps: ${c.max_failed_rollout_steps}); last at step ${state.global_step}`,
+            failures,
+          );
+        bar.update(state.global_step, {
+          reward: Number(record.reward),
+          acc: Number(record.accuracy),
+        });
+
+        if (o.evalDataset && crossed(c.eval_steps) && state.global_step < c.max_steps) {
+          const ev = await this.evaluate(o.evalDataset, `step-${state.global_step}`);
+          this.#run.logMetrics({ step: state.global_step, ...evalMetrics(ev) });
+        }
+        if (crossed(c.save_steps)) {
+          lastCheckpoint = await this.#checkpoint(state);
         }
       }
-      state.batches++;
-      await time('sync', () => this.#sync(policy.params, state.global_step));
+      bar.stop();
 
-      // Metrics: TRL's names, then flowgrpo's.
-      const last = updates.findLast((u) => !u.skipped) ?? updates.at(-1);
-      const turns = trajectories.map(trajectoryTurns);
-      const calls = trajectories.map(trajectoryToolCalls);
-      const toolErrors = trajectories.map(trajectoryToolErrors);
-      const totalCalls = calls.reduce((a, b) => a + b, 0);
-      const allTokens = trainRows.reduce((s, r) => s + r.tokens.length, 0);
-      const record: MetricsRecord = {
-        step: state.global_step,
-        epoch: cursor.epochs,
-        learning_rate: lrs.at(-1) ?? 0,
-        ...(last && { loss: last.stats.loss, grad_norm: last.gradNorm }),
-        ...grpoMetrics({
-          rewards,
-          groups,
-          completionLengths: trajectories.map(trajectoryCompletionLength),
-          ...(last && {
-            loss: {
-              clipFracLow: last.stats.clip_low_sum,
-              clipFracHigh: last.stats.clip_high_sum,
-              clipFrac: last.stats.clip_region_sum,
-              ...(c.beta !== 0 && { kl: last.stats.kl_sum }),
-              entropy: last.stats.entropy_sum,
-            },
-          }),
-        }),
-        ...rewardMetrics(scored, o.reward.name),
-        ...rolloutFailureMetrics(failures),
-        accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
-        'turns/mean': mean(turns),
-        'tools/calls_per_trajectory': mean(calls),
-        'tools/error_rate':
-          totalCalls === 0 ? 0 : toolErrors.reduce((a, b) => a + b, 0) / totalCalls,
-        trainable_token_ratio: allTokens === 0 ? 0 : targets.count / allTokens,
-        'logprob_mismatch/mean': mismatchCount === 0 ? 0 : mismatchSum / mismatchCount,
-        'logprob_mismatch/max': mismatchMax,
-        nan_steps_skipped: state.nan_steps_skipped,
-        empty_batches: emptyBatches,
-        'train/tokens': allTokens,
-        'train/micro_batches': last?.microBatches ?? 0,
-        'train/tokens_per_s': (allTokens / Math.max(1e-9, t.train ?? 1)) * updates.length,
-        ...Object.fromEntries(Object.entries(t).map(([k, v]) => [`timing/${k}_s`, v])),
-      };
-      // Failed rollouts are said on the step's own line, with the first message of each kind.
-      if (failures.failed > 0 && failures.failed < failures.total)
-        progress.log(`step ${state.global_step}: ${describeRolloutFailures(failures)}`);
-      failedSteps = failures.failed === failures.total ? failedSteps + 1 : 0;
-      state.extra = { ...state.extra, empty_batches: emptyBatches, failed_steps: failedSteps };
-      state.log_history.push(record as Record<string, number>);
-      // HF's rule: steps L, 2L, … and the last (each record is that batch's own values).
-      if (crossed(c.logging_steps) || state.global_step >= c.max_steps) {
-        this.#run.logMetrics(record);
-        o.onLog?.(record);
-      }
-      await this.#run.writeRollouts(state.global_step, trajectories);
-      lastBatch = trajectories;
-      // Every rollout of several steps in a row failed: a broken setup, which more steps would
-      // not mend. The checkpoints written so far stay as they are.
-      if (failedSteps >= c.max_failed_rollout_steps)
-        throw new RolloutsFailedError(
-          `every rollout of the last ${failedSteps} steps failed (max_failed_rollout_steps: ${c.max_failed_rollout_steps}); last at step ${state.global_step}`,
-          failures,
-        );
-      bar.update(state.global_step, {
-        reward: Number(record.reward),
-        acc: Number(record.accuracy),
-      });
-
-      if (o.evalDataset && crossed(c.eval_steps) && state.global_step < c.max_steps) {
-        const ev = await this.evaluate(o.evalDataset, `step-${state.global_step}`);
-        this.#run.logMetrics({ step: state.global_step, ...evalMetrics(ev) });
-      }
-      if (crossed(c.save_steps)) {
+      if (stopped === 'aborted') progress.log('stopping: writing a final checkpoint');
+      if (!lastCheckpoint?.endsWith(`checkpoint-${state.global_step}`))
         lastCheckpoint = await this.#checkpoint(state);
+      if (o.evalDataset && stopped === 'max_steps') {
+        finalEval = await this.evaluate(o.evalDataset, 'final');
+        this.#run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
       }
-    }
-    bar.stop();
-
-    if (stopped === 'aborted') progress.log('stopping: writing a final checkpoint');
-    if (!lastCheckpoint?.endsWith(`checkpoint-${state.global_step}`))
-      lastCheckpoint = await this.#checkpoint(state);
-    if (o.evalDataset && stopped === 'max_steps') {
-      finalEval = await this.evaluate(o.evalDataset, 'final');
-      this.#run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
-    }
-    const reportPath = join(this.#run.dir, 'report.html');
-    const report = await this.#run.guard(reportPath, () =>
-      writeReport(this.#run.dir, {
-        title: `GRPO run — ${this.#run.dir}`,
+      const reportPath = join(this.#run.dir, 'report.html');
+      const report = await this.#run.guard(reportPath, () =>
+        writeReport(this.#run.dir, {
+          title: `GRPO run — ${this.#run.dir}`,
+          metrics: this.#run.readMetrics(),
+          ...(finalEval && { evals: [finalEval] }),
+          trajectories: lastBatch.slice(0, 32),
+        }),
+      );
+      return {
+        globalStep: state.global_step,
+        checkpoint: lastCheckpoint,
         metrics: this.#run.readMetrics(),
-        ...(finalEval && { evals: [finalEval] }),
-        trajectories: lastBatch.slice(0, 32),
-      }),
-    );
-    return {
-      globalStep: state.global_step,
-      checkpoint: lastCheckpoint,
-      metrics: this.#run.readMetrics(),
-      ...(finalEval && { eval: finalEval }),
-      report,
-      stopped,
-    };
+        ...(finalEval && { eval: finalEval }),
+        report,
+        stopped,
+      };
+    } finally {
+      await this.close();
+    }
   }
 
   /** Evaluates the current policy (greedy) on `dataset`. */
