@@ -376,11 +376,11 @@ export class GRPOTrainer {
         if (targets.count === 0) {
           state.global_step++;
           emptyBatches++;
-          progress.log(
-            failures.failed === failures.total
-              ? `step ${state.global_step}: ${describeRolloutFailures(failures)}; no update`
-              : `step ${state.global_step}: nothing to train on after the filters; no update`,
-          );
+          // (Rollouts that all failed say so below, with the cause.)
+          if (failures.failed < failures.total)
+            progress.log(
+              `step ${state.global_step}: nothing to train on after the filters; no update`,
+            );
         } else {
           // Old log-probs: the first update's own forward, detached (TRL's
           // old_per_token_logps = None; the parameters have not moved yet), which later updates
@@ -509,8 +509,10 @@ export class GRPOTrainer {
           ...Object.fromEntries(Object.entries(t).map(([k, v]) => [`timing/${k}_s`, v])),
         };
         // Failed rollouts are said on the step's own line, with the first message of each kind.
-        if (failures.failed > 0 && failures.failed < failures.total)
-          progress.log(`step ${state.global_step}: ${describeRolloutFailures(failures)}`);
+        if (failures.failed > 0)
+          progress.log(
+            `step ${state.global_step}: ${describeRolloutFailures(failures)}${updates.length === 0 ? '; no update' : ''}`,
+          );
         failedSteps = failures.failed === failures.total ? failedSteps + 1 : 0;
         state.extra = { ...state.extra, empty_batches: emptyBatches, failed_steps: failedSteps };
         state.log_history.push(record as Record<string, number>);
