@@ -19,6 +19,7 @@ import { join, relative } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import { ConfigError, readTrajectoriesParquet } from '@flowgrpo/core';
 import type { RewardFunction } from '@flowgrpo/reward';
+import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   claimOutputDir,
@@ -27,9 +28,11 @@ import {
   listCheckpoints,
   type Progress,
   RolloutsFailedError,
+  RunLifecycle,
   RunLock,
   RunLockedError,
   RunWriteError,
+  readArtifactsManifest,
   silentProgress,
 } from '../src/index.js';
 import { tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
@@ -369,28 +372,37 @@ describe('reward results are checked', () => {
 });
 
 describe('a full disk while saving', () => {
-  it('is a RunWriteError naming the folder and the last complete checkpoint; nothing half-written', async (ctx) => {
-    const mnt = join(root, 'tmpfs');
+  /** A 4 MiB tmpfs for `name`, or the test skipped (with the reason) where mounting is refused. */
+  function smallDisk(name: string, ctx: { skip: () => void }): string {
+    const mnt = join(root, name);
     mkdirSync(mnt);
     const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', mnt]);
     if (mount.status !== 0) {
       console.log(`skipped: cannot mount a tmpfs here (${String(mount.stderr).trim()})`);
       ctx.skip();
     }
+    return mnt;
+  }
+  /** Fills the disk of `mnt` to the last byte. */
+  function fill(mnt: string): void {
+    const chunk = Buffer.alloc(64 * 1024, 1);
+    const small = Buffer.alloc(512, 1);
+    const f = join(mnt, 'filler');
+    for (const c of [chunk, small])
+      try {
+        for (;;) writeFileSync(f, c, { flag: 'a' });
+      } catch {
+        // full (at this granularity)
+      }
+  }
+
+  it('writing the rollouts: a RunWriteError naming the folder and the last complete checkpoint', async (ctx) => {
+    const mnt = smallDisk('tmpfs-rollouts', ctx);
     try {
       const dir = join(mnt, 'run');
       // After step 1's checkpoint, a file fills the disk: step 2's writes find no space.
-      const fill = () => {
-        const chunk = Buffer.alloc(64 * 1024, 1);
-        const f = join(mnt, 'filler');
-        try {
-          for (;;) writeFileSync(f, chunk, { flag: 'a' });
-        } catch {
-          // full
-        }
-      };
       const trainer = await tinyTrainer(root, tinyConfig(dir, { max_steps: 3, save_steps: 1 }), {
-        extra: { onLog: (m) => m.step === 2 && fill() },
+        extra: { onLog: (m) => m.step === 2 && fill(mnt) },
       });
       const error = await trainer.train().catch((e: unknown) => e);
       expect(RunWriteError.isInstance(error)).toBe(true);
@@ -404,6 +416,49 @@ describe('a full disk while saving', () => {
       expect(readdirSync(dir).filter((n) => n.includes('.tmp'))).toEqual([]);
       expect(readdirSync(join(dir, 'rollouts'))).toEqual(['step-000001.parquet']);
       expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
+    } finally {
+      spawnSync('umount', [mnt]);
+    }
+  }, 120_000);
+
+  it('saving a checkpoint: no half-written checkpoint, the earlier ones as they were', async (ctx) => {
+    const mnt = smallDisk('tmpfs-checkpoint', ctx);
+    try {
+      const dir = join(mnt, 'run');
+      cpSync(finished, dir, { recursive: true });
+      const life = await RunLifecycle.open({
+        output_dir: dir,
+        resume_from_checkpoint: true,
+        overwrite_output_dir: false,
+        trainer: 'grpo',
+        modelConfig: readArtifactsManifest(join(root, 'artifacts')).config,
+      });
+      const before = snapshot(dir);
+      const ck = life.resumed!;
+      // The next checkpoint of the resumed run, from what was loaded (real tensors, real sizes).
+      const params = Object.fromEntries(
+        [...ck.params].map(([k, p]) => [k, new ort.Tensor('float32', p, ck.optimizer.m[k]!.dims)]),
+      );
+      fill(mnt);
+      const error = await life
+        .saveCheckpoint(
+          {
+            config: readArtifactsManifest(join(root, 'artifacts')).config,
+            lora: ck.lora,
+            state: { step: 3, params, m: ck.optimizer.m, v: ck.optimizer.v },
+            trainer: { ...ck.trainer, global_step: 3 },
+          },
+          { limit: 0 },
+        )
+        .catch((e: unknown) => e);
+      life.close();
+      expect(RunWriteError.isInstance(error)).toBe(true);
+      const e = error as RunWriteError;
+      expect(e.reason).toBe('ENOSPC');
+      expect(e.path).toBe(join(dir, 'checkpoint-3'));
+      expect(e.lastCheckpoint).toBe(join(dir, 'checkpoint-2'));
+      expect(readdirSync(dir).filter((n) => n.includes('checkpoint-3'))).toEqual([]);
+      expect(snapshot(dir)).toEqual(before);
     } finally {
       spawnSync('umount', [mnt]);
     }
