@@ -47,7 +47,8 @@ const usage = `Usage:
 
 Evaluates policies inside their agent, each question once with greedy decoding, and prints them
 side by side: accuracy with a 95% Wilson interval, format compliance, turns, tool calls, tool
-errors, completion tokens, time.
+errors, completion tokens, time. Failed rollouts count as wrong and are counted by error code;
+when every rollout of a policy fails there is no accuracy to report: ROLLOUTS_FAILED, exit 1.
 
   --model PATH          HF model folder or artifacts directory (default: the config's model)
   --tokenizer PATH      folder with tokenizer.json (default: the model folder)
@@ -257,6 +258,15 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
             keepTrajectories: keep,
           });
           bar.stop();
+          // Every rollout failing is an error (ROLLOUTS_FAILED); some failing is said here.
+          if (r.rollouts_failed)
+            io.stderr(
+              `${p.name}: ${r.rollouts_failed}/${r.n} rollouts failed (${Object.entries(
+                r.rollouts_failed_by_code ?? {},
+              )
+                .map(([code, n]) => `${code} ×${n}`)
+                .join(', ')}); they count as wrong\n`,
+            );
           results.set(p.name, r);
         }
       } finally {
