@@ -12,6 +12,7 @@ import {
   readFileSync,
   rmSync,
   statSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
@@ -174,15 +175,25 @@ describe('output_dir: HF rules and the run lock', () => {
     expect(JSON.parse(readFileSync(join(dir, LOCK_FILE), 'utf8')).pid).toBe(process.pid);
     taken.release();
 
+    const refusal = () => {
+      try {
+        RunLock.acquire(dir, { trainer: 'grpo' }).release();
+      } catch (e) {
+        return e as RunLockedError;
+      }
+      throw new Error('the lock was taken');
+    };
     lock(dead, 'another-host.example');
-    let error: unknown;
-    try {
-      RunLock.acquire(dir, { trainer: 'grpo' });
-    } catch (e) {
-      error = e;
-    }
-    expect(RunLockedError.isInstance(error)).toBe(true);
-    expect((error as RunLockedError).hint).toContain(join(dir, LOCK_FILE));
+    expect(refusal().hint).toContain(join(dir, LOCK_FILE));
+
+    // Empty: a run between creating its lock and writing it — theirs while it is fresh; a kill
+    // at that moment leaves it empty for good, and an old empty lock is taken over.
+    writeFileSync(join(dir, LOCK_FILE), '');
+    expect(refusal().holder).toBeUndefined();
+    const old = new Date(Date.now() - 60_000);
+    utimesSync(join(dir, LOCK_FILE), old, old);
+    RunLock.acquire(dir, { trainer: 'grpo' }).release();
+    expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
   });
 });
 

@@ -1,4 +1,4 @@
-import { closeSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { FlowGrpoError } from '@flowgrpo/core';
@@ -22,14 +22,19 @@ export interface RunLockInfo {
 export class RunLockedError extends FlowGrpoError {
   static override readonly code = 'RUN_LOCKED';
   readonly dir: string;
-  readonly holder: RunLockInfo;
-  constructor(dir: string, holder: RunLockInfo, sameHost: boolean) {
+  /** undefined for a run that was writing its lock at that moment. */
+  readonly holder: RunLockInfo | undefined;
+  constructor(dir: string, holder: RunLockInfo | undefined, sameHost: boolean) {
     super(
-      `${dir} is in use by another run: ${holder.trainer} pid ${holder.pid} on ${holder.host}, started ${holder.started_at} (${holder.command})`,
+      holder
+        ? `${dir} is in use by another run: ${holder.trainer} pid ${holder.pid} on ${holder.host}, started ${holder.started_at} (${holder.command})`
+        : `${dir} is being claimed by another run starting at this moment`,
       {
-        hint: sameHost
-          ? `wait for it to finish or stop it (kill ${holder.pid}), or use another output_dir`
-          : `flowgrpo cannot check a process on another host: if that run is dead, remove ${join(dir, LOCK_FILE)}; else use another output_dir`,
+        hint: !holder
+          ? 'wait for that run to finish, or use another output_dir'
+          : sameHost
+            ? `wait for it to finish or stop it (kill ${holder.pid}), or use another output_dir`
+            : `flowgrpo cannot check a process on another host: if that run is dead, remove ${join(dir, LOCK_FILE)}; else use another output_dir`,
       },
     );
     this.dir = dir;
@@ -44,6 +49,15 @@ function alive(pid: number): boolean {
   } catch (e) {
     // EPERM: the process exists but belongs to someone else.
     return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Created in the last few seconds (a lock file is written right after it is created). */
+function young(path: string): boolean {
+  try {
+    return Date.now() - statSync(path).mtimeMs < 5000;
+  } catch {
+    return false;
   }
 }
 
@@ -91,10 +105,14 @@ export class RunLock {
       try {
         fd = openSync(path, 'wx');
       } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw e;
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
         const holder = readLock(path);
         if (holder && (holder.host !== info.host || alive(holder.pid)))
           throw new RunLockedError(dir, holder, holder.host === info.host);
+        // Unreadable and just created: a run writing its lock at this very moment (or, after a
+        // few takeovers, others racing for it): theirs.
+        if ((!holder && young(path)) || attempt >= 2)
+          throw new RunLockedError(dir, undefined, true);
         o.log?.(
           holder
             ? `${path}: the run that held it (pid ${holder.pid}, started ${holder.started_at}) is no longer alive; taking it over`
