@@ -273,6 +273,7 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
       role: 'rollout',
       code: 'CONTEXT_LENGTH_EXCEEDED',
       message: 'prompt 0 (972 tokens) + 32 new tokens exceeds the 512 positions the graphs support',
+      hint: 'raise max_positions or shorten the prompt',
     };
     const path = await writeReport(dir, {
       title: 'failures',
@@ -303,7 +304,9 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
               parsed: true,
             },
           ],
-          metadata: { rewardError: 'the reward function returned undefined' },
+          metadata: {
+            rewardError: { code: 'INVALID_REWARD', message: "reward 'f' returned undefined" },
+          },
         }),
       ],
     });
@@ -321,8 +324,15 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
       expect(summaries[4]).toContain(
         'CONTEXT_LENGTH_EXCEEDED — prompt 0 (972 tokens) + 32 new tokens exceeds the 512 positions',
       );
+      expect(summaries[4]).toContain('(fix: raise max_positions or shorten the prompt)');
       expect(summaries[4]).toContain('0 turns, error');
-      expect(summaries[5]).toContain('the reward function returned undefined');
+      expect(summaries[5]).toContain("INVALID_REWARD — reward 'f' returned undefined");
+      // Opened, a trajectory lists every error with its role.
+      expect(
+        await page.locator('details.traj').nth(4).locator('ul.errors li').allTextContents(),
+      ).toEqual([
+        'rollout: CONTEXT_LENGTH_EXCEEDED — prompt 0 (972 tokens) + 32 new tokens exceeds the 512 positions the graphs support (fix: raise max_positions or shorten the prompt)',
+      ]);
       // The escape is shown, not passed on; the markup is text.
       const action = await page.locator('details.traj').nth(5).locator('pre').first().textContent();
       expect(action).toBe('\\x1b]52;c;cm0gLXJm\\x07<img src=x onerror=alert(1)>');

@@ -162,32 +162,34 @@ interface RecordedError {
   turn?: number;
   code?: string;
   message?: string;
+  /** The fix, when the error knew one (a FlowGrpoError's hint). */
+  hint?: string;
 }
 
-function recordedErrors(t: Trajectory): RecordedError[] {
+/** What went wrong in a rollout: the agent's errors in order, then the reward function's. */
+function recordedErrors(t: Trajectory): { agent: RecordedError[]; reward?: RecordedError } {
   const m = (t.metadata ?? {}) as {
     errors?: unknown;
     rolloutError?: { name?: string; message?: string };
     rewardError?: unknown;
   };
-  const errors = Array.isArray(m.errors) ? (m.errors as RecordedError[]) : [];
-  const out = [...errors];
+  const agent = (Array.isArray(m.errors) ? m.errors : []).filter(
+    (e): e is RecordedError => typeof e === 'object' && e !== null,
+  );
   // runOne records a thrown rollout both ways; the older form alone still shows.
-  if (m.rolloutError && !errors.some((e) => e.role === 'rollout'))
-    out.push({ role: 'rollout', code: m.rolloutError.name, message: m.rolloutError.message });
-  if (m.rewardError !== undefined) {
-    const r = m.rewardError as RecordedError | string;
-    out.push(
-      typeof r === 'string'
-        ? { role: 'reward', message: r }
-        : { role: 'reward', code: r.code, message: r.message },
-    );
-  }
-  return out;
+  if (m.rolloutError && !agent.some((e) => e.role === 'rollout'))
+    agent.push({ role: 'rollout', code: m.rolloutError.name, message: m.rolloutError.message });
+  const r = m.rewardError as RecordedError | string | undefined;
+  if (r === undefined || r === null) return { agent };
+  return {
+    agent,
+    reward: typeof r === 'string' ? { role: 'reward', message: r } : { ...r, role: 'reward' },
+  };
 }
 
 const errorText = (e: RecordedError) =>
-  [e.code, e.message].filter((x) => x !== undefined && x !== '').join(' — ');
+  [e.code, e.message].filter((x) => x !== undefined && x !== '').join(' — ') +
+  (e.hint ? ` (fix: ${e.hint})` : '');
 
 const fmtReward = (x: number) => Number(x.toPrecision(3)).toString();
 
@@ -205,13 +207,14 @@ function trajectoryList(trajectories: readonly Trajectory[]): string {
             '</li>',
         )
         .join('');
-      const errors = recordedErrors(t);
-      // The rollout's own failure (not a tool's, which the policy saw and answered) explains an
-      // empty answer: it goes on the summary line, every error in the body.
+      const { agent, reward } = recordedErrors(t);
+      const errors = reward ? [...agent, reward] : agent;
+      // What ended a failed rollout (its own error, else the agent's last) explains its empty
+      // answer, and a reward error its score: on the summary line; every error in the body.
       const fatal =
         t.stopReason === 'error'
-          ? (errors.find((e) => e.role === 'rollout') ?? errors.find((e) => e.role !== 'tools'))
-          : errors.find((e) => e.role === 'reward');
+          ? (agent.find((e) => e.role === 'rollout') ?? agent.at(-1) ?? reward)
+          : reward;
       const errorList = errors.length
         ? `<ul class="errors">${errors
             .map(
