@@ -96,6 +96,8 @@ interface ChartReading {
   yTicks: string[];
   /** Legend entries whose box intersects the title's box. */
   legendOverTitle: number;
+  /** Legend entries that run past the chart's edges. */
+  legendOutside: number;
   legend: string[];
 }
 
@@ -105,6 +107,7 @@ function readCharts(page: Page): Promise<ChartReading[]> {
     svgs.map((svg) => {
       const texts = (sel: string) => [...svg.querySelectorAll(sel)].map((t) => t.textContent ?? '');
       const title = svg.querySelector('.title')!.getBoundingClientRect();
+      const chart = svg.getBoundingClientRect();
       const entries = [...svg.querySelectorAll('.legend text, .legend rect')].map((e) =>
         e.getBoundingClientRect(),
       );
@@ -121,6 +124,7 @@ function readCharts(page: Page): Promise<ChartReading[]> {
           .sort((a, b) => a.top - b.top)
           .map((t) => t.text),
         legendOverTitle: entries.filter((e) => overlaps(e, title)).length,
+        legendOutside: entries.filter((e) => e.left < chart.left || e.right > chart.right).length,
         legend: texts('.legend text'),
       };
     }),
@@ -257,6 +261,7 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
         expect(new Set(c.yTicks).size, c.label).toBe(c.yTicks.length);
         expect(c.yTicks.at(-1), c.label).toBe('0');
         expect(c.legendOverTitle, c.label).toBe(0);
+        expect(c.legendOutside, c.label).toBe(0);
       });
       // Five timing series wrap onto more than one legend row; none runs into the title either.
       const timing = charts.find((c) => c.label === 'Time per phase (s)')!;
@@ -351,6 +356,7 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
         'rollouts/failed/TOOL_TIMEOUT',
       ]);
       expect(failed.yTicks.at(-1)).toBe('0');
+      expect([failed.legendOverTitle, failed.legendOutside]).toEqual([0, 0]);
       expect(failed.xTicks).toEqual(['1', '2', '3', '4', '5', '6']);
 
       // grpo 46/60 vs sft 40/60: the intervals overlap; grpo vs base 2/120 they do not.
