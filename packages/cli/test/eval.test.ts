@@ -96,13 +96,23 @@ describe('flowgrpo eval', () => {
     expect(code, io.err).toBe(0);
     const lines = io.out.trim().split('\n');
     expect(lines[0]).toMatch(/^policy\s+accuracy \[95% CI\]\s+format/);
-    expect(lines.slice(2).map((l) => l.split(/\s+/)[0])).toEqual([
+    expect(lines.slice(2, 7).map((l) => l.split(/\s+/)[0])).toEqual([
       'base',
       'sft',
       'again',
       'zero-adapter',
       'loud-adapter',
     ]);
+    // Then each policy against the first: on 4 questions no difference is clear.
+    expect(lines.slice(7)).toEqual(
+      ['sft', 'again', 'zero-adapter', 'loud-adapter'].map((name) =>
+        expect.stringMatching(
+          new RegExp(
+            `^${name} − base: -?\\d+\\.\\d points, inconclusive: the 95% intervals overlap$`,
+          ),
+        ),
+      ),
+    );
     const json = JSON.parse(readFileSync(out, 'utf8')) as { n: number; results: Row[] };
     expect(json.n).toBe(4);
     const [base, sft, again, zeroB, loudB] = json.results as [Row, Row, Row, Row, Row];

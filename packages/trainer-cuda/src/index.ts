@@ -171,6 +171,12 @@ export {
   loadTokenizer,
   type Tokenizer,
 } from './tokenizers/index.js';
+// "GRPO − SFT: 27.2 points", called inconclusive when the 95% intervals overlap.
+export {
+  type AccuracyDifference,
+  accuracyDifference,
+  formatAccuracyDifference,
+} from './train/accuracy-difference.js';
 export {
   type CheckedReward,
   InvalidRewardError,

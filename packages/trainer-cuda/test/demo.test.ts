@@ -44,7 +44,12 @@ describe('flowgrpo demo (smoke budget)', () => {
       expect(e.accuracy).toBeLessThanOrEqual(1);
     }
     expect(result.table).toMatch(/grpo/);
-    expect(readFileSync(result.report, 'utf8')).toContain('<svg');
+    const html = readFileSync(result.report, 'utf8');
+    expect(html).toContain('<svg');
+    // The sampled GRPO evaluation trajectories show the rewards they were scored with (they were
+    // once unscored, and a correct answer read "reward 0"): 24 questions, every sixth.
+    expect(html.match(/class="reward (ok|bad)">reward [\d.]+</g)).toHaveLength(4);
+    expect(html).not.toContain('unscored');
     expect(JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')).seed).toBe(3);
   });
 

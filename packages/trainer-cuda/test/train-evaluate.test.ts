@@ -1,10 +1,11 @@
 // evaluate()'s building blocks: the Wilson interval (values computed by hand from the formula
 // p̂ ± z·√(p̂(1−p̂)/n + z²/4n²), centred at (p̂ + z²/2n), all over 1 + z²/n, z = 1.959964) and what
 // a trajectory did, for Flow rollouts (turns) and tag-agent rollouts (segments + metadata); and
-// evaluate() itself with agents that fail and rewards that return no reward.
+// evaluate() itself with agents that fail and rewards that return no reward, and that the
+// trajectories it keeps carry the reward it scored them with.
 import type { RolloutAgent } from '@flowgrpo/agent';
 import { FlowGrpoError, type SampleRow, type Trajectory } from '@flowgrpo/core';
-import type { RewardFunction } from '@flowgrpo/reward';
+import { exactMatchReward, type RewardFunction } from '@flowgrpo/reward';
 import { describe, expect, it } from 'vitest';
 import { comparisonTable, evaluate, RolloutsFailedError, wilsonInterval } from '../src/index.js';
 import {
@@ -175,5 +176,43 @@ describe('evaluate(): failed rollouts and faulty rewards', () => {
       (t) => (t.metadata as { rewardError?: { code: string } } | undefined)?.rewardError?.code,
     );
     expect(errors).toEqual(['INVALID_REWARD', 'INVALID_REWARD', undefined, undefined]);
+  });
+});
+
+const row = (id: number, question: string, result: string) => ({
+  id,
+  question,
+  chain: '',
+  result,
+  source: 't',
+  extra_info: { ground_truth: result, idx: id },
+});
+
+describe('evaluate', () => {
+  it('keeps each trajectory with the reward it scored (report.html shows that reward)', async () => {
+    // An agent that answers every question with its last word: right for one row, wrong for the
+    // other, so a trajectory without its score (shown as "reward 0") cannot pass.
+    const agent: RolloutAgent = {
+      run: async (question, context) => ({
+        queryId: context?.queryId ?? 'q',
+        groupId: context?.groupId ?? 'g',
+        question,
+        ...(context?.groundTruth !== undefined && { groundTruth: context.groundTruth }),
+        finalAnswer: question.split(' ').at(-1)!,
+        stopReason: 'answer',
+        timings: {},
+      }),
+    };
+    const r = await evaluate({
+      agent,
+      dataset: [row(0, 'the storm of Daipair', 'Daipair'), row(1, 'the fair of Oskel', 'Mirow')],
+      reward: exactMatchReward(),
+      keepTrajectories: true,
+    });
+    expect(r.trajectories!.map((t) => [t.finalAnswer, t.reward])).toEqual([
+      ['Daipair', 1],
+      ['Oskel', 0],
+    ]);
+    expect(r.accuracy).toBe(0.5);
   });
 });

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { runDemo } from '@flowgrpo/trainer';
+import { accuracyDifference, formatAccuracyDifference, runDemo } from '@flowgrpo/trainer';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { cliProgress, interruptSignal } from '../run-progress.js';
 
@@ -19,7 +19,8 @@ Writes DIR/report.html (curves, the table, sample trajectories), DIR/results.jso
 demo's own: a second demo into it replaces the first's runs (overwrite_output_dir, logged).
 
 Options:
-  --quick      smaller budgets everywhere (shows the whole loop; the gain is reported, not promised)
+  --quick      smaller budgets everywhere (shows the whole loop; the gain is reported, not promised,
+               and called inconclusive when the 95% intervals overlap)
   --rft        also the rejection-sampling baseline: the same SFT on only the demonstrations the
                judge marks correct (uses the reward, as GRPO does; one more SFT run)
   --seed N     seed of the task, the model and the trainers (default 1)
@@ -66,14 +67,15 @@ export const demoCommand: Command = {
       io.stdout(`\nHeld-out accuracy (${r.evals[0]!.n} questions, greedy):\n\n${r.table}\n\n`);
       const byName = (prefix: string) => r.evals.find((e) => e.name.startsWith(prefix));
       const [base, sft, grpo] = [byName('base'), byName('sft'), byName('grpo')];
+      // A --quick run evaluates few questions: the line says when its difference is noise.
       io.stdout(
-        `GRPO − SFT: ${(100 * (grpo!.accuracy - sft!.accuracy)).toFixed(1)} points ` +
+        `${formatAccuracyDifference(accuracyDifference(grpo!, sft!), { name: 'GRPO', baseline: 'SFT' })} ` +
           `(base ${(100 * base!.accuracy).toFixed(1)}%, SFT ${(100 * sft!.accuracy).toFixed(1)}%, GRPO ${(100 * grpo!.accuracy).toFixed(1)}%) in ${r.timings.total_s!.toFixed(0)} s\n`,
       );
       const rft = byName('rft');
       if (rft)
         io.stdout(
-          `GRPO − RFT: ${(100 * (grpo!.accuracy - rft.accuracy)).toFixed(1)} points (RFT ${(100 * rft.accuracy).toFixed(1)}%, on ${r.rft!.demonstrations} correct demonstrations)\n`,
+          `${formatAccuracyDifference(accuracyDifference(grpo!, rft), { name: 'GRPO', baseline: 'RFT' })} (RFT ${(100 * rft.accuracy).toFixed(1)}%, on ${r.rft!.demonstrations} correct demonstrations)\n`,
         );
       io.stdout(`report:   ${r.report}\nrun dir:  ${r.outDir}\n`);
       return 0;

@@ -4,10 +4,12 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { FileNotFoundError, trajectoryToJson } from '@flowgrpo/core';
 import {
+  accuracyDifference,
   comparisonTable,
   DecoderArtifacts,
   type EvalResult,
   evaluate,
+  formatAccuracyDifference,
   greedy,
   LocalPolicyEngine,
   type LoraConfig,
@@ -47,8 +49,10 @@ const usage = `Usage:
 
 Evaluates policies inside their agent, each question once with greedy decoding, and prints them
 side by side: accuracy with a 95% Wilson interval, format compliance, turns, tool calls, tool
-errors, completion tokens, time. Failed rollouts count as wrong and are counted by error code;
-when every rollout of a policy fails there is no accuracy to report: ROLLOUTS_FAILED, exit 1.
+errors, completion tokens, time; then each policy's difference in accuracy points from the first,
+called inconclusive when the two 95% intervals overlap. Failed rollouts count as wrong and are
+counted by error code; when every rollout of a policy fails there is no accuracy to report:
+ROLLOUTS_FAILED, exit 1.
 
   --model PATH          HF model folder or artifacts directory (default: the config's model)
   --tokenizer PATH      folder with tokenizer.json (default: the model folder)
@@ -282,6 +286,10 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   }
   const ordered = policies.flatMap((p) => results.get(p.name) ?? []);
   if (ordered.length > 0) io.stdout(`${comparisonTable(ordered)}\n`);
+  // Each policy against the first (the base model when --base): the difference in accuracy
+  // points, called inconclusive when the 95% intervals overlap.
+  for (const r of ordered.slice(1))
+    io.stdout(`${formatAccuracyDifference(accuracyDifference(r, ordered[0]!))}\n`);
   if (interrupt.signal.aborted) {
     io.stderr(`interrupted: ${ordered.length} of ${policies.length} policies evaluated\n`);
     return 130;

@@ -339,6 +339,11 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
         : []),
     ],
     evals: [...evals, teacherOnTest],
+    // The differences the console states: GRPO against its SFT start (and the RFT baseline).
+    comparisons: [
+      ['grpo', 'sft'],
+      ...(rft ? [['grpo', 'rft (sft on correct traces)'] as const] : []),
+    ],
     sections: [
       { title: 'Flow-GRPO', metrics: grpo.metrics },
       { title: 'SFT warm start', metrics: sft.metrics },

@@ -159,6 +159,9 @@ export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
       const reward = (
         await scoreTrajectory(o.reward, rewardInputFromTrajectory(trajectory), trajectory)
       ).score;
+      // The trajectory carries its score like a training rollout's: report.html, eval --out and
+      // the rollouts Parquet read it there (without it a correct answer showed as "reward 0").
+      trajectory.reward = reward;
       results[i] = { trajectory, reward, source: row.source };
       done++;
       if (reward >= threshold) correct++;

@@ -1,19 +1,26 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
-import type { EvalResult } from './evaluate.js';
+import { accuracyDifference, formatAccuracyDifference } from './accuracy-difference.js';
+import { type EvalResult, trajectoryTurns } from './evaluate.js';
+import { type ChartSeries, esc, lineChart } from './report-chart.js';
 import type { MetricsRecord } from './run-dir.js';
 
 // report.html: one self-contained page per run — charts drawn as inline SVG at write time (no
-// script, no chart library, nothing fetched: it opens offline and prints), the evaluation table,
-// and a browsable sample of trajectories.
+// script, no chart library, nothing fetched: it opens offline and prints), the evaluation table
+// with its comparisons, the steps whose rollouts failed, and a browsable sample of trajectories.
 
 export interface ReportOptions {
   title: string;
   metrics?: readonly MetricsRecord[];
   /** Evaluations to tabulate side by side (e.g. base / SFT / GRPO). */
   evals?: readonly EvalResult[];
-  /** Trajectories to show, with their turns (a sample). */
+  /**
+   * Accuracy differences to state under the table, as [policy, baseline] names of `evals`
+   * (default: each evaluation against the first).
+   */
+  comparisons?: readonly (readonly [string, string])[];
+  /** Trajectories to show, with their turns (a sample), each with its recorded reward. */
   trajectories?: readonly Trajectory[];
   /** Extra notes shown under the title (e.g. the command that made the run). */
   notes?: readonly string[];
@@ -53,105 +60,73 @@ const CHARTS: { title: string; keys: string[] }[] = [
     ],
   },
 ];
-const COLORS = ['#2563eb', '#dc2626', '#059669', '#d97706', '#7c3aed', '#0891b2'];
+const FAILED = 'rollouts/failed';
 
-const esc = (s: unknown) =>
-  String(s).replace(
-    /[&<>"']/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!,
-  );
-
-function fmt(x: number): string {
-  if (x === 0) return '0';
-  const a = Math.abs(x);
-  if (a >= 1000 || a < 0.01) return x.toExponential(1);
-  return Number(x.toPrecision(3)).toString();
+/** A metric as a chart series: the records carrying it as a finite number, by step. */
+function seriesOf(metrics: readonly MetricsRecord[], key: string): ChartSeries {
+  return {
+    name: key,
+    points: metrics
+      .filter(
+        (r) => typeof r[key] === 'number' && Number.isFinite(r[key]) && typeof r.step === 'number',
+      )
+      .map((r) => [r.step as number, r[key] as number] as const),
+  };
 }
 
-/** An SVG line chart of `series` over the step axis. */
-export function lineChart(
-  title: string,
-  series: readonly { name: string; points: readonly [number, number][] }[],
-): string {
-  const W = 420;
-  const H = 220;
-  const m = { l: 52, r: 12, t: 28, b: 40 };
-  const all = series.flatMap((s) => s.points);
-  if (all.length === 0) return '';
-  let [x0, x1] = [Math.min(...all.map((p) => p[0])), Math.max(...all.map((p) => p[0]))];
-  let [y0, y1] = [Math.min(...all.map((p) => p[1])), Math.max(...all.map((p) => p[1]))];
-  if (x0 === x1) [x0, x1] = [x0 - 1, x1 + 1];
-  if (y0 === y1) [y0, y1] = [y0 - (Math.abs(y0) || 1) * 0.1, y1 + (Math.abs(y1) || 1) * 0.1];
-  const pad = (y1 - y0) * 0.05;
-  y0 -= pad;
-  y1 += pad;
-  const X = (x: number) => m.l + ((x - x0) / (x1 - x0)) * (W - m.l - m.r);
-  const Y = (y: number) => H - m.b - ((y - y0) / (y1 - y0)) * (H - m.t - m.b);
-  const ticks = (a: number, b: number, n: number) =>
-    Array.from({ length: n + 1 }, (_, i) => a + ((b - a) * i) / n);
-  const grid = ticks(y0, y1, 4)
-    .map(
-      (y) =>
-        `<line x1="${m.l}" x2="${W - m.r}" y1="${Y(y).toFixed(1)}" y2="${Y(y).toFixed(1)}" class="grid"/>` +
-        `<text x="${m.l - 6}" y="${(Y(y) + 4).toFixed(1)}" text-anchor="end">${fmt(y)}</text>`,
-    )
-    .join('');
-  const xt = ticks(x0, x1, 4)
-    .map(
-      (x) =>
-        `<text x="${X(x).toFixed(1)}" y="${H - m.b + 16}" text-anchor="middle">${fmt(Math.round(x))}</text>`,
-    )
-    .join('');
-  const lines = series
-    .map((s, i) => {
-      const d = s.points
-        .map((p, k) => `${k === 0 ? 'M' : 'L'}${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`)
-        .join('');
-      const dots =
-        s.points.length <= 30
-          ? s.points
-              .map(
-                (p) =>
-                  `<circle cx="${X(p[0]).toFixed(1)}" cy="${Y(p[1]).toFixed(1)}" r="2.2" fill="${COLORS[i % COLORS.length]}"/>`,
-              )
-              .join('')
-          : '';
-      return `<path d="${d}" fill="none" stroke="${COLORS[i % COLORS.length]}" stroke-width="1.8"/>${dots}`;
-    })
-    .join('');
-  const legend = series
-    .map(
-      (s, i) =>
-        `<tspan fill="${COLORS[i % COLORS.length]}" dx="${i === 0 ? 0 : 10}">■ ${esc(s.name)}</tspan>`,
-    )
-    .join('');
-  return (
-    `<svg class="chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(title)}">` +
-    `<text x="${m.l}" y="16" class="title">${esc(title)}</text>${grid}${xt}` +
-    `<text x="${(W + m.l) / 2}" y="${H - 6}" text-anchor="middle">step</text>${lines}` +
-    `<text x="${W - m.r}" y="16" text-anchor="end" class="legend">${legend}</text></svg>`
-  );
+/** The error codes among `rollouts/failed/<CODE>` keys, in order of first appearance. */
+function failureCodes(metrics: readonly MetricsRecord[]): string[] {
+  const codes = new Set<string>();
+  for (const r of metrics)
+    for (const k of Object.keys(r))
+      if (k.startsWith(`${FAILED}/`)) codes.add(k.slice(FAILED.length + 1));
+  return [...codes];
 }
+
+const failedSteps = (metrics: readonly MetricsRecord[]) =>
+  metrics.filter((r) => typeof r[FAILED] === 'number' && (r[FAILED] as number) > 0);
 
 function charts(metrics: readonly MetricsRecord[]): string {
-  return CHARTS.map(({ title, keys }) => {
-    const series = keys
-      .map((k) => ({
-        name: k,
-        points: metrics
-          .filter(
-            (r) => typeof r[k] === 'number' && Number.isFinite(r[k]) && typeof r.step === 'number',
-          )
-          .map((r) => [r.step as number, r[k] as number] as [number, number]),
-      }))
-      .filter((s) => s.points.length > 0);
-    return series.length ? lineChart(title, series) : '';
-  })
+  const specs = [...CHARTS];
+  // Failed rollouts get a chart once any step had one: the total and each error code.
+  if (failedSteps(metrics).length > 0)
+    specs.unshift({
+      title: 'Failed rollouts',
+      keys: [FAILED, ...failureCodes(metrics).map((c) => `${FAILED}/${c}`)],
+    });
+  return specs
+    .map(({ title, keys }) => {
+      const series = keys.map((k) => seriesOf(metrics, k)).filter((s) => s.points.length > 0);
+      return series.length ? lineChart(title, series) : '';
+    })
     .filter(Boolean)
     .join('\n');
 }
 
-function evalTable(evals: readonly EvalResult[]): string {
+/** The steps whose rollouts failed, with how many failed of each error code. */
+function failureTable(metrics: readonly MetricsRecord[]): string {
+  const steps = failedSteps(metrics);
+  if (steps.length === 0) return '';
+  const codes = failureCodes(metrics);
+  const rows = steps
+    .map((r) => {
+      const byCode = codes
+        .filter(
+          (c) => typeof r[`${FAILED}/${c}`] === 'number' && (r[`${FAILED}/${c}`] as number) > 0,
+        )
+        .map((c) => `${esc(c)} ${r[`${FAILED}/${c}`]}`)
+        .join(', ');
+      return `<tr><td>${esc(r.step)}</td><td>${esc(r[FAILED])}</td><td>${byCode}</td></tr>`;
+    })
+    .join('');
+  return (
+    `<p class="failures">Failed rollouts: ${steps.length} step${steps.length === 1 ? '' : 's'} ` +
+    'had rollouts that failed (the trajectories below show each error)</p><table class="failures">' +
+    `<thead><tr><th>step</th><th>failed</th><th>by error code</th></tr></thead><tbody>${rows}</tbody></table>`
+  );
+}
+
+function evalTable(evals: readonly EvalResult[], pairs?: ReportOptions['comparisons']): string {
   if (evals.length === 0) return '';
   const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
   const rows = evals
@@ -162,11 +137,61 @@ function evalTable(evals: readonly EvalResult[]): string {
         `<td>${pct(e.tool_error_rate)}</td><td>${e.completion_length_mean.toFixed(1)}</td><td>${e.n}</td><td>${e.time_s.toFixed(1)} s</td></tr>`,
     )
     .join('');
+  const byName = new Map(evals.map((e) => [e.name, e]));
+  const comparisons = (pairs ?? evals.slice(1).map((e) => [e.name, evals[0]!.name] as const))
+    .flatMap(([a, b]) => {
+      const [pa, pb] = [byName.get(a), byName.get(b)];
+      return pa && pb ? [accuracyDifference(pa, pb)] : [];
+    })
+    .map(
+      (d) =>
+        `<li class="comparison${d.inconclusive ? ' inconclusive' : ''}">${esc(formatAccuracyDifference(d))}</li>`,
+    )
+    .join('');
   return (
     '<h2>Evaluation</h2><table><thead><tr><th>policy</th><th>accuracy [95% CI]</th><th>format</th><th>turns</th>' +
-    `<th>tool calls</th><th>tool errors</th><th>tokens</th><th>n</th><th>time</th></tr></thead><tbody>${rows}</tbody></table>`
+    `<th>tool calls</th><th>tool errors</th><th>tokens</th><th>n</th><th>time</th></tr></thead><tbody>${rows}</tbody></table>` +
+    (comparisons ? `<ul class="comparisons">${comparisons}</ul>` : '')
   );
 }
+
+/** A recorded error of a rollout: the agent's (metadata.errors) or the reward function's. */
+interface RecordedError {
+  role?: string;
+  step?: number;
+  turn?: number;
+  code?: string;
+  message?: string;
+  /** The fix, when the error knew one (a FlowGrpoError's hint). */
+  hint?: string;
+}
+
+/** What went wrong in a rollout: the agent's errors in order, then the reward function's. */
+function recordedErrors(t: Trajectory): { agent: RecordedError[]; reward?: RecordedError } {
+  const m = (t.metadata ?? {}) as {
+    errors?: unknown;
+    rolloutError?: { name?: string; message?: string };
+    rewardError?: unknown;
+  };
+  const agent = (Array.isArray(m.errors) ? m.errors : []).filter(
+    (e): e is RecordedError => typeof e === 'object' && e !== null,
+  );
+  // runOne records a thrown rollout both ways; the older form alone still shows.
+  if (m.rolloutError && !agent.some((e) => e.role === 'rollout'))
+    agent.push({ role: 'rollout', code: m.rolloutError.name, message: m.rolloutError.message });
+  const r = m.rewardError as RecordedError | string | undefined;
+  if (r === undefined || r === null) return { agent };
+  return {
+    agent,
+    reward: typeof r === 'string' ? { role: 'reward', message: r } : { ...r, role: 'reward' },
+  };
+}
+
+const errorText = (e: RecordedError) =>
+  [e.code, e.message].filter((x) => x !== undefined && x !== '').join(' — ') +
+  (e.hint ? ` (fix: ${e.hint})` : '');
+
+const fmtReward = (x: number) => Number(x.toPrecision(3)).toString();
 
 function trajectoryList(trajectories: readonly Trajectory[]): string {
   if (trajectories.length === 0) return '';
@@ -182,11 +207,31 @@ function trajectoryList(trajectories: readonly Trajectory[]): string {
             '</li>',
         )
         .join('');
-      const ok = (t.reward ?? 0) > 0;
+      const { agent, reward } = recordedErrors(t);
+      const errors = reward ? [...agent, reward] : agent;
+      // What ended a failed rollout (its own error, else the agent's last) explains its empty
+      // answer, and a reward error its score: on the summary line; every error in the body.
+      const fatal =
+        t.stopReason === 'error'
+          ? (agent.find((e) => e.role === 'rollout') ?? agent.at(-1) ?? reward)
+          : reward;
+      const errorList = errors.length
+        ? `<ul class="errors">${errors
+            .map(
+              (e) =>
+                `<li>${esc([e.role, e.step ?? e.turn].filter((x) => x !== undefined).join(' '))}: ${esc(errorText(e))}</li>`,
+            )
+            .join('')}</ul>`
+        : '';
+      const badge =
+        t.reward === undefined
+          ? '<span class="reward none">unscored</span>'
+          : `<span class="reward ${t.reward > 0 ? 'ok' : 'bad'}">reward ${fmtReward(t.reward)}</span>`;
       return (
-        `<details class="traj"><summary><span class="${ok ? 'ok' : 'bad'}">reward ${fmt(t.reward ?? 0)}</span> ` +
-        `${esc(t.question ?? t.queryId)} → <b>${esc(t.finalAnswer)}</b> <small>(gold ${esc(t.groundTruth ?? '?')}, ${t.turns?.length ?? 0} turns, ${esc(t.stopReason)})</small></summary>` +
-        `<ol>${turns}</ol></details>`
+        `<details class="traj"><summary>${badge} ` +
+        `${esc(t.question ?? t.queryId)} → <b>${esc(t.finalAnswer)}</b> <small>(gold ${esc(t.groundTruth ?? '?')}, ${trajectoryTurns(t)} turns, ${esc(t.stopReason)})</small>` +
+        (fatal ? ` <span class="error">${esc(errorText(fatal))}</span>` : '') +
+        `</summary>${errorList}<ol>${turns}</ol></details>`
       );
     })
     .join('\n');
@@ -197,24 +242,26 @@ const STYLE = `body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#111;m
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}small{color:#555}
 .charts{display:flex;flex-wrap:wrap;gap:12px}.chart{border:1px solid #ddd;border-radius:6px;background:#fff}
 .chart text{font-size:10px;fill:#444}.chart .title{font-size:12px;font-weight:600;fill:#111}.chart .grid{stroke:#eee}
-table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}
+table{border-collapse:collapse;margin-bottom:8px}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}
+p.failures{font-weight:600;color:#dc2626}.failures td:last-child{text-align:left}
+.comparisons{padding-left:20px}.inconclusive{color:#b45309;font-weight:600}
 .traj{border-bottom:1px solid #eee;padding:4px 0}.traj pre{white-space:pre-wrap;margin:2px 0 6px;background:#f6f6f6;padding:4px}
-.k{font-size:11px;color:#666}.ok{color:#059669}.bad{color:#dc2626}`;
+.k{font-size:11px;color:#666}.ok{color:#059669}.bad,.error,.errors{color:#dc2626}.none{color:#666}`;
 
 /** Renders the report as one HTML string. */
 export function renderReport(o: ReportOptions): string {
   const notes = (o.notes ?? []).map((n) => `<p>${esc(n)}</p>`).join('');
+  const curves = (metrics: readonly MetricsRecord[]) =>
+    `${failureTable(metrics)}<div class="charts">${charts(metrics)}</div>`;
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${esc(o.title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>${STYLE}</style></head>
 <body><h1>${esc(o.title)}</h1>${notes}
-${evalTable(o.evals ?? [])}
+${evalTable(o.evals ?? [], o.comparisons)}
 ${
   o.sections
-    ? o.sections
-        .map((sec) => `<h2>${esc(sec.title)}</h2><div class="charts">${charts(sec.metrics)}</div>`)
-        .join('\n')
-    : `<h2>Training curves</h2><div class="charts">${charts(o.metrics ?? [])}</div>`
+    ? o.sections.map((sec) => `<h2>${esc(sec.title)}</h2>${curves(sec.metrics)}`).join('\n')
+    : `<h2>Training curves</h2>${curves(o.metrics ?? [])}`
 }
 ${trajectoryList(o.trajectories ?? [])}
 </body></html>
