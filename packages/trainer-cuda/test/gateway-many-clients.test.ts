@@ -164,6 +164,21 @@ describe.each(['standard', 'fused'] as const)('the gateway on the %s path', (pat
     }
     const trajectory = rolloutTrajectory(recorded, { queryId: 'q', groupId: 'g' });
     expect(trajectory.turns ?? trajectory.segments).toBeDefined();
+    // An upstream may answer with no token at all: such a call records and chains too (the next
+    // call's prompt extends it), as an empty action.
+    const none = { ...recorded.calls[0]!, completionTokens: new Int32Array(0) };
+    none.logprobs = new Float32Array(0);
+    const next = { ...none, index: 1, promptTokens: Int32Array.from([...promptIds, 7]) };
+    const chained = rolloutTrajectory(
+      { ...recorded, calls: [none, next] },
+      { queryId: 'q', groupId: 'g' },
+    );
+    expect(chained.segments!.map((x) => [x.kind, x.tokens.length])).toEqual([
+      ['prompt', promptIds.length],
+      ['action', 0],
+      ['observation', 1],
+      ['action', 0],
+    ]);
   });
 
   it("one request's failure never fails its batch-mates (100 concurrent requests)", async () => {
