@@ -547,10 +547,10 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
   });
 
   it('long prompt batches prefill in pieces and sample what one prefill run samples (both paths)', async () => {
-    // prefillChunkTokens 5 over 4 rows: one column per prefill run, so every prompt goes in
-    // token by token, each piece extending the cache of the one before. Expected: the same
-    // generators' one-run prefill (the default budget holds these prompts whole); seeded
-    // sampling too, so the pieces must not draw from a row's random stream.
+    // prefillWholeScores 0 and prefillChunkTokens 5 over 4 rows: one column per prefill run, so
+    // every prompt goes in token by token, each piece extending the cache of the one before.
+    // Expected: the same generators' one-run prefill (these prompts are far under the default
+    // prefillWholeScores); seeded sampling too, so the pieces must not draw from a row's stream.
     const requests = prompts().map((prompt, i) => ({
       prompt,
       maxNewTokens: 8,
@@ -561,7 +561,11 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
       ['fused', fused, { chunkTokens: 3 }],
       ['standard', standard, { useGenerateGraph: false }],
     ] as const) {
-      const pieces = new DecoderGenerator(art, { ...o, prefillChunkTokens: 5 });
+      const pieces = new DecoderGenerator(art, {
+        ...o,
+        prefillChunkTokens: 5,
+        prefillWholeScores: 0,
+      });
       pieces.setLora(params);
       const want = await whole.generateEach(requests, { decode });
       expectSameSamples(want, await pieces.generateEach(requests, { decode }), what);
@@ -573,6 +577,9 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     }
     expect(() => new DecoderGenerator(art, { prefillChunkTokens: 0 })).toThrow(
       /prefillChunkTokens must be a positive integer/,
+    );
+    expect(() => new DecoderGenerator(art, { prefillWholeScores: -1 })).toThrow(
+      /prefillWholeScores must be a non-negative integer/,
     );
   });
 

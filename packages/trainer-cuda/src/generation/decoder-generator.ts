@@ -25,13 +25,9 @@ import type { ValueSpec } from '../runtime/feeds.js';
 import type { Session } from '../runtime/session.js';
 import { SessionWorker, type WorkerSession } from '../runtime/session-worker.js';
 import { BatcherPool } from './batcher-pool.js';
-import {
-  type BatchRow,
-  checkPrefillChunk,
-  FusedBatcher,
-  PREFILL_CHUNK_TOKENS,
-} from './fused-batcher.js';
+import { type BatchRow, FusedBatcher } from './fused-batcher.js';
 import { type GenerateRunner, localRunner, workerRunner } from './generate-runner.js';
+import { checkPrefillLimits, type PrefillLimits, prefillWidth } from './prefill-pieces.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 import { firstStop } from './stop-strings.js';
 
@@ -44,8 +40,8 @@ import { firstStop } from './stop-strings.js';
 // the host from each step's last-position logits (see sampling.ts for the temperature / logprob
 // convention). Both give a request the same tokens for the same seed.
 //
-// Both paths prefill long prompt batches in pieces of at most `prefillChunkTokens` tokens per run
-// (the decode graph takes new tokens after a past cache, so the pieces extend one cache), and a
+// Both paths prefill a long prompt batch in pieces (prefill-pieces.ts; the decode graph takes new
+// tokens after a past cache, so the pieces extend one cache), and a
 // request that fails on its own (invalid, or its decode throws) fails alone: generateSettled
 // gives each request its own result.
 
@@ -230,7 +226,7 @@ export interface WorkerGeneratorOptions {
   intraOpThreads?: number;
 }
 
-export interface FusedGenerationOptions {
+export interface FusedGenerationOptions extends PrefillLimits {
   /**
    * Use the artifacts' `generate` graph when they have one (default true); false keeps to the
    * standard prefill/decode graphs.
@@ -262,12 +258,6 @@ export interface FusedGenerationOptions {
   generateWorkers?: number;
   /** Rows in flight at which the worker threads open (default WORKERS_FROM). */
   workersFrom?: number;
-  /**
-   * Most prompt tokens (rows × columns) one prefill run takes, on either path (default
-   * PREFILL_CHUNK_TOKENS): longer prompt batches are prefilled in pieces, which bounds the
-   * attention scores a run holds (and what ORT's arena keeps afterwards).
-   */
-  prefillChunkTokens?: number;
 }
 
 /**
@@ -308,7 +298,7 @@ export class DecoderGenerator {
     options: FusedGenerationOptions = {},
   ) {
     if (options.maxBatchSize !== undefined) checkBatchSize(options.maxBatchSize);
-    if (options.prefillChunkTokens !== undefined) checkPrefillChunk(options.prefillChunkTokens);
+    checkPrefillLimits(options);
     this.#fusedOptions = { ...options };
     if ('backend' in source) {
       this.manifest = source.manifest;
@@ -368,6 +358,7 @@ export class DecoderGenerator {
         ...(o.maxChunkTokens !== undefined && { maxChunkTokens: o.maxChunkTokens }),
         ...(o.splitCacheFrom !== undefined && { splitCacheFrom: o.splitCacheFrom }),
         ...(o.prefillChunkTokens !== undefined && { prefillChunkTokens: o.prefillChunkTokens }),
+        ...(o.prefillWholeScores !== undefined && { prefillWholeScores: o.prefillWholeScores }),
       });
     const local = batcher(localRunner(session));
     if (o.maxBatchSize !== undefined) local.maxBatchSize = o.maxBatchSize;
@@ -677,12 +668,9 @@ export class DecoderGenerator {
         }
       return feeds;
     };
-    // The prompt columns in pieces of at most prefillChunkTokens tokens; each piece extends the
-    // cache of the one before, and the last one's logits are the first sample's.
-    const width = Math.max(
-      1,
-      Math.floor((this.#fusedOptions.prefillChunkTokens ?? PREFILL_CHUNK_TOKENS) / B0),
-    );
+    // The prompt columns, whole or in pieces (prefill-pieces.ts); each piece extends the cache
+    // of the one before, and the last one's logits are the first sample's.
+    const width = prefillWidth(B0, T, this.#fusedOptions);
     const piece = (from: number, to: number) => {
       const take = (a: number[]) =>
         Array.from({ length: B0 }, (_, b) => a.slice(b * T + from, b * T + to)).flat();

@@ -10,6 +10,7 @@ import {
   genPresentValue,
 } from '../models/graph/inference-graph.js';
 import type { GenerateRunner } from './generate-runner.js';
+import { checkPrefillLimits, type PrefillLimits, prefillWidth } from './prefill-pieces.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 import { firstStop } from './stop-strings.js';
 
@@ -31,10 +32,8 @@ import { firstStop } from './stop-strings.js';
 // Many clients at once. A row that fails on its own — its temperature is invalid, its stop-string
 // decode or its host sampling throws — leaves the batch with its own error; its batch-mates go on
 // and finish with the tokens they would have had (their cache rows are untouched). Only a failure
-// of the graph run itself fails the rows of that run. Long prompts are prefilled in pieces of at
-// most `prefillChunkTokens` tokens (rows × columns) per run: a run's attention is
-// [B, heads, columns, slots], so one admission of 48 prompts of 1,800 tokens no longer builds
-// [48, heads, 1800, 1800] scores (gigabytes that ORT's arena then keeps).
+// of the graph run itself fails the rows of that run. A long prompt batch is prefilled in pieces
+// (prefill-pieces.ts): the pieces before the last go through #extend, which keeps no sample.
 
 /** One queued request, validated, with its random stream and its finish callbacks. */
 export interface BatchRow extends SamplingParams {
@@ -80,7 +79,7 @@ interface Cache {
   slots: number;
 }
 
-export interface FusedBatcherOptions {
+export interface FusedBatcherOptions extends PrefillLimits {
   /** The generate graph's session, on this thread or in a worker (generate-runner.ts). */
   runner: GenerateRunner;
   config: DecoderConfig;
@@ -100,18 +99,7 @@ export interface FusedBatcherOptions {
    * the cache), smaller ones the concat loop (fewer nodes). Default SPLIT_CACHE_FROM.
    */
   splitCacheFrom?: number;
-  /** Most prompt tokens (rows × columns) one prefill run takes (default PREFILL_CHUNK_TOKENS). */
-  prefillChunkTokens?: number;
 }
-
-/**
- * Prompt tokens one prefill run takes at most (rows × columns), on both generation paths. A run's
- * attention scores are [rows, heads, columns, slots] floats: with 1024 tokens a run of a model
- * with 8 heads and 2048 positions holds 64 MiB of them, where one run of 48 prompts of 1,800
- * tokens held 2.3 GiB. Runs of 1024 tokens keep the matrix products large enough to lose little
- * speed to the extra runs.
- */
-export const PREFILL_CHUNK_TOKENS = 1024;
 
 /**
  * Batch size from which an 'auto' graph runs its split-cache loop. On the CPU EP the concat loop
@@ -141,11 +129,10 @@ export class FusedBatcher {
   readonly stats = { chunks: 0, admitted: 0, joins: 0, stepsRun: 0, rowSteps: 0 };
 
   readonly #splitInput: boolean;
-  readonly #prefillChunkTokens: number;
 
   constructor(o: FusedBatcherOptions) {
+    checkPrefillLimits(o);
     this.#o = o;
-    this.#prefillChunkTokens = checkPrefillChunk(o.prefillChunkTokens ?? PREFILL_CHUNK_TOKENS);
     this.#splitInput = o.runner.inputNames.includes(GENERATE_INPUTS.splitCache);
     this.maxBatchSize = o.maxBatchSize ?? 64;
     this.chunkTokens = o.chunkTokens ?? 16;
@@ -259,7 +246,7 @@ export class FusedBatcher {
         )
       : 1;
     // Columns per prefill run; the last piece (at most `width` columns) samples.
-    const width = Math.max(1, Math.floor(this.#prefillChunkTokens / B));
+    const width = prefillWidth(B, T, this.#o);
     let past = this.#emptyCache();
     let from = 0;
     for (; T - from > width; from += width)
@@ -566,13 +553,6 @@ function columns<A extends Int32Array | Uint8Array>(
   const out = new (a.constructor as new (n: number) => A)(B * w);
   for (let b = 0; b < B; b++) out.set(a.subarray(b * T + from, b * T + to), b * w);
   return out;
-}
-
-/** A prefill budget must admit at least one token per run. */
-export function checkPrefillChunk(n: number): number {
-  if (!Number.isInteger(n) || n < 1)
-    throw new RangeError(`prefillChunkTokens must be a positive integer, got ${n}`);
-  return n;
 }
 
 /** Rows `keep` of a cache (each row's block is contiguous: one copy per row and tensor). */
