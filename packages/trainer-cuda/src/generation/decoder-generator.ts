@@ -41,9 +41,9 @@ import { firstStop } from './stop-strings.js';
 // convention). Both give a request the same tokens for the same seed.
 //
 // Both paths prefill a long prompt batch in pieces (prefill-pieces.ts; the decode graph takes new
-// tokens after a past cache, so the pieces extend one cache), and a
-// request that fails on its own (invalid, or its decode throws) fails alone: generateSettled
-// gives each request its own result.
+// tokens after a past cache, so the pieces extend one cache). A request that fails on its own
+// (invalid, or its decode or sampling throws) fails alone: generateSettled gives each request its
+// own result, and its batch-mates the tokens they would have had without it.
 
 export interface DecoderGenerateOptions extends SamplingParams {
   maxNewTokens: number;
