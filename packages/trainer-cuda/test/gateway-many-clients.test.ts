@@ -6,8 +6,9 @@
 //   and finish_reason "stop" on every endpoint, streamed or not, and is recorded (it used to be a
 //   500: @huggingface/tokenizers refuses to decode an empty list);
 // - one request that fails never fails its batch-mates: with a failure injected into one request
-//   of 100 concurrent ones (its decode throws), that one gets its error and the others 200 with
-//   the tokens they get when nothing fails.
+//   of 100 concurrent ones (its decode throws — at the end, or mid-batch on its stop-string
+//   check), that one gets its error and the others 200 with the tokens they get when nothing
+//   fails. (Both fail without the per-row isolation.)
 // The expected tokens come from the same server with nothing injected (same seeds, same tokens).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -88,6 +89,24 @@ describe.each(['standard', 'fused'] as const)('the gateway on the %s path', (pat
     }
     return { status: res.status, text, json };
   }
+
+  // Token-id prompts that end in 100 different bytes, so their first tokens differ.
+  const prompt = (i: number) => [
+    ...tokenizer.encode(`Request ${i}: `),
+    ...tokenizer.encode(String.fromCharCode(33 + ((i * 7) % 90))),
+  ];
+  const request = (model: string, i: number, maxTokens: number, extra: object = {}) =>
+    post('/v1/completions', {
+      model,
+      prompt: prompt(i),
+      max_tokens: maxTokens,
+      temperature: 0,
+      return_token_ids: true,
+      ...extra,
+    });
+  /** The 100 prompts at once, greedy, 8 tokens each. */
+  const all = (model: string, extra: object = {}) =>
+    Promise.all(Array.from({ length: 100 }, (_, i) => request(model, i, 8, extra)));
 
   /** A model served over the host's artifacts that stops at `stop` only, decoding with `tok`. */
   function serveStoppingAt(name: string, stop: number, tok: Tokenizer = tokenizer) {
@@ -194,23 +213,9 @@ describe.each(['standard', 'fused'] as const)('the gateway on the %s path', (pat
         return tokenizer.decode(ids, o);
       },
     };
-    // Token-id prompts that end in 100 different bytes, so their first tokens differ.
-    const prompts = Array.from({ length: 100 }, (_, i) => [
-      ...tokenizer.encode(`Request ${i}: `),
-      ...tokenizer.encode(String.fromCharCode(33 + ((i * 7) % 90))),
-    ]);
-    const request = (model: string, i: number, maxTokens: number) =>
-      post('/v1/completions', {
-        model,
-        prompt: prompts[i],
-        max_tokens: maxTokens,
-        temperature: 0,
-        return_token_ids: true,
-      });
     const first: number = (await request('tiny', 0, 1)).json.choices[0].token_ids[0];
     serveStoppingAt('tolerant', first);
     serveStoppingAt('strict', first, strict);
-    const all = (model: string) => Promise.all(prompts.map((_, i) => request(model, i, 8)));
     const want = await all('tolerant');
     expect(want.every((r) => r.status === 200)).toBe(true);
     // Which requests the injected failure hits: those whose completion is empty (request 0, and
@@ -239,5 +244,51 @@ describe.each(['standard', 'fused'] as const)('the gateway on the %s path', (pat
     // The failing request really ran among others: requests were batched together.
     expect(engine.batchStats.requests).toBe(100);
     expect(engine.batchStats.batches).toBeLessThan(100);
+  });
+
+  it('a request that fails in the middle of a running batch fails alone', async () => {
+    // Every request asks for a stop string that never occurs, so each row's text is decoded after
+    // every token it samples, in the middle of the batch. The injected decode throws once a
+    // sample starts with the first three tokens request 0 samples: that row fails there, with
+    // its error; the others finish with the tokens they get when nothing throws.
+    const stop = { stop: ['\u0000'] };
+    const want = await all('tiny', stop);
+    expect(want.every((r) => r.status === 200)).toBe(true);
+    const poison: number[] = want[0]!.json.choices[0].token_ids.slice(0, 3);
+    expect(poison).toHaveLength(3);
+    const starts = (ids: ArrayLike<number>) =>
+      ids.length >= 3 && poison.every((t, j) => ids[j] === t);
+    const hit = want.flatMap((r, i) => (starts(r.json.choices[0].token_ids) ? [i] : []));
+    expect(hit).toContain(0);
+    expect(hit.length).toBeLessThan(10);
+    const throwing: Tokenizer = {
+      ...tokenizer,
+      encode: (text, o) => tokenizer.encode(text, o),
+      decode: (ids, o) => {
+        if (starts(ids)) throw new Error('decode failed mid-sample (the injected failure)');
+        return tokenizer.decode(ids, o);
+      },
+    };
+    const base = host.engine('tiny') as LocalPolicyEngine;
+    host.serve(
+      'mid',
+      new LocalPolicyEngine({
+        artifacts: host.artifacts,
+        tokenizer: throwing,
+        stopTokenIds: base.stopTokenIds(),
+      }),
+    );
+    const got = await all('mid', stop);
+    got.forEach((r, i) => {
+      if (hit.includes(i)) {
+        expect(r.status, `request ${i}`).toBe(500);
+        expect(r.json.error.message).toMatch(/decode failed mid-sample/);
+      } else {
+        expect(r.status, `request ${i}: ${r.text}`).toBe(200);
+        expect(r.json.choices[0].token_ids, `request ${i}`).toEqual(
+          want[i]!.json.choices[0].token_ids,
+        );
+      }
+    });
   });
 });
