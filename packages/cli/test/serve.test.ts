@@ -167,13 +167,16 @@ describe('flowgrpo serve (real process)', () => {
     proc.stderr!.on('data', (d) => {
       stderr += d;
     });
-    await new Promise<void>((resolve, reject) => {
+    const baseURL = await new Promise<string>((resolve, reject) => {
       proc.stdout!.on('data', (d) => {
         stdout += d;
-        if (stdout.includes('listening on')) resolve();
+        const m = /listening on (http:\/\/\S+\/v1)/.exec(stdout);
+        if (m) resolve(m[1]!);
       });
       proc.on('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
     });
+    // Served without a key (what the warning says), and stopped once it answered.
+    expect((await fetch(`${baseURL}/models`)).status).toBe(200);
     proc.kill('SIGTERM');
     expect(await new Promise((resolve) => proc.on('exit', resolve))).toBe(0);
     const warnings = stderr.split('\n').filter((l) => l.startsWith('warning:'));

@@ -302,6 +302,8 @@ export const serveCommand: Command = {
         ...(record && { onReward: record }),
       });
       const models = trainer.gateway.host.models().map((m) => m.id);
+      // Listening for the signals before saying so: a SIGTERM sent on that line stops it cleanly.
+      const signalled = untilSignal(log);
       io.stdout(`listening on ${trainer.gateway.baseURL} (models: ${models.join(', ')})\n`);
       log(
         `training ${Object.keys(roles)
@@ -315,7 +317,7 @@ export const serveCommand: Command = {
           `training done after ${trainer.step} updates; adapters in ${join(config.output_dir, 'adapters')} (still serving)`,
         ),
       );
-      await untilSignal(log);
+      await signalled;
       const saved = await trainer.close();
       log(`adapters saved: ${Object.values(saved).join(', ')}`);
       return 0;
@@ -386,9 +388,10 @@ export const serveCommand: Command = {
       ...serving,
     });
     const models = host.models().map((m) => m.id);
+    const signalled = untilSignal(log);
     io.stdout(`listening on ${gateway.baseURL} (models: ${models.join(', ')})\n`);
     if (apiKey) log('API key required (Authorization: Bearer …)');
-    await untilSignal(log);
+    await signalled;
     await gateway.close();
     await host.close();
     return 0;
