@@ -132,7 +132,58 @@ describe('flowgrpo serve (real process)', () => {
     const code = await new Promise<number | null>((resolve) => child!.on('exit', resolve));
     expect(code).toBe(0);
     expect(stderr).toContain('SIGTERM: closing the gateway');
+    // Loopback (and a key besides): no warning about exposure.
+    expect(stderr).not.toContain('warning:');
     expect(existsSync(join(tmp, 'artifacts', 'artifacts.json'))).toBe(true);
+  });
+
+  it('warns, in one line, when --host serves beyond this machine without an API key', async () => {
+    const proc = spawn(
+      process.execPath,
+      [
+        '--conditions=@flowgrpo/source',
+        '--import',
+        'tsx',
+        'packages/cli/src/bin.ts',
+        'serve',
+        '--model',
+        model,
+        '--host',
+        '0.0.0.0',
+        '--port',
+        '0',
+        '--artifacts-dir',
+        join(tmp, 'artifacts'),
+      ],
+      {
+        cwd: ROOT,
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, FLOWGRPO_API_KEY: '' },
+      },
+    );
+    child = proc;
+    let stdout = '';
+    let stderr = '';
+    proc.stderr!.on('data', (d) => {
+      stderr += d;
+    });
+    const baseURL = await new Promise<string>((resolve, reject) => {
+      proc.stdout!.on('data', (d) => {
+        stdout += d;
+        const m = /listening on (http:\/\/\S+\/v1)/.exec(stdout);
+        if (m) resolve(m[1]!);
+      });
+      proc.on('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
+    });
+    // Served without a key (what the warning says), and stopped once it answered.
+    expect((await fetch(`${baseURL}/models`)).status).toBe(200);
+    proc.kill('SIGTERM');
+    expect(await new Promise((resolve) => proc.on('exit', resolve))).toBe(0);
+    const warnings = stderr.split('\n').filter((l) => l.startsWith('warning:'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(
+      /--host 0\.0\.0\.0 serves beyond this machine without an API key .*set FLOWGRPO_API_KEY/,
+    );
   });
 
   it('explains usage mistakes', async () => {

@@ -546,6 +546,100 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     }).toThrow(/maxBatchSize must be a positive integer/);
   });
 
+  it('long prompt batches prefill in pieces and sample what one prefill run samples (both paths)', async () => {
+    // prefillWholeScores 0 and prefillChunkTokens 5 over 4 rows: one column per prefill run, so
+    // every prompt goes in token by token, each piece extending the cache of the one before.
+    // Expected: the same generators' one-run prefill (these prompts are far under the default
+    // prefillWholeScores); seeded sampling too, so the pieces must not draw from a row's stream.
+    const requests = prompts().map((prompt, i) => ({
+      prompt,
+      maxNewTokens: 8,
+      temperature: i % 2 === 0 ? 0 : 0.9,
+      seed: 40 + i,
+    }));
+    for (const [what, whole, o] of [
+      ['fused', fused, { chunkTokens: 3 }],
+      ['standard', standard, { useGenerateGraph: false }],
+    ] as const) {
+      const pieces = new DecoderGenerator(art, {
+        ...o,
+        prefillChunkTokens: 5,
+        prefillWholeScores: 0,
+      });
+      pieces.setLora(params);
+      const want = await whole.generateEach(requests, { decode });
+      expectSameSamples(want, await pieces.generateEach(requests, { decode }), what);
+      if (what === 'fused') {
+        // One run per prompt column (the longest prompt's), the last of which samples.
+        const longest = Math.max(...prompts().map((p) => p.length));
+        expect((await pieces.batchStats())!.chunks).toBeGreaterThanOrEqual(longest);
+      }
+    }
+    expect(() => new DecoderGenerator(art, { prefillChunkTokens: 0 })).toThrow(
+      /prefillChunkTokens must be a positive integer/,
+    );
+    expect(() => new DecoderGenerator(art, { prefillWholeScores: -1 })).toThrow(
+      /prefillWholeScores must be a non-negative integer/,
+    );
+  });
+
+  it('a row whose stop-string decode throws mid-batch fails alone, on both paths', async () => {
+    // The decode (the tokenizer's, for the stop strings) throws once one row's sample reaches
+    // its third token: that row fails with its error, and its batch-mates finish with the tokens
+    // they get without it (the same generator's greedy samples).
+    for (const [what, gen] of [
+      ['fused', fused],
+      ['standard', standard],
+    ] as const) {
+      const base = { maxNewTokens: 8, temperature: 0, stopStrings: ['\u0000never'] };
+      const want = await gen.generateEach(
+        prompts().map((prompt) => ({ prompt, ...base })),
+        { decode },
+      );
+      const poison = Array.from(want[2]!.tokens.subarray(0, 3));
+      const starts = (ids: ArrayLike<number>) =>
+        ids.length >= 3 && poison.every((t, j) => ids[j] === t);
+      // Only row 2's sample starts with those three tokens.
+      expect(want.filter((w) => starts(w.tokens)).length, what).toBe(1);
+      const throwing = (ids: ArrayLike<number>) => {
+        if (starts(ids)) throw new Error('decode failed for this row');
+        return decode(ids);
+      };
+      const settled = await gen.generateSettled(
+        prompts().map((prompt) => ({ prompt, ...base })),
+        { decode: throwing },
+      );
+      settled.forEach((x, i) => {
+        if (i === 2)
+          expect(x, what).toMatchObject({
+            status: 'rejected',
+            reason: { message: /decode failed/ },
+          });
+        else {
+          expect(x.status, `${what} row ${i}`).toBe('fulfilled');
+          const got = (x as PromiseFulfilledResult<GenerationOutput>).value;
+          expectSameSamples([want[i]!], [got], `${what} row ${i}`);
+        }
+      });
+      // generateEach stays all-or-nothing: the row's error.
+      await expect(
+        gen.generateEach(
+          prompts().map((prompt) => ({ prompt, ...base })),
+          { decode: throwing },
+        ),
+      ).rejects.toThrow(/decode failed/);
+    }
+  });
+
+  it('an invalid request fails alone: its batch-mates are generated', async () => {
+    for (const gen of [fused, standard]) {
+      const ok = { prompt: prompts()[0]!, maxNewTokens: 4, temperature: 0 };
+      const settled = await gen.generateSettled([ok, { ...ok, prompt: [] }, ok]);
+      expect(settled.map((x) => x.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(RangeError);
+    }
+  });
+
   it("a row whose caller's done() throws fails alone; the batch and the batcher go on", async () => {
     // The rows' own callbacks (DecoderGenerator's decode the text there) throw for one row: at
     // once (maxNewTokens 0) and at the end of a running batch. Expected tokens: this thread's

@@ -155,6 +155,9 @@ describe('ByteLevelTokenizer', () => {
         expect(Array.from(hf.encode(s)), s).toEqual(Array.from(tok.encode(s)));
         expect(hf.decode(tok.encode(s))).toBe(s);
       }
+      // An empty completion (EOS sampled first) decodes to '' (@huggingface/tokenizers throws).
+      expect(hf.decode([])).toBe('');
+      expect(tok.decode([])).toBe('');
       const messages = [
         { role: 'system' as const, content: 'Be brief.' },
         { role: 'user' as const, content: 'hi' },

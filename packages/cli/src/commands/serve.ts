@@ -58,7 +58,8 @@ const usage = `Usage:
     --upstream URL            a vLLM / SGLang base URL, e.g. http://10.0.0.5:8000/v1 (repeatable)
     --upstream-api-key-env V  environment variable holding the upstream's API key
     --max-model-len N         the upstream's context length (prompts are checked against it)
-    --host H                  interface to listen on (default 127.0.0.1; 0.0.0.0 exposes it)
+    --host H                  interface to listen on (default 127.0.0.1; 0.0.0.0 exposes it:
+                              without an API key, serve warns that anyone can use it)
     --port N                  port (default 8000; 0 picks a free one)
     --api-key-env V           require "Authorization: Bearer $V" (default: FLOWGRPO_API_KEY
                               when set, else no key)
@@ -150,6 +151,12 @@ function loraShape(args: ParsedArgs, adapters: Record<string, string>): LoraConf
     targetModules: c.target_modules,
     ...(c.use_rslora && { useRslora: true }),
   };
+}
+
+/** Whether `host` is a loopback interface: nothing beyond this machine can connect to it. */
+function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -244,6 +251,11 @@ export const serveCommand: Command = {
     };
     const trainFile = stringOption(args, 'train');
     const threads = intOption(args, 'threads', 1);
+    // Said before anything slow, so it is the first thing the user sees.
+    if (!apiKey && !isLoopback(serving.hostname))
+      log(
+        `warning: --host ${serving.hostname} serves beyond this machine without an API key (anyone who can reach the port can generate, load adapters and read the recorded rollouts); set FLOWGRPO_API_KEY or --api-key-env VAR to require one`,
+      );
 
     // ---- training from posted rewards -------------------------------------------------------
     if (trainFile) {
@@ -290,6 +302,8 @@ export const serveCommand: Command = {
         ...(record && { onReward: record }),
       });
       const models = trainer.gateway.host.models().map((m) => m.id);
+      // Listening for the signals before saying so: a SIGTERM sent on that line stops it cleanly.
+      const signalled = untilSignal(log);
       io.stdout(`listening on ${trainer.gateway.baseURL} (models: ${models.join(', ')})\n`);
       log(
         `training ${Object.keys(roles)
@@ -303,7 +317,7 @@ export const serveCommand: Command = {
           `training done after ${trainer.step} updates; adapters in ${join(config.output_dir, 'adapters')} (still serving)`,
         ),
       );
-      await untilSignal(log);
+      await signalled;
       const saved = await trainer.close();
       log(`adapters saved: ${Object.values(saved).join(', ')}`);
       return 0;
@@ -374,9 +388,10 @@ export const serveCommand: Command = {
       ...serving,
     });
     const models = host.models().map((m) => m.id);
+    const signalled = untilSignal(log);
     io.stdout(`listening on ${gateway.baseURL} (models: ${models.join(', ')})\n`);
     if (apiKey) log('API key required (Authorization: Bearer …)');
-    await untilSignal(log);
+    await signalled;
     await gateway.close();
     await host.close();
     return 0;

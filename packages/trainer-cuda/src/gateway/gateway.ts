@@ -319,7 +319,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
    */
   function tokenPieceLengths(ids: readonly number[]): number[] {
     const out: number[] = [];
-    // (HF tokenizers refuse to decode an empty list.)
+    // An empty window is '' without a call to the tokenizer.
     const decode = (a: number, b: number) =>
       b <= a ? '' : tokenizer.decode(ids.slice(a, b), { skipSpecialTokens: true });
     let prefix = 0;

@@ -27,6 +27,7 @@ import { SessionWorker, type WorkerSession } from '../runtime/session-worker.js'
 import { BatcherPool } from './batcher-pool.js';
 import { type BatchRow, FusedBatcher } from './fused-batcher.js';
 import { type GenerateRunner, localRunner, workerRunner } from './generate-runner.js';
+import { checkPrefillLimits, type PrefillLimits, prefillWidth } from './prefill-pieces.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 import { firstStop } from './stop-strings.js';
 
@@ -38,6 +39,11 @@ import { firstStop } from './stop-strings.js';
 // token with the KV cache carried from `present.*` to `past_key_values.*`, and sampling happens on
 // the host from each step's last-position logits (see sampling.ts for the temperature / logprob
 // convention). Both give a request the same tokens for the same seed.
+//
+// Both paths prefill a long prompt batch in pieces (prefill-pieces.ts; the decode graph takes new
+// tokens after a past cache, so the pieces extend one cache). A request that fails on its own
+// (invalid, or its decode or sampling throws) fails alone: generateSettled gives each request its
+// own result, and its batch-mates the tokens they would have had without it.
 
 export interface DecoderGenerateOptions extends SamplingParams {
   maxNewTokens: number;
@@ -88,6 +94,8 @@ interface RowRequest extends Omit<GenerationRequest, 'seed'> {
 }
 
 interface Row {
+  /** The request's place in the call. */
+  index: number;
   request: RowRequest;
   stopIds: Set<number>;
   stopStrings: string[];
@@ -102,6 +110,8 @@ interface Row {
   text?: string;
   /** Position id of the next token. */
   nextPos: number;
+  /** Why this row failed on its own (it then feeds padding until the batch ends). */
+  error?: unknown;
 }
 
 /** Where the graphs run: sessions on this thread, or a decode session in a worker thread. */
@@ -216,7 +226,7 @@ export interface WorkerGeneratorOptions {
   intraOpThreads?: number;
 }
 
-export interface FusedGenerationOptions {
+export interface FusedGenerationOptions extends PrefillLimits {
   /**
    * Use the artifacts' `generate` graph when they have one (default true); false keeps to the
    * standard prefill/decode graphs.
@@ -288,6 +298,7 @@ export class DecoderGenerator {
     options: FusedGenerationOptions = {},
   ) {
     if (options.maxBatchSize !== undefined) checkBatchSize(options.maxBatchSize);
+    checkPrefillLimits(options);
     this.#fusedOptions = { ...options };
     if ('backend' in source) {
       this.manifest = source.manifest;
@@ -346,6 +357,8 @@ export class DecoderGenerator {
         ...(o.chunkTokens !== undefined && { chunkTokens: o.chunkTokens }),
         ...(o.maxChunkTokens !== undefined && { maxChunkTokens: o.maxChunkTokens }),
         ...(o.splitCacheFrom !== undefined && { splitCacheFrom: o.splitCacheFrom }),
+        ...(o.prefillChunkTokens !== undefined && { prefillChunkTokens: o.prefillChunkTokens }),
+        ...(o.prefillWholeScores !== undefined && { prefillWholeScores: o.prefillWholeScores }),
       });
     const local = batcher(localRunner(session));
     if (o.maxBatchSize !== undefined) local.maxBatchSize = o.maxBatchSize;
@@ -472,14 +485,16 @@ export class DecoderGenerator {
    * Generates from every prompt with the same options: row i samples from
    * `createRng(seed).fork('row:<i>')`.
    */
-  generate(
+  async generate(
     prompts: readonly ArrayLike<number>[],
     options: DecoderGenerateOptions,
   ): Promise<GenerationOutput[]> {
     const root = createRng(options.seed ?? randomBytes(8).readBigUInt64LE());
-    return this.#queued(
-      prompts.map((prompt, i) => ({ ...options, prompt, rng: root.fork(`row:${i}`) })),
-      options,
+    return allOrFirstError(
+      await this.#queued(
+        prompts.map((prompt, i) => ({ ...options, prompt, rng: root.fork(`row:${i}`) })),
+        options,
+      ),
     );
   }
 
@@ -488,10 +503,22 @@ export class DecoderGenerator {
    * A request's tokens do not depend on the others in the batch: it samples from
    * `createRng(seed).fork('row:0')`, exactly as `generate([prompt], { seed })` would.
    */
-  generateEach(
+  async generateEach(
     requests: readonly GenerationRequest[],
     shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'> = {},
   ): Promise<GenerationOutput[]> {
+    return allOrFirstError(await this.generateSettled(requests, shared));
+  }
+
+  /**
+   * generateEach, with each request's own outcome: a request that is invalid, or whose decode or
+   * sampling throws, is rejected alone, and the others get the tokens they would have had
+   * without it. (A failed graph run fails the requests it was running.)
+   */
+  generateSettled(
+    requests: readonly GenerationRequest[],
+    shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'> = {},
+  ): Promise<PromiseSettledResult<GenerationOutput>[]> {
     return this.#queued(
       requests.map((r) => ({
         ...r,
@@ -504,7 +531,7 @@ export class DecoderGenerator {
   async #queued(
     rows: RowRequest[],
     shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>,
-  ): Promise<GenerationOutput[]> {
+  ): Promise<PromiseSettledResult<GenerationOutput>[]> {
     const fused = await this.#fusedBatcher();
     if (fused) return this.#generateFused(fused, rows, shared);
     if (!this.#backend.exclusive) return this.#generate(rows, shared);
@@ -518,21 +545,20 @@ export class DecoderGenerator {
     fused: BatcherPool,
     requests: readonly RowRequest[],
     shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>,
-  ): Promise<GenerationOutput[]> {
+  ): Promise<PromiseSettledResult<GenerationOutput>[]> {
     const { config, maxPositions } = this.manifest;
-    const prepared = requests.map((q, i) =>
-      validateRequest(q, i, config.vocabSize, maxPositions, shared.decode),
-    );
     const lora = this.#fusedLoraFeeds(fused);
     const decode = shared.decode;
     // One submit for all the rows: they start together, and the pool counts them together when
     // it decides whether to open its worker batchers.
     const rows: BatchRow[] = [];
-    const outputs = Promise.all(
+    const outputs = Promise.allSettled(
       requests.map(
         (q, i) =>
           new Promise<GenerationOutput>((resolve, reject) => {
-            const prompt = prepared[i]!.prompt;
+            // An invalid request is rejected alone; the others are submitted.
+            const prepared = validateRequest(q, i, config.vocabSize, maxPositions, decode);
+            const prompt = prepared.prompt;
             rows.push({
               ...(q.temperature !== undefined && { temperature: q.temperature }),
               ...(q.topK !== undefined && { topK: q.topK }),
@@ -540,7 +566,7 @@ export class DecoderGenerator {
               prompt,
               maxNewTokens: q.maxNewTokens,
               stopIds: new Set(q.stopTokenIds ?? []),
-              stopStrings: prepared[i]!.stopStrings,
+              stopStrings: prepared.stopStrings,
               rng: q.rng,
               decode,
               lora,
@@ -579,16 +605,24 @@ export class DecoderGenerator {
   async #generate(
     requests: readonly RowRequest[],
     shared: Pick<DecoderGenerateOptions, 'decode' | 'padTokenId'>,
-  ): Promise<GenerationOutput[]> {
-    const B0 = requests.length;
-    if (B0 === 0) return [];
+  ): Promise<PromiseSettledResult<GenerationOutput>[]> {
     const backend = this.#backend;
     const { config, maxPositions } = this.manifest;
     const V = config.vocabSize;
     const L = config.numHiddenLayers;
-    const rows: Row[] = requests.map((q, i) => {
-      const v = validateRequest(q, i, V, maxPositions, shared.decode);
-      return {
+    const settled: PromiseSettledResult<GenerationOutput>[] = [];
+    // An invalid request is rejected alone; the valid ones make the batch.
+    const rows: Row[] = [];
+    requests.forEach((q, i) => {
+      let v: ReturnType<typeof validateRequest>;
+      try {
+        v = validateRequest(q, i, V, maxPositions, shared.decode);
+      } catch (reason) {
+        settled[i] = { status: 'rejected', reason };
+        return;
+      }
+      rows.push({
+        index: i,
         request: q,
         stopIds: new Set(q.stopTokenIds ?? []),
         stopStrings: v.stopStrings,
@@ -599,8 +633,10 @@ export class DecoderGenerator {
         done: q.maxNewTokens === 0,
         finish: 'length',
         nextPos: v.prompt.length,
-      };
+      });
     });
+    const B0 = rows.length;
+    if (B0 === 0) return settled;
 
     // Prefill: left padding to the longest prompt.
     const T = Math.max(...rows.map((r) => r.prompt.length));
@@ -621,15 +657,36 @@ export class DecoderGenerator {
     let attention = mask;
     let S = T;
     const lora = this.loraFeeds();
-    let logits: CachedLogits = await backend.start(
-      {
-        [INPUT_IDS]: int64(ids, [B0, T]),
-        [ATTENTION_MASK]: int64(mask, [B0, T]),
-        [POSITION_IDS]: int64(pos, [B0, T]),
+    /** The decode graph's past inputs from the last run's cache (local backends carry it here). */
+    const pastOf = (logits: CachedLogits): Record<string, ort.Tensor> => {
+      const feeds: Record<string, ort.Tensor> = {};
+      const cache = logits.cache;
+      if (cache)
+        for (let l = 0; l < L; l++) {
+          feeds[pastKeyName(l)] = cache[presentKeyName(l)]!;
+          feeds[pastValueName(l)] = cache[presentValueName(l)]!;
+        }
+      return feeds;
+    };
+    // The prompt columns, whole or in pieces (prefill-pieces.ts); each piece extends the cache
+    // of the one before, and the last one's logits are the first sample's.
+    const width = prefillWidth(B0, T, this.#fusedOptions);
+    const piece = (from: number, to: number) => {
+      const take = (a: number[]) =>
+        Array.from({ length: B0 }, (_, b) => a.slice(b * T + from, b * T + to)).flat();
+      return {
+        [INPUT_IDS]: int64(take(ids), [B0, to - from]),
+        [ATTENTION_MASK]: int64(
+          Array.from({ length: B0 }, (_, b) => mask.slice(b * T, b * T + to)).flat(),
+          [B0, to],
+        ),
+        [POSITION_IDS]: int64(take(pos), [B0, to - from]),
         ...lora,
-      },
-      B0,
-    );
+      };
+    };
+    let logits: CachedLogits = await backend.start(piece(0, Math.min(T, width)), B0);
+    for (let from = width; from < T; from += width)
+      logits = await backend.step({ ...piece(from, Math.min(T, from + width)), ...pastOf(logits) });
 
     for (;;) {
       const next: number[] = [];
@@ -639,23 +696,30 @@ export class DecoderGenerator {
           next.push(pad);
           return;
         }
-        const s = sampleToken(logits, r.request, r.rng, b * V, V);
-        r.tokens.push(s.token);
-        r.logprobs.push(s.logprob);
-        next.push(s.token);
-        if (r.stopIds.has(s.token)) {
-          r.done = true;
-          r.finish = 'stop';
-          r.stopTokenId = s.token;
-        } else if (r.stopStrings.length > 0) {
-          const text = shared.decode!(r.tokens);
-          const hit = firstStop(text, r.stopStrings);
-          if (hit) {
+        try {
+          const s = sampleToken(logits, r.request, r.rng, b * V, V);
+          r.tokens.push(s.token);
+          r.logprobs.push(s.logprob);
+          next.push(s.token);
+          if (r.stopIds.has(s.token)) {
             r.done = true;
             r.finish = 'stop';
-            r.stopString = hit.stop;
-            r.text = text.slice(0, hit.index);
+            r.stopTokenId = s.token;
+          } else if (r.stopStrings.length > 0) {
+            const text = shared.decode!(r.tokens);
+            const hit = firstStop(text, r.stopStrings);
+            if (hit) {
+              r.done = true;
+              r.finish = 'stop';
+              r.stopString = hit.stop;
+              r.text = text.slice(0, hit.index);
+            }
           }
+        } catch (e) {
+          // This row's own sampling or stop-string decode threw: it fails, the batch goes on.
+          r.error = e;
+          r.done = true;
+          if (next.length === b) next.push(pad);
         }
         if (r.tokens.length >= r.request.maxNewTokens) r.done = true;
       });
@@ -679,7 +743,7 @@ export class DecoderGenerator {
       attention = stepMask;
       S += 1;
       const Bn = live.length;
-      const feeds: Record<string, ort.Tensor> = {
+      logits = await backend.step({
         [INPUT_IDS]: int64(nextIds, [Bn, 1]),
         [ATTENTION_MASK]: int64(attention, [Bn, S]),
         [POSITION_IDS]: int64(
@@ -687,31 +751,34 @@ export class DecoderGenerator {
           [Bn, 1],
         ),
         ...lora,
-      };
-      const cache = logits.cache;
-      if (cache)
-        for (let l = 0; l < L; l++) {
-          feeds[pastKeyName(l)] = cache[presentKeyName(l)]!;
-          feeds[pastValueName(l)] = cache[presentValueName(l)]!;
-        }
-      logits = await backend.step(feeds);
+        ...pastOf(logits),
+      });
     }
 
-    return rows.map((r) => {
-      const out: GenerationOutput = {
-        promptTokens: Int32Array.from(r.prompt),
-        tokens: Int32Array.from(r.tokens),
-        logprobs: Float32Array.from(r.logprobs),
-        finishReason: r.finish,
-      };
-      if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
-      if (r.stopString !== undefined) out.stopString = r.stopString;
-      if (shared.decode) {
-        out.text =
-          r.text ?? shared.decode(r.stopTokenId === undefined ? r.tokens : r.tokens.slice(0, -1));
+    for (const r of rows) {
+      if (r.error !== undefined) {
+        settled[r.index] = { status: 'rejected', reason: r.error };
+        continue;
       }
-      return out;
-    });
+      try {
+        const out: GenerationOutput = {
+          promptTokens: Int32Array.from(r.prompt),
+          tokens: Int32Array.from(r.tokens),
+          logprobs: Float32Array.from(r.logprobs),
+          finishReason: r.finish,
+        };
+        if (r.stopTokenId !== undefined) out.stopTokenId = r.stopTokenId;
+        if (r.stopString !== undefined) out.stopString = r.stopString;
+        if (shared.decode) {
+          out.text =
+            r.text ?? shared.decode(r.stopTokenId === undefined ? r.tokens : r.tokens.slice(0, -1));
+        }
+        settled[r.index] = { status: 'fulfilled', value: out };
+      } catch (reason) {
+        settled[r.index] = { status: 'rejected', reason };
+      }
+    }
+    return settled;
   }
 }
 
@@ -773,6 +840,13 @@ function validateRequest(
       `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
     );
   return { prompt, stopStrings };
+}
+
+/** The outputs in order, or the first request's error (generate / generateEach: all or nothing). */
+function allOrFirstError(settled: PromiseSettledResult<GenerationOutput>[]): GenerationOutput[] {
+  const failed = settled.find((x): x is PromiseRejectedResult => x.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((x) => (x as PromiseFulfilledResult<GenerationOutput>).value);
 }
 
 function checkBatchSize(n: number): void {

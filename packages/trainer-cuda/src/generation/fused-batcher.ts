@@ -10,6 +10,7 @@ import {
   genPresentValue,
 } from '../models/graph/inference-graph.js';
 import type { GenerateRunner } from './generate-runner.js';
+import { checkPrefillLimits, type PrefillLimits, prefillWidth } from './prefill-pieces.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 import { firstStop } from './stop-strings.js';
 
@@ -27,6 +28,12 @@ import { firstStop } from './stop-strings.js';
 // flip; the log-probs it returns were seen to vary at ~1e-6 between runs: docs/performance.md.)
 // Rows with top-k / top-p sample on the host from the `logits` output: while one is in the batch,
 // chunks are one token long.
+//
+// Many clients at once. A row that fails on its own — its temperature is invalid, its stop-string
+// decode or its host sampling throws — leaves the batch with its own error; its batch-mates go on
+// and finish with the tokens they would have had (their cache rows are untouched). Only a failure
+// of the graph run itself fails the rows of that run. A long prompt batch is prefilled in pieces
+// (prefill-pieces.ts): the pieces before the last go through #extend, which keeps no sample.
 
 /** One queued request, validated, with its random stream and its finish callbacks. */
 export interface BatchRow extends SamplingParams {
@@ -60,6 +67,8 @@ interface Live {
   pendingPos: number;
   hostSampled: boolean;
   result?: RowResult;
+  /** Why the row failed on its own (it leaves the batch with this error). */
+  error?: unknown;
 }
 
 /** The batch's cache: per layer [B, kv, S, d] key and value, and which slots hold tokens. */
@@ -70,7 +79,7 @@ interface Cache {
   slots: number;
 }
 
-export interface FusedBatcherOptions {
+export interface FusedBatcherOptions extends PrefillLimits {
   /** The generate graph's session, on this thread or in a worker (generate-runner.ts). */
   runner: GenerateRunner;
   config: DecoderConfig;
@@ -122,6 +131,7 @@ export class FusedBatcher {
   readonly #splitInput: boolean;
 
   constructor(o: FusedBatcherOptions) {
+    checkPrefillLimits(o);
     this.#o = o;
     this.#splitInput = o.runner.inputNames.includes(GENERATE_INPUTS.splitCache);
     this.maxBatchSize = o.maxBatchSize ?? 64;
@@ -143,7 +153,11 @@ export class FusedBatcher {
   submit(rows: BatchRow[]): void {
     this.#arrived += rows.length;
     for (const r of rows) {
-      if (r.maxNewTokens === 0) settle(r, { tokens: [], logprobs: [], finish: 'length' });
+      const t = r.temperature ?? 1;
+      // A bad temperature fails its own row here, never the batch it would have run in.
+      if (!(t >= 0) || !Number.isFinite(t))
+        r.fail(new RangeError(`temperature must be >= 0, got ${t}`));
+      else if (r.maxNewTokens === 0) settle(r, { tokens: [], logprobs: [], finish: 'length' });
       else this.#waiting.push(r);
     }
     if (!this.#running) {
@@ -195,7 +209,10 @@ export class FusedBatcher {
     }
   }
 
-  /** Prefills new rows (their own run), samples their first token, merges them into the batch. */
+  /**
+   * Prefills new rows (runs of their own: all but the last piece of a long prompt batch through
+   * #extend), samples their first token, merges them into the batch.
+   */
   async #admit(rows: BatchRow[]): Promise<void> {
     this.stats.admitted += rows.length;
     const fresh = this.#live.length === 0;
@@ -228,7 +245,27 @@ export class FusedBatcher {
           rows.map((r) => r.prompt.length - 1),
         )
       : 1;
-    const out = await this.#run(live, ids, pos, T, this.#emptyCache(), mask, steps);
+    // Columns per prefill run; the last piece (at most `width` columns) samples.
+    const width = prefillWidth(B, T, this.#o);
+    let past = this.#emptyCache();
+    let from = 0;
+    for (; T - from > width; from += width)
+      past = await this.#extend(
+        columns(ids, B, T, from, from + width),
+        columns(pos, B, T, from, from + width),
+        width,
+        past,
+        columns(mask, B, T, 0, from + width),
+      );
+    const out = await this.#run(
+      live,
+      columns(ids, B, T, from, T),
+      columns(pos, B, T, from, T),
+      T - from,
+      past,
+      mask,
+      steps,
+    );
     if (fresh) {
       this.#live = live;
       this.#cache = out.cache;
@@ -299,12 +336,7 @@ export class FusedBatcher {
     mask: Uint8Array, // [B, S + T]
     steps: number,
   ): Promise<{ cache: Cache }> {
-    const c = this.#o.config;
     const B = live.length;
-    const S = past.slots;
-    const kv = c.numKeyValueHeads;
-    const d = c.headDim;
-    const L = c.numHiddenLayers;
     const stopsPerRow = Math.max(1, ...live.map((l) => l.row.stopIds.size));
     const stopIds = new Int32Array(B * stopsPerRow).fill(-1);
     const temperature = new Float64Array(B);
@@ -314,8 +346,6 @@ export class FusedBatcher {
       let j = 0;
       for (const s of l.row.stopIds) stopIds[b * stopsPerRow + j++] = s;
       const t = l.row.temperature ?? 1;
-      if (!(t >= 0) || !Number.isFinite(t))
-        throw new RangeError(`temperature must be >= 0, got ${t}`);
       temperature[b] = t;
       if (t > 0 && !l.hostSampled) {
         sampling = true;
@@ -323,14 +353,108 @@ export class FusedBatcher {
         for (let k = 0; k < steps; k++) uniforms[b * steps + k] = l.row.rng.next();
       }
     });
+    const host = live.some((l) => l.hostSampled);
+    const o = await this.#graph(
+      { ids, pos, T, past, mask },
+      { temperature, uniforms, steps, stopIds, stopsPerRow, sampling, logits: host },
+    );
+    const tokens = o[GENERATE_OUTPUTS.tokens]!;
+    const K = tokens.dims[0]!;
+    const tok = tokens.data as Int32Array;
+    const lp = o[GENERATE_OUTPUTS.logprobs]!.data as Float32Array;
+    const logits = host ? (o[GENERATE_OUTPUTS.logits]!.data as Float32Array) : undefined;
+    this.stats.chunks++;
+    this.stats.stepsRun += K;
+    this.stats.rowSteps += K * B;
+    const V = this.#o.config.vocabSize;
+    live.forEach((l, b) => {
+      if (l.result || l.error !== undefined) return;
+      try {
+        for (let k = 0; k < K && !l.result; k++) {
+          let token = tok[k * B + b]!;
+          let logprob = lp[k * B + b]!;
+          if (l.hostSampled) {
+            const s = sampleToken(logits!, l.row, l.row.rng, b * V, V);
+            token = s.token;
+            logprob = s.logprob;
+          }
+          this.#push(l, token, logprob);
+        }
+      } catch (e) {
+        // This row's own sampling or stop-string decode threw: it leaves with its error.
+        l.error = e;
+      }
+      // The last sample is the next chunk's input, at the position after the fed tokens'.
+      l.pending = l.tokens[l.tokens.length - 1] ?? 0;
+    });
+    live.forEach((l, b) => {
+      l.pendingPos = pos[b * T + T - 1]! + K;
+    });
+    return { cache: this.#cacheAfter(o, past, mask, B, T, K) };
+  }
+
+  /**
+   * Feeds prompt columns [B, T] into the cache without keeping a sample: the pieces of a long
+   * prompt batch before its last. One greedy step (no row's random stream is drawn from), its
+   * token dropped; the returned cache holds past + these T slots.
+   */
+  async #extend(
+    ids: Int32Array,
+    pos: Int32Array,
+    T: number,
+    past: Cache,
+    mask: Uint8Array, // [B, S + T]
+  ): Promise<Cache> {
+    const B = ids.length / T;
+    const o = await this.#graph(
+      { ids, pos, T, past, mask },
+      {
+        temperature: new Float64Array(B),
+        uniforms: new Float64Array(B),
+        steps: 1,
+        stopIds: new Int32Array(B).fill(-1),
+        stopsPerRow: 1,
+        sampling: false,
+        logits: false,
+      },
+    );
+    this.stats.chunks++;
+    return this.#cacheAfter(o, past, mask, B, T, o[GENERATE_OUTPUTS.tokens]!.dims[0]!);
+  }
+
+  /** One run of the generate graph (see inference-graph.ts for its inputs and outputs). */
+  #graph(
+    input: { ids: Int32Array; pos: Int32Array; T: number; past: Cache; mask: Uint8Array },
+    sample: {
+      temperature: Float64Array;
+      uniforms: Float64Array;
+      steps: number;
+      stopIds: Int32Array;
+      stopsPerRow: number;
+      sampling: boolean;
+      /** Fetch the `logits` output (rows sampled on the host). */
+      logits: boolean;
+    },
+  ): Promise<Record<string, ort.Tensor>> {
+    const c = this.#o.config;
+    const { ids, pos, T, past, mask } = input;
+    const B = ids.length / T;
+    const S = past.slots;
+    const kv = c.numKeyValueHeads;
+    const d = c.headDim;
+    const L = c.numHiddenLayers;
     const feeds: Record<string, ort.Tensor> = {
       [GENERATE_INPUTS.ids]: new ort.Tensor('int32', ids, [B, T]),
       [GENERATE_INPUTS.positions]: new ort.Tensor('int32', pos, [B, T]),
       [GENERATE_INPUTS.mask]: new ort.Tensor('bool', mask, [B, S + T]),
-      [GENERATE_INPUTS.temperature]: new ort.Tensor('float64', temperature, [B]),
-      [GENERATE_INPUTS.uniforms]: new ort.Tensor('float64', uniforms, [B, steps]),
-      [GENERATE_INPUTS.stopIds]: new ort.Tensor('int32', stopIds, [B, stopsPerRow]),
-      [GENERATE_INPUTS.sampling]: new ort.Tensor('bool', Uint8Array.of(sampling ? 1 : 0), []),
+      [GENERATE_INPUTS.temperature]: new ort.Tensor('float64', sample.temperature, [B]),
+      [GENERATE_INPUTS.uniforms]: new ort.Tensor('float64', sample.uniforms, [B, sample.steps]),
+      [GENERATE_INPUTS.stopIds]: new ort.Tensor('int32', sample.stopIds, [B, sample.stopsPerRow]),
+      [GENERATE_INPUTS.sampling]: new ort.Tensor(
+        'bool',
+        Uint8Array.of(sample.sampling ? 1 : 0),
+        [],
+      ),
       ...(this.#splitInput && {
         [GENERATE_INPUTS.splitCache]: new ort.Tensor(
           'bool',
@@ -344,41 +468,25 @@ export class FusedBatcher {
       feeds[genPastKey(l)] = new ort.Tensor('float32', past.keys[l]!, [B, kv, S, d]);
       feeds[genPastValue(l)] = new ort.Tensor('float32', past.values[l]!, [B, kv, S, d]);
     }
-    const host = live.some((l) => l.hostSampled);
     // The logits output is last, so leaving it out keeps the fetch list a prefix of the outputs.
-    const fetches = host
+    const fetches = sample.logits
       ? undefined
       : this.#o.runner.outputNames.filter((n) => n !== GENERATE_OUTPUTS.logits);
     // The past cache is not read again (the run returns the next one): a worker may take it.
     const pastNames = Array.from({ length: L }, (_, l) => [genPastKey(l), genPastValue(l)]).flat();
-    const o = await this.#o.runner.run(feeds, fetches, pastNames);
-    const tokens = o[GENERATE_OUTPUTS.tokens]!;
-    const K = tokens.dims[0]!;
-    const tok = tokens.data as Int32Array;
-    const lp = o[GENERATE_OUTPUTS.logprobs]!.data as Float32Array;
-    const logits = host ? (o[GENERATE_OUTPUTS.logits]!.data as Float32Array) : undefined;
-    this.stats.chunks++;
-    this.stats.stepsRun += K;
-    this.stats.rowSteps += K * B;
-    const V = c.vocabSize;
-    live.forEach((l, b) => {
-      if (l.result) return;
-      for (let k = 0; k < K && !l.result; k++) {
-        let token = tok[k * B + b]!;
-        let logprob = lp[k * B + b]!;
-        if (l.hostSampled) {
-          const s = sampleToken(logits!, l.row, l.row.rng, b * V, V);
-          token = s.token;
-          logprob = s.logprob;
-        }
-        this.#push(l, token, logprob);
-      }
-      // The last sample is the next chunk's input, at the position after the fed tokens'.
-      l.pending = l.tokens[l.tokens.length - 1]!;
-    });
-    live.forEach((l, b) => {
-      l.pendingPos = pos[b * T + T - 1]! + K;
-    });
+    return this.#o.runner.run(feeds, fetches, pastNames);
+  }
+
+  /** The cache a run returned: past + T fed slots + the K − 1 samples fed back in its loop. */
+  #cacheAfter(
+    o: Record<string, ort.Tensor>,
+    past: Cache,
+    mask: Uint8Array, // [B, S + T]
+    B: number,
+    T: number,
+    K: number,
+  ): Cache {
+    const S = past.slots;
     const S2 = S + T + K - 1;
     const newMask = new Uint8Array(B * S2);
     for (let b = 0; b < B; b++) {
@@ -386,11 +494,11 @@ export class FusedBatcher {
       newMask.fill(1, b * S2 + S + T, (b + 1) * S2);
     }
     const cache: Cache = { keys: [], values: [], mask: newMask, slots: S2 };
-    for (let l = 0; l < L; l++) {
+    for (let l = 0; l < this.#o.config.numHiddenLayers; l++) {
       cache.keys.push(o[genPresentKey(l)]!.data as Float32Array);
       cache.values.push(o[genPresentValue(l)]!.data as Float32Array);
     }
-    return { cache };
+    return cache;
   }
 
   /** Appends one sample to a row and decides whether the row is finished. */
@@ -418,17 +526,33 @@ export class FusedBatcher {
     if (finish) l.result = finish;
   }
 
-  /** Resolves finished rows and drops them (and their cache rows) from the batch. */
+  /** Resolves finished rows, fails failed ones, and drops both (and their cache rows). */
   #finishRows(): void {
     const keep: number[] = [];
     this.#live.forEach((l, b) => {
-      if (l.result) settle(l.row, l.result);
+      if (l.error !== undefined) l.row.fail(l.error);
+      else if (l.result) settle(l.row, l.result);
       else keep.push(b);
     });
     if (keep.length === this.#live.length) return;
     this.#live = keep.map((b) => this.#live[b]!);
     this.#cache = keep.length > 0 ? keepRows(this.#cache!, keep, this.#o.config) : undefined;
   }
+}
+
+/** Columns [from, to) of a row-major [B, T] array. */
+function columns<A extends Int32Array | Uint8Array>(
+  a: A,
+  B: number,
+  T: number,
+  from: number,
+  to: number,
+): A {
+  if (from === 0 && to === T) return a;
+  const w = to - from;
+  const out = new (a.constructor as new (n: number) => A)(B * w);
+  for (let b = 0; b < B; b++) out.set(a.subarray(b * T + from, b * T + to), b * w);
+  return out;
 }
 
 /** Rows `keep` of a cache (each row's block is contiguous: one copy per row and tensor). */

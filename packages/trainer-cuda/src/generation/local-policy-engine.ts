@@ -186,14 +186,18 @@ export class LocalPolicyEngine implements PolicyEngine {
         this.batchStats.batches++;
         this.batchStats.requests += batch.length;
         try {
-          const out = await this.generator.generateEach(
+          // Each request its own outcome: one that fails (its decode throws, say) fails alone.
+          const out = await this.generator.generateSettled(
             batch.map((p) => p.request),
             { decode: (ids) => this.#tok.decode(ids, { skipSpecialTokens: true }) },
           );
           batch.forEach((p, i) => {
-            p.resolve(out[i]!);
+            const r = out[i]!;
+            if (r.status === 'fulfilled') p.resolve(r.value);
+            else p.reject(r.reason);
           });
         } catch (e) {
+          // The batch's graph run failed: every request in it has that error.
           for (const p of batch) p.reject(e);
         }
       }

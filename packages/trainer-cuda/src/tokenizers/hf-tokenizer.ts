@@ -120,7 +120,10 @@ export class HfTokenizer implements Tokenizer {
     return Int32Array.from(ids);
   }
 
+  /** An empty list decodes to '' (an empty completion: the first sampled token was EOS). */
   decode(ids: ArrayLike<number>, options: DecodeOptions = {}): string {
+    // @huggingface/tokenizers throws on an empty list; transformers' decode([]) is ''.
+    if (ids.length === 0) return '';
     return this.#inner.decode(Array.from(ids), {
       skip_special_tokens: options.skipSpecialTokens ?? false,
     });
