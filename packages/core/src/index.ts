@@ -162,6 +162,16 @@ export {
 } from './safetensors/write.js';
 export { type SampleRow, SampleRowExtraInfoSchema, SampleRowSchema } from './sample-row.js';
 export {
+  AddressInUseError,
+  DiskFullError,
+  FileSystemError,
+  IsADirectoryError,
+  NotADirectoryError,
+  PermissionDeniedError,
+  ReadOnlyFileSystemError,
+  systemError,
+} from './system-errors.js';
+export {
   type Group,
   GroupSchema,
   type SegmentKind,
