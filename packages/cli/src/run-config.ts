@@ -1,6 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { ConfigError, DATASET_FORMATS, FileNotFoundError } from '@flowgrpo/core';
+import { ConfigError, DATASET_FORMATS } from '@flowgrpo/core';
 import { builtinToolAlias } from '@flowgrpo/tools';
 import {
   type GRPOConfig,
@@ -10,6 +9,8 @@ import {
   SFTConfigSchema,
 } from '@flowgrpo/trainer';
 import { z } from 'zod';
+import { didYouMean } from './closest-name.js';
+import { readJsonFile } from './user-paths.js';
 
 // The JSON file of `flowgrpo train --config run.json`: the trainer's config under TRL's key names
 // (GRPOConfig / SFTConfig, validated by @flowgrpo/trainer) side by side with what the CLI needs
@@ -133,34 +134,78 @@ export type RunConfig =
   | { kind: 'sft'; run: SftRun; config: SFTConfig; file: string }
   | { kind: 'grpo'; run: GrpoRun; config: GRPOConfig; file: string };
 
+/** Keys only training reads: a config written for `flowgrpo eval` alone may leave them out. */
+const TRAINING_ONLY = { output_dir: true, learning_rate: true, max_steps: true } as const;
+type TrainingOnly = keyof typeof TRAINING_ONLY;
+type Lenient<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+
+/** A run config as `flowgrpo eval` reads it: train_file and the training-only keys optional. */
+export type EvalRunConfig =
+  | {
+      kind: 'sft';
+      run: Lenient<SftRun, 'train_file'>;
+      config: Lenient<SFTConfig, TrainingOnly>;
+      file: string;
+    }
+  | {
+      kind: 'grpo';
+      run: Lenient<GrpoRun, 'train_file'>;
+      config: Lenient<GRPOConfig, TrainingOnly>;
+      file: string;
+    };
+
 const RUN_KEYS = {
   sft: Object.keys(SftRunSchema.shape),
   grpo: Object.keys(GrpoRunSchema.shape),
 };
 
-/** Reads run.json: JSON errors name the file, config errors the key; paths become absolute. */
-export function loadRunConfig(
+const KNOWN_KEYS = {
+  sft: new Set([...Object.keys(SftRunSchema.shape), ...Object.keys(SFTConfigSchema.shape)]),
+  grpo: new Set([...Object.keys(GrpoRunSchema.shape), ...Object.keys(GRPOConfigSchema.shape)]),
+};
+
+/** Keys neither the run nor the trainer knows: one error naming each, with the likely intent. */
+function checkKeys(all: Record<string, unknown>, kind: 'sft' | 'grpo', file: string): void {
+  const other = kind === 'sft' ? 'grpo' : 'sft';
+  const unknown = Object.keys(all).filter((k) => !KNOWN_KEYS[kind].has(k));
+  if (unknown.length === 0) return;
+  const described = unknown.map((k) =>
+    KNOWN_KEYS[other].has(k)
+      ? `'${k}' (a ${other.toUpperCase()} key; this config's trainer is '${kind}')`
+      : `'${k}'${didYouMean(k, KNOWN_KEYS[kind])}`,
+  );
+  throw new ConfigError(
+    `${file}: unknown key${unknown.length > 1 ? 's' : ''} ${described.join(', ')}`,
+    { key: unknown[0]! },
+    {
+      hint: 'fix the spelling or remove the key (flowgrpo train --help and packages/trainer-cuda/docs/trainers.md list the keys)',
+    },
+  );
+}
+
+function readRunConfig(
   path: string,
   cwd: string,
-  overrides: { resume?: boolean; device?: DeviceName } = {},
-): RunConfig {
+  overrides: { resume?: boolean; device?: DeviceName },
+  forEval: boolean,
+): RunConfig | EvalRunConfig {
   const file = resolve(cwd, path);
-  if (!existsSync(file)) throw new FileNotFoundError(file);
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (cause) {
-    throw new ConfigError(`${file}: not valid JSON: ${(cause as Error).message}`, {}, { cause });
-  }
+  const raw = readJsonFile(file, '--config');
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
-    throw new ConfigError(`${file}: expected a JSON object`);
+    throw new ConfigError(
+      `${file}: expected a JSON object ({"trainer": …, "model": …}), got ${Array.isArray(raw) ? 'an array' : JSON.stringify(raw)}`,
+      {},
+      { hint: 'see docs/recipes/ for complete run configs' },
+    );
   const all = raw as Record<string, unknown>;
   const kind = all.trainer;
   if (kind !== 'sft' && kind !== 'grpo')
     throw new ConfigError(
       `${file}: trainer: must be 'sft' or 'grpo'${kind === undefined ? ' (missing)' : `, got ${JSON.stringify(kind)}`}`,
       { key: 'trainer' },
+      { hint: 'add "trainer": "grpo" (or "sft") to the config' },
     );
+  checkKeys(all, kind, file);
   const runPart: Record<string, unknown> = {};
   const trainerPart: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(all))
@@ -173,27 +218,70 @@ export function loadRunConfig(
     trainerPart.output_dir = abs(trainerPart.output_dir);
   if (typeof trainerPart.resume_from_checkpoint === 'string')
     trainerPart.resume_from_checkpoint = abs(trainerPart.resume_from_checkpoint);
-  if (kind === 'sft') {
-    const run = parseConfig(SftRunSchema, runPart, file);
-    const config = parseConfig(SFTConfigSchema, trainerPart, file);
-    return { kind, run: absolutePaths(run, abs), config, file };
-  }
-  const run = parseConfig(GrpoRunSchema, runPart, file);
-  const config = parseConfig(GRPOConfigSchema, trainerPart, file);
-  if (run.reward === 'judge' && !run.judge && !run.agent.engine)
+  // Eval-only configs: the same schemas with what only training reads made optional.
+  const run =
+    kind === 'sft'
+      ? parseConfig(
+          forEval ? SftRunSchema.partial({ train_file: true }) : SftRunSchema,
+          runPart,
+          file,
+        )
+      : parseConfig(
+          forEval ? GrpoRunSchema.partial({ train_file: true }) : GrpoRunSchema,
+          runPart,
+          file,
+        );
+  const config =
+    kind === 'sft'
+      ? parseConfig(
+          forEval ? SFTConfigSchema.partial(TRAINING_ONLY) : SFTConfigSchema,
+          trainerPart,
+          file,
+        )
+      : parseConfig(
+          forEval ? GRPOConfigSchema.partial(TRAINING_ONLY) : GRPOConfigSchema,
+          trainerPart,
+          file,
+        );
+  if ('reward' in run && run.reward === 'judge' && !run.judge && !run.agent?.engine)
     throw new ConfigError(
       `${file}: judge: reward 'judge' needs an endpoint (judge, or agent.engine)`,
       { key: 'judge' },
+      { hint: 'add "judge": {"base_url": …, "model": …}, or an agent.engine' },
     );
-  return { kind, run: absolutePaths(run, abs), config, file };
+  return { kind, run: absolutePaths(run, abs), config, file } as RunConfig | EvalRunConfig;
 }
 
-function absolutePaths<T extends SftRun | GrpoRun>(run: T, abs: (p: string) => string): T {
+/** Reads run.json for training: JSON errors name the file, config errors the key; paths absolute. */
+export function loadRunConfig(
+  path: string,
+  cwd: string,
+  overrides: { resume?: boolean; device?: DeviceName } = {},
+): RunConfig {
+  return readRunConfig(path, cwd, overrides, false) as RunConfig;
+}
+
+/**
+ * Reads run.json for evaluation: as loadRunConfig, but a config that only evaluates (no
+ * train_file, output_dir, learning_rate or max_steps) is accepted.
+ */
+export function loadEvalConfig(path: string, cwd: string): EvalRunConfig {
+  return readRunConfig(path, cwd, {}, true) as EvalRunConfig;
+}
+
+function absolutePaths<
+  T extends {
+    model: string;
+    tokenizer?: string | undefined;
+    train_file?: string | undefined;
+    eval_file?: string | undefined;
+  },
+>(run: T, abs: (p: string) => string): T {
   return {
     ...run,
     model: abs(run.model),
     ...(run.tokenizer && { tokenizer: abs(run.tokenizer) }),
-    train_file: abs(run.train_file),
+    ...(run.train_file && { train_file: abs(run.train_file) }),
     ...(run.eval_file && { eval_file: abs(run.eval_file) }),
   };
 }

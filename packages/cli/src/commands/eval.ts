@@ -1,8 +1,7 @@
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { basename, join, resolve } from 'node:path';
-import { FileNotFoundError, trajectoryToJson } from '@flowgrpo/core';
+import { basename, dirname, join, resolve } from 'node:path';
+import { trajectoryToJson } from '@flowgrpo/core';
 import {
   comparisonTable,
   DecoderArtifacts,
@@ -33,13 +32,15 @@ import {
   DEVICES,
   type DeviceName,
   type Endpoint,
-  loadRunConfig,
+  type EvalRunConfig,
+  loadEvalConfig,
   REWARDS,
   type RewardName,
-  type RunConfig,
 } from '../run-config.js';
 import { readQueryRows } from '../run-data.js';
 import { cliProgress, interruptSignal } from '../run-progress.js';
+import { terminalSafe } from '../terminal-text.js';
+import { requireFolder } from '../user-paths.js';
 
 const usage = `Usage:
   flowgrpo eval --model PATH --data FILE [--adapter [NAME=]PATH]... [--base] [options]
@@ -97,7 +98,7 @@ function intOption(args: ParsedArgs, name: string): number | undefined {
 }
 
 /** The agent spec: the config's, with the command line's choices on top. */
-function agentSpec(args: ParsedArgs, rc: RunConfig | undefined): AgentSpec {
+function agentSpec(args: ParsedArgs, rc: EvalRunConfig | undefined): AgentSpec {
   const fromConfig = rc?.kind === 'grpo' ? rc.run.agent : undefined;
   const baseUrl = stringOption(args, 'base-url');
   const engineModel = stringOption(args, 'engine-model');
@@ -140,14 +141,14 @@ function adapterArgs(args: ParsedArgs, cwd: string): { name: string; path: strin
     const eq = item.indexOf('=');
     const [name, path] = eq > 0 ? [item.slice(0, eq), item.slice(eq + 1)] : [undefined, item];
     const abs = resolve(cwd, path);
-    if (!existsSync(abs)) throw new FileNotFoundError(abs);
+    requireFolder(abs, '--adapter');
     return { name: name ?? basename(abs), path: abs };
   });
 }
 
 async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   const configFile = stringOption(args, 'config');
-  const rc = configFile ? loadRunConfig(configFile, io.cwd) : undefined;
+  const rc = configFile ? loadEvalConfig(configFile, io.cwd) : undefined;
   const modelArg = stringOption(args, 'model');
   const model = modelArg ? resolve(io.cwd, modelArg) : rc?.run.model;
   if (!model) throw new UsageError('--model (or --config) is required');
@@ -174,8 +175,10 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   if (keep && !out) throw new UsageError('--trajectories goes with --out');
   const dataFormat =
     stringOption(args, 'data-format') ?? (rc?.kind === 'grpo' ? rc.run.data_format : undefined);
+  // --out is written after every policy was evaluated: a folder that is not there is found now.
+  if (out) requireFolder(dirname(resolve(io.cwd, out)), '--out (its folder)');
 
-  const rows = await readQueryRows(data, dataFormat);
+  const rows = await readQueryRows(data, dataFormat, dataArg ? '--data' : 'eval_file');
   const dataset = limit === undefined ? rows : rows.slice(0, limit);
   const kind = modelKind(model);
   const decoderConfig =
@@ -271,7 +274,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     if (tmp) await rm(tmp, { recursive: true, force: true });
   }
   const ordered = policies.flatMap((p) => results.get(p.name) ?? []);
-  if (ordered.length > 0) io.stdout(`${comparisonTable(ordered)}\n`);
+  if (ordered.length > 0) io.stdout(`${terminalSafe(comparisonTable(ordered))}\n`);
   if (interrupt.signal.aborted) {
     io.stderr(`interrupted: ${ordered.length} of ${policies.length} policies evaluated\n`);
     return 130;

@@ -26,6 +26,7 @@ import {
   UsageError,
 } from '../command.js';
 import { modelKind } from '../model-artifacts.js';
+import { requireFolder } from '../user-paths.js';
 
 const usage = `Usage:
   flowgrpo export --model HF_FOLDER --out DIR [--adapter PATH] [LoRA options]
@@ -94,9 +95,13 @@ function loraFromFlags(args: ParsedArgs): LoraConfig | undefined {
 
 /** --out must be new, empty, or (with --overwrite) replaceable. */
 function checkOut(out: string, args: ParsedArgs): void {
-  if (!existsSync(out) || readdirSync(out).length === 0) return;
+  if (!existsSync(out)) return;
+  requireFolder(out, '--out');
+  if (readdirSync(out).length === 0) return;
   if (args.values.overwrite !== true)
-    throw new UsageError(`--out ${out} exists and is not empty; pass --overwrite to replace it`);
+    throw new UsageError(`--out ${out} exists and is not empty; pass --overwrite to replace it`, {
+      hint: 'pass --overwrite to replace it, or choose another --out',
+    });
 }
 
 async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
@@ -112,6 +117,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     });
   const adapterArg = stringOption(args, 'adapter');
   const adapterDir = adapterArg ? resolve(io.cwd, adapterArg) : undefined;
+  if (adapterDir) requireFolder(adapterDir, '--adapter');
   checkOut(out, args);
 
   if (args.values.merge === true) {
@@ -119,8 +125,9 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     const dtypeArg = stringOption(args, 'dtype');
     if (dtypeArg !== undefined && !DTYPES[dtypeArg])
       throw new UsageError(`--dtype must be ${Object.keys(DTYPES).join(', ')}, got '${dtypeArg}'`);
+    // The adapter is checked against the model's shape before the weights are read.
+    const { lora, params } = await loadLoraAdapter(adapterDir, await loadDecoderConfig(model));
     const weights = await loadHfModel(model);
-    const { lora, params } = await loadLoraAdapter(adapterDir, weights.config);
     const merged = mergeLora(weights, lora, params);
     const dtype = DTYPES[dtypeArg ?? weights.config.torchDtype ?? 'float32'] ?? 'F32';
     // Written beside --out and renamed into place: a kill never leaves a half-written model.

@@ -11,6 +11,7 @@ import {
   loadTokenizer,
 } from '@flowgrpo/trainer';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
+import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
 
 const usage = `Usage:
   flowgrpo generate --model PATH [--tokenizer PATH] --prompt TEXT [options]
@@ -170,7 +171,7 @@ export const generateCommand: Command = {
         const completion = tokenizer.decode(kept, { skipSpecialTokens: true });
         if (args.values.json === true) {
           io.stdout(
-            `${JSON.stringify({
+            `${terminalSafeJson({
               text,
               completion,
               prompt_ids: promptIds,
@@ -180,7 +181,7 @@ export const generateCommand: Command = {
               device: artifacts.session(graph).device,
             })}\n`,
           );
-        } else io.stdout(`${text}\n`);
+        } else io.stdout(`${terminalSafe(text)}\n`);
         return 0;
       } finally {
         await artifacts.release();
