@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
+import { ConfigError, FileNotFoundError, systemError } from '@flowgrpo/core';
 import {
   ARTIFACTS_MANIFEST,
   type ArtifactsManifest,
@@ -101,13 +101,18 @@ export async function ensureArtifacts(
   }
   o.log?.(`artifacts: building ${dir} from ${model}`);
   const weights = await loadDecoderModel(model);
-  const manifest = buildDecoderArtifacts(weights, dir, {
-    ...(o.lora && { lora: o.lora }),
-    ...(o.graphs && { graphs: o.graphs }),
-    maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
-  });
-  writeFileSync(stampFile, stamp);
-  return { dir, manifest, built: true };
+  try {
+    const manifest = buildDecoderArtifacts(weights, dir, {
+      ...(o.lora && { lora: o.lora }),
+      ...(o.graphs && { graphs: o.graphs }),
+      maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
+    });
+    writeFileSync(stampFile, stamp);
+    return { dir, manifest, built: true };
+  } catch (e) {
+    // A full disk, a file where the folder belongs: named as the artifacts folder it was for.
+    throw systemError(e, { what: 'the artifacts folder', path: dir }) ?? e;
+  }
 }
 
 /** The tokenizer: `tokenizer` when given, else the model folder's (artifacts have none). */

@@ -183,6 +183,25 @@ function checkKeys(all: Record<string, unknown>, kind: 'sft' | 'grpo', file: str
   );
 }
 
+/** The trainer's parseConfig, its ConfigError given the fix (which key, in which file). */
+function withFix(file: string): typeof parseConfig {
+  return (schema, input, what) => {
+    try {
+      return parseConfig(schema, input, what);
+    } catch (e) {
+      if (!ConfigError.isInstance(e) || e.hint) throw e;
+      throw new ConfigError(
+        e.message,
+        { ...(e.key !== undefined && { key: e.key }) },
+        {
+          cause: e,
+          hint: `correct ${e.key ? `"${e.key}"` : 'that key'} in ${file} (packages/trainer-cuda/docs/trainers.md describes each key)`,
+        },
+      );
+    }
+  };
+}
+
 function readRunConfig(
   path: string,
   cwd: string,
@@ -219,26 +238,27 @@ function readRunConfig(
   if (typeof trainerPart.resume_from_checkpoint === 'string')
     trainerPart.resume_from_checkpoint = abs(trainerPart.resume_from_checkpoint);
   // Eval-only configs: the same schemas with what only training reads made optional.
+  const parse = withFix(file);
   const run =
     kind === 'sft'
-      ? parseConfig(
+      ? parse(
           forEval ? SftRunSchema.partial({ train_file: true }) : SftRunSchema,
           runPart,
           file,
         )
-      : parseConfig(
+      : parse(
           forEval ? GrpoRunSchema.partial({ train_file: true }) : GrpoRunSchema,
           runPart,
           file,
         );
   const config =
     kind === 'sft'
-      ? parseConfig(
+      ? parse(
           forEval ? SFTConfigSchema.partial(TRAINING_ONLY) : SFTConfigSchema,
           trainerPart,
           file,
         )
-      : parseConfig(
+      : parse(
           forEval ? GRPOConfigSchema.partial(TRAINING_ONLY) : GRPOConfigSchema,
           trainerPart,
           file,
@@ -298,6 +318,7 @@ export function apiKeyOf(
     throw new ConfigError(
       `${key}.api_key_env names $${spec.api_key_env}, which is not set in the environment`,
       { key: `${key}.api_key_env` },
+      { hint: `export ${spec.api_key_env}=<the API key> before running, or fix the name` },
     );
   return value;
 }

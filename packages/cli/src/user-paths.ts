@@ -56,7 +56,7 @@ export function readJsonFile(path: string, what: string): unknown {
   try {
     text = readFileSync(path, 'utf8');
   } catch (cause) {
-    throw systemError(cause, what) ?? cause;
+    throw systemError(cause, { what }) ?? cause;
   }
   try {
     return JSON.parse(text);

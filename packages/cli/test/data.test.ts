@@ -79,7 +79,8 @@ describe('flowgrpo data: usage', () => {
     const io = captureIO(join(cwd, 'work'), { FLOWGRPO_SHARED: missing });
     expect(await runCli(['data', 'prepare'], io)).toBe(1);
     expect(io.err).toBe(
-      `[CONFIG_ERROR] FLOWGRPO_SHARED points to ${missing}, which is not a folder; set it to the shared folder (the one holding data/) or unset it\n`,
+      `[CONFIG_ERROR] FLOWGRPO_SHARED points to ${missing}, which is not a folder; set it to the shared folder (the one holding data/) or unset it\n` +
+        'fix: export FLOWGRPO_SHARED=<the shared folder>, or unset it\n',
     );
     // A shared folder without data/ is named too.
     mkdirSync(join(cwd, 'empty-shared'));

@@ -75,18 +75,23 @@ function fileInTheWay(path: string): string | undefined {
 
 /**
  * `error` as a typed FlowGrpoError when it is one of Node's system errors a user can fix, else
- * undefined. `what` says what the path was for ("output_dir", "the run config"), when known.
+ * undefined. `what` says what the path was for ("output_dir", "--out"), and `path` where the
+ * call was writing when Node's error does not say (a write to an open file names no path).
  */
-export function systemError(error: unknown, what?: string): FlowGrpoError | undefined {
+export function systemError(
+  error: unknown,
+  context: { what?: string; path?: string } = {},
+): FlowGrpoError | undefined {
   if (typeof error !== 'object' || error === null || FlowGrpoError.isInstance(error))
     return undefined;
   const e = error as ErrnoLike;
   if (typeof e.code !== 'string') return undefined;
   const errno = e.code;
-  const path = typeof e.path === 'string' ? e.path : undefined;
+  const what = context.what;
+  const path = typeof e.path === 'string' ? e.path : context.path;
   const dest = typeof e.dest === 'string' ? e.dest : undefined;
   const syscall = typeof e.syscall === 'string' ? e.syscall : 'access';
-  const subject = `${what ? `${what}: ` : ''}${path ?? '(unknown path)'}`;
+  const subject = [what, path].filter(Boolean).join(': ') || `a file (${syscall})`;
   const fields = { path, errno };
   const cause = { cause: error };
   switch (errno) {

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { ConfigError } from '@flowgrpo/core';
+import { ConfigError, systemError } from '@flowgrpo/core';
 import {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
@@ -141,7 +141,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
       await rename(tmp, out);
     } catch (e) {
       await rm(tmp, { recursive: true, force: true });
-      throw e;
+      throw systemError(e, { what: '--out', path: dirname(out) }) ?? e;
     }
     io.stdout(
       `merged ${adapterDir} (r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}) into ${out} (${dtype})\n`,
@@ -166,11 +166,19 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     throw new UsageError('the train_step graph needs LoRA (--adapter or --lora-r)');
   const maxPositions = numberOption(args, 'max-positions');
   const weights = await loadHfModel(model);
-  const manifest = buildDecoderArtifacts(weights, out, {
-    ...(lora && { lora }),
-    ...(graphs && { graphs }),
-    maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
-  });
+  const created = !existsSync(out);
+  let manifest: ReturnType<typeof buildDecoderArtifacts>;
+  try {
+    manifest = buildDecoderArtifacts(weights, out, {
+      ...(lora && { lora }),
+      ...(graphs && { graphs }),
+      maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
+    });
+  } catch (e) {
+    // A folder this call created holds only a partial build (a full disk, say): not left behind.
+    if (created) await rm(out, { recursive: true, force: true });
+    throw systemError(e, { what: '--out', path: out }) ?? e;
+  }
   io.stdout(
     `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
   );

@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { FileNotFoundError } from '@flowgrpo/core';
+import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
 import {
   buildDecoderArtifacts,
   DecoderArtifacts,
@@ -115,6 +115,14 @@ export const generateCommand: Command = {
     if (isDir) {
       const hint = await llama2cFolderHint(modelPath);
       if (hint) throw new UsageError(hint);
+      if (!(await stat(join(modelPath, 'config.json')).catch(() => undefined)))
+        throw new ConfigError(
+          `--model ${modelPath} is not a HF model folder (no config.json)`,
+          { key: 'model' },
+          {
+            hint: 'give a folder with config.json, *.safetensors and tokenizer.json, or a llama2.c .bin file',
+          },
+        );
     }
     const tokArg = stringOption(args, 'tokenizer');
     if (!isDir && !tokArg)

@@ -192,7 +192,7 @@ function resolveApiKey(
     try {
       key = readFileSync(path, 'utf8').trim();
     } catch (error) {
-      throw systemError(error, '--api-key-file') ?? error;
+      throw systemError(error, { what: '--api-key-file' }) ?? error;
     }
     if (!key)
       throw new ConfigError(
@@ -240,11 +240,15 @@ export const solveCommand: Command = {
     if (!question) throw new UsageError('solve needs a question');
     const baseURL = stringOption(args, 'base-url');
     if (!baseURL) throw new UsageError('--base-url is required');
+    let protocol: string | undefined;
     try {
-      new URL(baseURL);
-    } catch {
-      throw new UsageError(`--base-url is not a URL: '${baseURL}'`);
-    }
+      protocol = new URL(baseURL).protocol;
+    } catch {}
+    // "localhost:8000/v1" parses as a URL of scheme "localhost:": not what was meant either.
+    if (protocol !== 'http:' && protocol !== 'https:')
+      throw new UsageError(`--base-url is not an http(s) URL: '${baseURL}'`, {
+        hint: 'e.g. --base-url http://localhost:8000/v1',
+      });
     const model = stringOption(args, 'model');
     if (!model) throw new UsageError('--model is required');
     const structured = (stringOption(args, 'structured') ?? 'json_schema') as StructuredOutputMode;
