@@ -241,23 +241,11 @@ function readRunConfig(
   const parse = withFix(file);
   const run =
     kind === 'sft'
-      ? parse(
-          forEval ? SftRunSchema.partial({ train_file: true }) : SftRunSchema,
-          runPart,
-          file,
-        )
-      : parse(
-          forEval ? GrpoRunSchema.partial({ train_file: true }) : GrpoRunSchema,
-          runPart,
-          file,
-        );
+      ? parse(forEval ? SftRunSchema.partial({ train_file: true }) : SftRunSchema, runPart, file)
+      : parse(forEval ? GrpoRunSchema.partial({ train_file: true }) : GrpoRunSchema, runPart, file);
   const config =
     kind === 'sft'
-      ? parse(
-          forEval ? SFTConfigSchema.partial(TRAINING_ONLY) : SFTConfigSchema,
-          trainerPart,
-          file,
-        )
+      ? parse(forEval ? SFTConfigSchema.partial(TRAINING_ONLY) : SFTConfigSchema, trainerPart, file)
       : parse(
           forEval ? GRPOConfigSchema.partial(TRAINING_ONLY) : GRPOConfigSchema,
           trainerPart,

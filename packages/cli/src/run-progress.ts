@@ -42,7 +42,7 @@ export function metricsLine(record: MetricsRecord): string {
     return `${k} ${typeof v === 'number' ? (Number.isInteger(v) ? v : v.toPrecision(4)) : v}`;
   });
   // Values can quote a rollout's error message, which can quote the model: terminal-safe.
-  return terminalSafe(`step ${record.step}: ${parts.join('  ')}`, { oneLine: true }) + '\n';
+  return `${terminalSafe(`step ${record.step}: ${parts.join('  ')}`, { oneLine: true })}\n`;
 }
 
 /**

@@ -362,7 +362,7 @@ const MISTAKES: Mistake[] = [
     },
     code: 'DATA_FORMAT_ERROR',
     exit: 1,
-    says: /is not a PEFT adapter folder[^]*checkpoint-10/,
+    says: /is not a PEFT adapter folder[\s\S]*checkpoint-10/,
   },
   {
     name: "eval: an adapter of another model's shape",
