@@ -1,5 +1,4 @@
-import { FlowGrpoError, systemError } from '@flowgrpo/core';
-import { didYouMean } from './closest-name.js';
+import { didYouMean, FlowGrpoError, systemError } from '@flowgrpo/core';
 import { UsageError } from './command.js';
 import { terminalSafe } from './terminal-text.js';
 

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { didYouMean } from './closest-name.js';
+import { didYouMean } from '@flowgrpo/core';
 import { type CliIO, type Command, UsageError } from './command.js';
 import { dataCommand } from './commands/data.js';
 import { demoCommand } from './commands/demo.js';

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { ConfigError, DATASET_FORMATS } from '@flowgrpo/core';
+import { ConfigError, DATASET_FORMATS, didYouMean } from '@flowgrpo/core';
 import { builtinToolAlias } from '@flowgrpo/tools';
 import {
   type GRPOConfig,
@@ -9,7 +9,6 @@ import {
   SFTConfigSchema,
 } from '@flowgrpo/trainer';
 import { z } from 'zod';
-import { didYouMean } from './closest-name.js';
 import { readJsonFile } from './user-paths.js';
 
 // The JSON file of `flowgrpo train --config run.json`: the trainer's config under TRL's key names

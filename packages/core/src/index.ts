@@ -4,6 +4,8 @@
 // Parquet, Arrow and JS rows, safetensors header parsing and per-row normaliser helpers stay
 // internal.
 
+export { closestName, didYouMean } from './closest-name.js';
+export { parseCommandLine } from './command-line.js';
 export { type ArrowIpcFormat, readArrowIpc, writeArrowIpc } from './datasets/arrow-ipc.js';
 export {
   arrowTableToRows,
