@@ -118,10 +118,13 @@ export function systemError(
       );
     }
     case 'EISDIR':
-      return new IsADirectoryError(`${subject} is a folder, where a file belongs`, fields, {
-        ...cause,
-        hint: 'give the path of a file inside it, or choose another path',
-      });
+      return new IsADirectoryError(
+        path || what
+          ? `${subject} is a folder, where a file belongs`
+          : `a folder was given where a file belongs (${syscall})`,
+        fields,
+        { ...cause, hint: 'give the path of a file inside it, or choose another path' },
+      );
     case 'EACCES':
     case 'EPERM':
       return new PermissionDeniedError(
