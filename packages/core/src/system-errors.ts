@@ -112,7 +112,9 @@ export function systemError(
         });
       const file = blocking ?? path;
       return new NotADirectoryError(
-        `${subject}: ${file} is a file, where a folder belongs`,
+        file === path
+          ? `${subject} is a file, where a folder belongs`
+          : `${subject}: ${file} is a file, where a folder belongs`,
         fields,
         { ...cause, hint: `remove or rename the file ${file}, or choose another folder` },
       );
