@@ -19,7 +19,8 @@ const FALLBACK_FIXES: Record<string, string> = {
   FILE_NOT_FOUND: 'check the path (relative paths resolve against the working directory)',
   EXECUTION_PROVIDER_UNAVAILABLE:
     'use --device cpu (or "device": "cpu"), or install an onnxruntime-node build with that execution provider',
-  DATA_FORMAT_ERROR: 'fix the file at the line or row named, or check "data_format"',
+  DATA_FORMAT_ERROR:
+    'fix the file at the line or row named (for a data set, check "data_format"), or write it again',
   SAFETENSORS_ERROR: 'the weights file is damaged or not safetensors: download or export it again',
   UNSUPPORTED_ARCHITECTURE:
     'use a supported decoder (Qwen2, Qwen3, Llama, Mistral: see packages/trainer-cuda/docs)',

@@ -128,8 +128,11 @@ export async function resolveTokenizer(
     });
   if (!tokenizer && modelKind(model) === 'artifacts')
     throw new ConfigError(
-      `${model} is an artifacts directory, which holds no tokenizer; name the folder with tokenizer.json (tokenizer / --tokenizer)`,
+      `${model} is an artifacts directory, which holds no tokenizer`,
       { key: 'tokenizer' },
+      {
+        hint: 'name the folder with tokenizer.json (tokenizer / --tokenizer): the HF model folder it was built from',
+      },
     );
   if (statSync(path).isDirectory() && !existsSync(join(path, 'tokenizer.json')))
     throw new ConfigError(

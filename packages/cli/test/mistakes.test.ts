@@ -20,7 +20,7 @@ import { grpoConfig, questionRows, tinyModel, writeConfig, writeJsonl } from './
 // own folder), the [CODE] the CLI must print, and the exit status (1 for a mistake in what was
 // given, 2 for a usage mistake, with the usage). Every row's output must be `[CODE] message` with
 // a fix (or the usage), and no stack trace. Nothing here trains: the fixtures are a tiny model, an
-// adapter of another model's shape, and small files, built once.
+// artifacts directory, an adapter of another model's shape, and small files, built once.
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../../..');
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-cli-mistakes-'));
@@ -31,6 +31,8 @@ interface Fixtures {
   dir: string;
   /** A tiny HF model folder. */
   model: string;
+  /** An artifacts directory built from `model` (flowgrpo export). */
+  artifacts: string;
   /** A PEFT adapter made for a model of another shape. */
   otherAdapter: string;
   /** SampleRows (.jsonl). */
@@ -63,8 +65,12 @@ beforeAll(async () => {
   const lora: LoraConfig = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj'] };
   const otherAdapter = join(tmp, 'other-adapter');
   await saveLoraAdapter(otherAdapter, otherConfig, lora, initLoraParams(otherConfig, lora, 1));
+  const artifacts = join(tmp, 'artifacts');
+  const built = captureIO(tmp);
+  expect(await runCli(['export', '--model', model, '--out', artifacts], built), built.err).toBe(0);
   fixtures = {
     model,
+    artifacts,
     otherAdapter,
     rows: writeJsonl(join(tmp, 'rows.jsonl'), questionRows(4)),
   };
@@ -598,6 +604,57 @@ const MISTAKES: Mistake[] = [
     code: 'CONFIG_ERROR',
     exit: 1,
     says: 'grpo.json:1:2',
+  },
+  {
+    name: 'serve: --record in a folder that does not exist',
+    argv: (f) => ['serve', '--model', f.model, '--record', join(f.dir, 'logs', 'rollouts.jsonl')],
+    code: 'FILE_NOT_FOUND',
+    exit: 1,
+    says: '--record',
+  },
+  {
+    name: 'serve --upstream without --served-model-name',
+    argv: () => ['serve', '--upstream', 'http://127.0.0.1:9/v1'],
+    code: 'USAGE_ERROR',
+    exit: 2,
+  },
+  {
+    name: 'generate: the tokenizer does not exist',
+    argv: (f) => [
+      'generate',
+      '--model',
+      f.model,
+      '--tokenizer',
+      join(f.dir, 'tok'),
+      '--prompt',
+      'hi',
+    ],
+    code: 'FILE_NOT_FOUND',
+    exit: 1,
+  },
+  {
+    name: 'export: an unknown graph',
+    argv: (f) => ['export', '--model', f.model, '--out', join(f.dir, 'out'), '--graphs', 'decoder'],
+    code: 'USAGE_ERROR',
+    exit: 2,
+  },
+  {
+    name: 'eval: an artifacts directory without --tokenizer',
+    argv: (f) => ['eval', '--model', f.artifacts, '--data', f.rows, '--agent', 'tag'],
+    code: 'CONFIG_ERROR',
+    exit: 1,
+    says: '--tokenizer',
+  },
+  {
+    name: 'eval: a damaged artifacts directory',
+    argv: (f) => {
+      const art = f.folder('art');
+      writeFileSync(join(art, 'artifacts.json'), '{}');
+      return ['eval', '--model', art, '--data', f.rows, '--agent', 'tag'];
+    },
+    code: 'DATA_FORMAT_ERROR',
+    exit: 1,
+    says: 'artifacts.json',
   },
   {
     name: 'serve: --port is not a number',

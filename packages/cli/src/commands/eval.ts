@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
-import { trajectoryToJson } from '@flowgrpo/core';
+import { systemError, trajectoryToJson } from '@flowgrpo/core';
 import {
   comparisonTable,
   DecoderArtifacts,
@@ -288,7 +288,10 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     await writeFile(
       path,
       `${JSON.stringify({ model, data, n: dataset.length, reward, results }, null, 2)}\n`,
-    );
+    ).catch((e: unknown) => {
+      // The table is printed above; what could not be written is named with the fix.
+      throw systemError(e, { what: '--out', path }) ?? e;
+    });
     io.stderr(`results: ${path}\n`);
   }
   return 0;

@@ -34,7 +34,7 @@ import {
   resolveTokenizer,
 } from '../model-artifacts.js';
 import { metricsLine } from '../run-progress.js';
-import { readJsonFile } from '../user-paths.js';
+import { readJsonFile, requireFolder } from '../user-paths.js';
 
 const usage = `Usage:
   flowgrpo serve --model PATH [options]
@@ -221,6 +221,8 @@ export const serveCommand: Command = {
     const log = (line: string) => io.stderr(`${line}\n`);
 
     const recordFile = stringOption(args, 'record');
+    // Checked now: a folder that is not there would fail only when the first reward is posted.
+    if (recordFile) requireFolder(dirname(resolve(cwd, recordFile)), '--record (its folder)');
     const record = recordFile
       ? (r: RecordedRollout) => {
           const t = rolloutTrajectory(r, { queryId: r.id, groupId: r.groupId ?? r.id });
