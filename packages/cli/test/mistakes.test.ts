@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -812,6 +812,28 @@ describe('a full disk', () => {
       expect(io.err).toMatch(/^\[DISK_FULL\] .*no space left/m);
       expect(io.err).toContain(join(disk.dir, 'artifacts'));
       expect(io.err).toMatch(/^fix: /m);
+      expect(io.err).not.toMatch(/^\s+at /m);
+      // The partial build this command started is not left behind.
+      expect(existsSync(join(disk.dir, 'artifacts'))).toBe(false);
+    } finally {
+      disk.unmount();
+    }
+  });
+
+  it('train with output_dir on a full disk is DISK_FULL naming the artifacts folder', async (ctx) => {
+    const disk = smallDisk('16k');
+    if ('reason' in disk) {
+      console.log(`skipped: ${disk.reason}`);
+      ctx.skip();
+      return;
+    }
+    try {
+      const f = rowFixtures();
+      const io = captureIO(f.dir, {});
+      const config = f.config({ output_dir: join(disk.dir, 'run') });
+      expect(await runCli(['train', '--config', config], io)).toBe(1);
+      expect(io.err).toMatch(/^\[DISK_FULL\] the artifacts folder: .*no space left/m);
+      expect(io.err).toContain(join(disk.dir, 'run', 'artifacts'));
       expect(io.err).not.toMatch(/^\s+at /m);
     } finally {
       disk.unmount();
