@@ -275,6 +275,13 @@ const MISTAKES: Mistake[] = [
     says: (f) => join(f.dir, 'out'),
   },
   {
+    name: 'train: a tool that needs an LLM engine, without one',
+    argv: (f) => ['train', '--config', f.config({ agent: { type: 'tag', tools: ['wikipedia'] } })],
+    code: 'CONFIG_ERROR',
+    exit: 1,
+    says: 'need agent.engine',
+  },
+  {
     name: 'train: an API key variable that is not set',
     argv: (f) => [
       'train',
