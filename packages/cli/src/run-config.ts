@@ -182,15 +182,46 @@ function checkKeys(all: Record<string, unknown>, kind: 'sft' | 'grpo', file: str
   );
 }
 
-/** The trainer's parseConfig, its ConfigError given the fix (which key, in which file). */
+interface SchemaDef {
+  type: string;
+  shape?: Record<string, unknown>;
+  innerType?: unknown;
+  options?: unknown[];
+  element?: unknown;
+}
+const defOf = (schema: unknown) => (schema as { _zod: { def: SchemaDef } })._zod.def;
+
+/** The shapes of the object schemas at `path` in `schema` (each option's, in a union). */
+function shapesAt(schema: unknown, path: readonly PropertyKey[]): Record<string, unknown>[] {
+  const def = defOf(schema);
+  if (def.innerType) return shapesAt(def.innerType, path); // optional, default, nullable
+  if (def.options) return def.options.flatMap((option) => shapesAt(option, path));
+  if (path.length === 0) return def.shape ? [def.shape] : [];
+  const [head, ...rest] = path;
+  if (def.type === 'array' && def.element) return shapesAt(def.element, rest);
+  const next = def.shape?.[String(head)];
+  return next ? shapesAt(next, rest) : [];
+}
+
+/**
+ * The trainer's parseConfig, its ConfigError given the fix (which key, in which file), and an
+ * unknown key inside an object ("agent": {"tols": …}) the closest key that object takes.
+ */
 function withFix(file: string): typeof parseConfig {
   return (schema, input, what) => {
     try {
       return parseConfig(schema, input, what);
     } catch (e) {
       if (!ConfigError.isInstance(e) || e.hint) throw e;
+      const issue = schema.safeParse(input).error?.issues[0];
+      let message = e.message;
+      if (issue?.code === 'unrecognized_keys' && issue.path.length > 0) {
+        const known = shapesAt(schema, issue.path).flatMap((shape) => Object.keys(shape));
+        const keys = issue.keys.map((k) => `'${k}'${didYouMean(k, known)}`).join(', ');
+        message = `${what}: ${issue.path.join('.')}: unknown key${issue.keys.length > 1 ? 's' : ''} ${keys}`;
+      }
       throw new ConfigError(
-        e.message,
+        message,
         { ...(e.key !== undefined && { key: e.key }) },
         {
           cause: e,

@@ -168,6 +168,20 @@ const MISTAKES: Mistake[] = [
     says: "unknown key 'learning_rat' (did you mean learning_rate?)",
   },
   {
+    name: 'train: a mistyped key inside an object',
+    argv: (f) => ['train', '--config', f.config({ agent: { type: 'tag', tols: ['calculator'] } })],
+    code: 'CONFIG_ERROR',
+    exit: 1,
+    says: "agent: unknown key 'tols' (did you mean tools?)",
+  },
+  {
+    name: 'train: a mistyped LoRA key',
+    argv: (f) => ['train', '--config', f.config({ lora: { r: 2, lora_alhpa: 4 } })],
+    code: 'CONFIG_ERROR',
+    exit: 1,
+    says: "lora: unknown key 'lora_alhpa' (did you mean lora_alpha?)",
+  },
+  {
     name: 'train: a GRPO key in an SFT config',
     argv: (f) => [
       'train',
