@@ -1,30 +1,25 @@
 // Trains an openai-agents-js agent (src/agent.ts) with GRPO through flowgrpo's policy gateway.
 //   pnpm example agent-openai-agents [--quick] [--steps N] [--out DIR]
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '@flowgrpo/core';
 import { trainAgent } from './train.js';
 
-const argv = process.argv.slice(2);
-const { values } = parseArgs({
-  args: argv[0] === '--' ? argv.slice(1) : argv,
+const usage = `Usage: pnpm example agent-openai-agents [flags]
+  --quick     2 steps of 2 questions × 4 rollouts (the test command runs this)
+  --steps N   GRPO steps (default 20; 4 questions × 8 rollouts each)
+  --eval N    held-out questions scored greedily before and after (default 16; --quick 0)
+  --lr X      learning rate (default 0.02; --quick 0.005)
+  --out DIR   default out/agent-openai-agents`;
+
+const { values } = parseCommandLine(usage, {
   options: {
     quick: { type: 'boolean', default: false },
     steps: { type: 'string' },
     eval: { type: 'string' },
     lr: { type: 'string' },
     out: { type: 'string', default: join('out', 'agent-openai-agents') },
-    help: { type: 'boolean', default: false },
   },
 });
-if (values.help) {
-  console.log(`Usage: pnpm example agent-openai-agents [flags]
-  --quick     2 steps of 2 questions × 4 rollouts (the test command runs this)
-  --steps N   GRPO steps (default 20; 4 questions × 8 rollouts each)
-  --eval N    held-out questions scored greedily before and after (default 16; --quick 0)
-  --lr X      learning rate (default 0.02; --quick 0.005)
-  --out DIR   default out/agent-openai-agents`);
-  process.exit(0);
-}
 console.log(
   'flowgrpo example: agent-openai-agents — an openai-agents-js agent trained through the gateway\n',
 );

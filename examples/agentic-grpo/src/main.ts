@@ -2,7 +2,7 @@
 //   pnpm example agentic-grpo [--quick] [--model <HF folder>] [--sft-steps N] [--grpo-steps N]
 //                             [--live-steps N] [--beta B] [--device D] [--seed N] [--out DIR]
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/trainer';
 import { runAgenticGrpo } from './run.js';
 
@@ -18,9 +18,7 @@ const usage = `Usage: pnpm example agentic-grpo [flags]
   --seed N          task, model and sampling seed (default 1)
   --out DIR         run folder (default out/agentic-grpo)`;
 
-const argv = process.argv.slice(2);
-const { values } = parseArgs({
-  args: argv[0] === '--' ? argv.slice(1) : argv,
+const { values } = parseCommandLine(usage, {
   options: {
     quick: { type: 'boolean', default: false },
     model: { type: 'string' },
@@ -31,13 +29,8 @@ const { values } = parseArgs({
     device: { type: 'string', default: 'cpu' },
     seed: { type: 'string', default: '1' },
     out: { type: 'string', default: join('out', 'agentic-grpo') },
-    help: { type: 'boolean', default: false },
   },
 });
-if (values.help) {
-  console.log(usage);
-  process.exit(0);
-}
 console.log('flowgrpo example: agentic-grpo — the production agentic GRPO feature list, live\n');
 await runAgenticGrpo({
   out: values.out,

@@ -1,7 +1,7 @@
 // Fits a small MLP through flowgrpo's ONNX training graphs and writes the train-step graph.
 //   pnpm example autodiff-mlp [--quick] [--device cpu|webgpu|cuda|auto] [--steps N]
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/trainer';
 import { fitMlp } from './fit-mlp.js';
 
@@ -16,23 +16,15 @@ gradients from reverse-mode autodiff, AdamW as a second graph) and writes the tr
   --quick                         40 steps
   --help                          this text`;
 
-const argv = process.argv.slice(2);
-const { values } = parseArgs({
-  // `npm start -- --device …` passes the separator through.
-  args: argv[0] === '--' ? argv.slice(1) : argv,
+const { values } = parseCommandLine(usage, {
   options: {
     device: { type: 'string', default: 'cpu' },
     steps: { type: 'string', default: '200' },
     out: { type: 'string', default: 'out/autodiff-mlp' },
     // 40 steps instead of 200 (every example has a --quick path).
     quick: { type: 'boolean', default: false },
-    help: { type: 'boolean', default: false },
   },
 });
-if (values.help) {
-  console.log(usage);
-  process.exit(0);
-}
 const result = await fitMlp({
   device: values.device as DeviceRequest,
   steps: values.quick ? 40 : Number(values.steps),

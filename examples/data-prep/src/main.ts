@@ -2,7 +2,7 @@
 //   pnpm example data-prep [--quick] [--data-dir DIR] [--math F.parquet …] [--nq F] [--aime F]
 //                          [--out DIR] [--seed N]
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '@flowgrpo/core';
 import { DEFAULT_OUT, prepareData } from './prepare-data.js';
 import { sharedDir } from './shared.js';
 
@@ -15,9 +15,7 @@ const usage = `Usage: pnpm example data-prep [flags]
   --out DIR         where combined_train.parquet and val.parquet go (default ${DEFAULT_OUT})
   --seed N          shuffle seed (default 42)`;
 
-const argv = process.argv.slice(2);
-const { values } = parseArgs({
-  args: argv[0] === '--' ? argv.slice(1) : argv,
+const { values } = parseCommandLine(usage, {
   options: {
     quick: { type: 'boolean', default: false },
     'data-dir': { type: 'string' },
@@ -26,13 +24,8 @@ const { values } = parseArgs({
     aime: { type: 'string' },
     out: { type: 'string', default: DEFAULT_OUT },
     seed: { type: 'string', default: '42' },
-    help: { type: 'boolean', default: false },
   },
 });
-if (values.help) {
-  console.log(usage);
-  process.exit(0);
-}
 const shared = sharedDir();
 const dataDir = values['data-dir'] ?? (shared ? join(shared, 'data') : undefined);
 if (!dataDir && !(values.math && values.nq)) {

@@ -3,7 +3,7 @@
 //   pnpm example gsm8k-calculator [--quick] [--model <HF folder>] [--sft-steps N] [--grpo-steps N]
 //                                 [--test N] [--device cpu|cuda|webgpu|auto] [--out DIR]
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/trainer';
 import { runGsm8k } from './run.js';
 import { sharedDir } from './shared.js';
@@ -19,9 +19,7 @@ const usage = `Usage: pnpm example gsm8k-calculator [flags]
   --seed N          default 1
   --out DIR         default out/gsm8k-calculator`;
 
-const argv = process.argv.slice(2);
-const { values } = parseArgs({
-  args: argv[0] === '--' ? argv.slice(1) : argv,
+const { values } = parseCommandLine(usage, {
   options: {
     quick: { type: 'boolean', default: false },
     model: { type: 'string' },
@@ -31,13 +29,8 @@ const { values } = parseArgs({
     device: { type: 'string', default: 'cpu' },
     seed: { type: 'string', default: '1' },
     out: { type: 'string', default: join('out', 'gsm8k-calculator') },
-    help: { type: 'boolean', default: false },
   },
 });
-if (values.help) {
-  console.log(usage);
-  process.exit(0);
-}
 const shared = sharedDir();
 if (!shared) {
   console.log(

@@ -1,14 +1,20 @@
 // Supervised LoRA fine-tuning of stories260K; the PEFT adapter written, reloaded and used.
 //   pnpm example lora-sft [--quick] [--steps N] [--model FILE|DIR --tokenizer FILE|DIR] [--out DIR]
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/trainer';
 import { loraSft } from './lora-sft.js';
 import { sharedDir } from './shared.js';
 
-const argv = process.argv.slice(2);
-const { values } = parseArgs({
-  args: argv[0] === '--' ? argv.slice(1) : argv,
+const usage = `Usage: pnpm example lora-sft [flags]
+  --quick            30 steps instead of 100
+  --steps N          SFT steps
+  --model PATH       a llama2.c .bin checkpoint or an HF model folder (default ../shared/models/stories260K/stories260K.bin)
+  --tokenizer PATH   its tokenizer: tok*.bin, or the HF folder (default ../shared/models/stories260K/tok512.bin)
+  --device D         cpu (default), cuda, webgpu or auto
+  --out DIR          default out/lora-sft`;
+
+const { values } = parseCommandLine(usage, {
   options: {
     quick: { type: 'boolean', default: false },
     steps: { type: 'string' },
@@ -16,19 +22,8 @@ const { values } = parseArgs({
     tokenizer: { type: 'string' },
     device: { type: 'string', default: 'cpu' },
     out: { type: 'string', default: join('out', 'lora-sft') },
-    help: { type: 'boolean', default: false },
   },
 });
-if (values.help) {
-  console.log(`Usage: pnpm example lora-sft [flags]
-  --quick            30 steps instead of 100
-  --steps N          SFT steps
-  --model PATH       a llama2.c .bin checkpoint or an HF model folder (default ../shared/models/stories260K/stories260K.bin)
-  --tokenizer PATH   its tokenizer: tok*.bin, or the HF folder (default ../shared/models/stories260K/tok512.bin)
-  --device D         cpu (default), cuda, webgpu or auto
-  --out DIR          default out/lora-sft`);
-  process.exit(0);
-}
 const shared = sharedDir();
 const model = values.model ?? (shared && join(shared, 'models', 'stories260K', 'stories260K.bin'));
 const tokenizer =

@@ -3,7 +3,7 @@
 //   pnpm example search-agent [--quick] [--model <HF folder>] [--corpus hotpotqa|wiki-sample]
 //                             [--retriever-url URL] [--sft-steps N] [--grpo-steps N] [--out DIR]
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/trainer';
 import { runSearchAgent } from './run.js';
 import { sharedDir } from './shared.js';
@@ -20,9 +20,7 @@ const usage = `Usage: pnpm example search-agent [flags]
   --seed N              model, data order and sampling seed (default 1)
   --out DIR             run folder (default out/search-agent)`;
 
-const argv = process.argv.slice(2);
-const { values } = parseArgs({
-  args: argv[0] === '--' ? argv.slice(1) : argv,
+const { values } = parseCommandLine(usage, {
   options: {
     quick: { type: 'boolean', default: false },
     model: { type: 'string' },
@@ -33,13 +31,8 @@ const { values } = parseArgs({
     device: { type: 'string', default: 'cpu' },
     seed: { type: 'string', default: '1' },
     out: { type: 'string', default: join('out', 'search-agent') },
-    help: { type: 'boolean', default: false },
   },
 });
-if (values.help) {
-  console.log(usage);
-  process.exit(0);
-}
 if (values.corpus !== 'hotpotqa' && values.corpus !== 'wiki-sample') {
   console.error(`--corpus must be hotpotqa or wiki-sample, got '${values.corpus}'`);
   process.exit(2);

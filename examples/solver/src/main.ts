@@ -4,7 +4,7 @@
 //                       [--local <HF folder | artifacts | tiny>] [--adapter DIR]
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/trainer';
 import { scriptedServer } from './scripted-server.js';
 import { sharedDir } from './shared.js';
@@ -28,9 +28,7 @@ const usage = `Usage: pnpm example solver [flags]
   --device D         device of the local planner: cpu (default), cuda, webgpu, auto
   --quick            the same run with at most 3 steps`;
 
-const argv = process.argv.slice(2);
-const { values, positionals } = parseArgs({
-  args: argv[0] === '--' ? argv.slice(1) : argv,
+const { values, positionals } = parseCommandLine(usage, {
   allowPositionals: true,
   options: {
     quick: { type: 'boolean', default: false },
@@ -44,13 +42,8 @@ const { values, positionals } = parseArgs({
     local: { type: 'string' },
     adapter: { type: 'string' },
     device: { type: 'string', default: 'cpu' },
-    help: { type: 'boolean', default: false },
   },
 });
-if (values.help) {
-  console.log(usage);
-  process.exit(0);
-}
 if (values.wiki !== 'offline' && values.wiki !== 'live') {
   console.error(`--wiki must be offline or live, got '${values.wiki}'`);
   process.exit(2);

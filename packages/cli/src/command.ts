@@ -1,4 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
+import { FlowGrpoError } from '@flowgrpo/core';
 
 // A subcommand of `flowgrpo`: its options are declared for node:util's parseArgs, and `run`
 // receives the parsed values. Output goes through `io` so tests can capture it.
@@ -33,12 +34,9 @@ export interface Command {
   run(args: ParsedArgs, io: CliIO): Promise<number>;
 }
 
-/** A usage mistake: printed with the command's usage, exit code 2. */
-export class UsageError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UsageError';
-  }
+/** A usage mistake (a missing or malformed option): printed with the command's usage, exit 2. */
+export class UsageError extends FlowGrpoError {
+  static override readonly code = 'USAGE_ERROR';
 }
 
 export function stringOption(args: ParsedArgs, name: string): string | undefined {

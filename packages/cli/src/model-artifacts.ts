@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
+import { dirname, join } from 'node:path';
+import { ConfigError, FileNotFoundError, systemError } from '@flowgrpo/core';
 import {
   ARTIFACTS_MANIFEST,
   type ArtifactsManifest,
@@ -26,17 +26,24 @@ export type ModelKind = 'artifacts' | 'hf';
 
 /** 'artifacts' for a folder with artifacts.json, 'hf' for one with config.json. */
 export function modelKind(path: string): ModelKind {
-  if (!existsSync(path)) throw new FileNotFoundError(path);
+  if (!existsSync(path))
+    throw new FileNotFoundError(path, {
+      hint: 'check the model path (model / --model): a HF model folder or an artifacts directory',
+    });
   if (!statSync(path).isDirectory())
     throw new ConfigError(
       `${path} is a file; give a HF model folder (config.json + safetensors) or an artifacts directory`,
       { key: 'model' },
+      { hint: `give the folder that holds it (${dirname(path)}), if that is the model folder` },
     );
   if (existsSync(join(path, ARTIFACTS_MANIFEST))) return 'artifacts';
   if (existsSync(join(path, 'config.json'))) return 'hf';
   throw new ConfigError(
     `${path} is neither a HF model folder (no config.json) nor an artifacts directory (no ${ARTIFACTS_MANIFEST})`,
     { key: 'model' },
+    {
+      hint: 'give a folder with config.json + *.safetensors (as from huggingface-cli download), or one that flowgrpo export wrote',
+    },
   );
 }
 
@@ -94,13 +101,18 @@ export async function ensureArtifacts(
   }
   o.log?.(`artifacts: building ${dir} from ${model}`);
   const weights = await loadDecoderModel(model);
-  const manifest = buildDecoderArtifacts(weights, dir, {
-    ...(o.lora && { lora: o.lora }),
-    ...(o.graphs && { graphs: o.graphs }),
-    maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
-  });
-  writeFileSync(stampFile, stamp);
-  return { dir, manifest, built: true };
+  try {
+    const manifest = buildDecoderArtifacts(weights, dir, {
+      ...(o.lora && { lora: o.lora }),
+      ...(o.graphs && { graphs: o.graphs }),
+      maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
+    });
+    writeFileSync(stampFile, stamp);
+    return { dir, manifest, built: true };
+  } catch (e) {
+    // A full disk, a file where the folder belongs: named as the artifacts folder it was for.
+    throw systemError(e, { what: 'the artifacts folder', path: dir }) ?? e;
+  }
 }
 
 /** The tokenizer: `tokenizer` when given, else the model folder's (artifacts have none). */
@@ -110,13 +122,23 @@ export async function resolveTokenizer(
   vocabSize: number,
 ): Promise<Tokenizer> {
   const path = tokenizer ?? model;
-  if (!existsSync(path)) throw new FileNotFoundError(path);
+  if (!existsSync(path))
+    throw new FileNotFoundError(path, {
+      hint: 'check the tokenizer path (tokenizer / --tokenizer): a folder with tokenizer.json',
+    });
   if (!tokenizer && modelKind(model) === 'artifacts')
     throw new ConfigError(
-      `${model} is an artifacts directory, which holds no tokenizer; name the folder with tokenizer.json (tokenizer / --tokenizer)`,
+      `${model} is an artifacts directory, which holds no tokenizer`,
       { key: 'tokenizer' },
+      {
+        hint: 'name the folder with tokenizer.json (tokenizer / --tokenizer): the HF model folder it was built from',
+      },
     );
   if (statSync(path).isDirectory() && !existsSync(join(path, 'tokenizer.json')))
-    throw new ConfigError(`${path} has no tokenizer.json`, { key: 'tokenizer' });
+    throw new ConfigError(
+      `${path} has no tokenizer.json`,
+      { key: 'tokenizer' },
+      { hint: 'name the folder with tokenizer.json (tokenizer / --tokenizer)' },
+    );
   return loadTokenizer(path, { vocabSize });
 }

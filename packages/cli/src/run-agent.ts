@@ -59,9 +59,8 @@ function tools(spec: AgentSpec, engine: LLMEngine | undefined, env: NodeJS.Proce
   if (needing.length > 0 && !engine)
     throw new ConfigError(
       `agent.tools: ${needing.join(', ')} need agent.engine (an LLM endpoint)`,
-      {
-        key: 'agent.engine',
-      },
+      { key: 'agent.engine' },
+      { hint: 'add "engine": {"base_url": …, "model": …} to agent, or drop those tools' },
     );
   return buildTools(spec.tools.join(','), engine ?? noEngine, env);
 }
@@ -126,9 +125,11 @@ export function rewardFunction(
       return mathEquivalenceReward() as RewardFunction<object>;
     case 'judge':
       if (!judge)
-        throw new ConfigError("reward 'judge' needs an endpoint (judge, or agent.engine)", {
-          key: 'judge',
-        });
+        throw new ConfigError(
+          "reward 'judge' needs an endpoint (judge, or agent.engine)",
+          { key: 'judge' },
+          { hint: 'add "judge": {"base_url": …, "model": …}, or use another reward' },
+        );
       return new LLMJudge({
         engine: openAIEngine(judge, env, 'judge'),
       }) as unknown as RewardFunction<object>;

@@ -1,6 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { ConfigError, DATASET_FORMATS, FileNotFoundError } from '@flowgrpo/core';
+import { ConfigError, DATASET_FORMATS, didYouMean } from '@flowgrpo/core';
 import { builtinToolAlias } from '@flowgrpo/tools';
 import {
   type GRPOConfig,
@@ -10,6 +9,7 @@ import {
   SFTConfigSchema,
 } from '@flowgrpo/trainer';
 import { z } from 'zod';
+import { readJsonFile } from './user-paths.js';
 
 // The JSON file of `flowgrpo train --config run.json`: the trainer's config under TRL's key names
 // (GRPOConfig / SFTConfig, validated by @flowgrpo/trainer) side by side with what the CLI needs
@@ -133,34 +133,128 @@ export type RunConfig =
   | { kind: 'sft'; run: SftRun; config: SFTConfig; file: string }
   | { kind: 'grpo'; run: GrpoRun; config: GRPOConfig; file: string };
 
+/** Keys only training reads: a config written for `flowgrpo eval` alone may leave them out. */
+const TRAINING_ONLY = { output_dir: true, learning_rate: true, max_steps: true } as const;
+type TrainingOnly = keyof typeof TRAINING_ONLY;
+type Lenient<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+
+/** A run config as `flowgrpo eval` reads it: train_file and the training-only keys optional. */
+export type EvalRunConfig =
+  | {
+      kind: 'sft';
+      run: Lenient<SftRun, 'train_file'>;
+      config: Lenient<SFTConfig, TrainingOnly>;
+      file: string;
+    }
+  | {
+      kind: 'grpo';
+      run: Lenient<GrpoRun, 'train_file'>;
+      config: Lenient<GRPOConfig, TrainingOnly>;
+      file: string;
+    };
+
 const RUN_KEYS = {
   sft: Object.keys(SftRunSchema.shape),
   grpo: Object.keys(GrpoRunSchema.shape),
 };
 
-/** Reads run.json: JSON errors name the file, config errors the key; paths become absolute. */
-export function loadRunConfig(
+const KNOWN_KEYS = {
+  sft: new Set([...Object.keys(SftRunSchema.shape), ...Object.keys(SFTConfigSchema.shape)]),
+  grpo: new Set([...Object.keys(GrpoRunSchema.shape), ...Object.keys(GRPOConfigSchema.shape)]),
+};
+
+/** Keys neither the run nor the trainer knows: one error naming each, with the likely intent. */
+function checkKeys(all: Record<string, unknown>, kind: 'sft' | 'grpo', file: string): void {
+  const other = kind === 'sft' ? 'grpo' : 'sft';
+  const unknown = Object.keys(all).filter((k) => !KNOWN_KEYS[kind].has(k));
+  if (unknown.length === 0) return;
+  const described = unknown.map((k) =>
+    KNOWN_KEYS[other].has(k)
+      ? `'${k}' (a ${other.toUpperCase()} key; this config's trainer is '${kind}')`
+      : `'${k}'${didYouMean(k, KNOWN_KEYS[kind])}`,
+  );
+  throw new ConfigError(
+    `${file}: unknown key${unknown.length > 1 ? 's' : ''} ${described.join(', ')}`,
+    { key: unknown[0]! },
+    {
+      hint: 'fix the spelling or remove the key (flowgrpo train --help and packages/trainer-cuda/docs/trainers.md list the keys)',
+    },
+  );
+}
+
+interface SchemaDef {
+  type: string;
+  shape?: Record<string, unknown>;
+  innerType?: unknown;
+  options?: unknown[];
+  element?: unknown;
+}
+const defOf = (schema: unknown) => (schema as { _zod: { def: SchemaDef } })._zod.def;
+
+/** The shapes of the object schemas at `path` in `schema` (each option's, in a union). */
+function shapesAt(schema: unknown, path: readonly PropertyKey[]): Record<string, unknown>[] {
+  const def = defOf(schema);
+  if (def.innerType) return shapesAt(def.innerType, path); // optional, default, nullable
+  if (def.options) return def.options.flatMap((option) => shapesAt(option, path));
+  if (path.length === 0) return def.shape ? [def.shape] : [];
+  const [head, ...rest] = path;
+  if (def.type === 'array' && def.element) return shapesAt(def.element, rest);
+  const next = def.shape?.[String(head)];
+  return next ? shapesAt(next, rest) : [];
+}
+
+/**
+ * The trainer's parseConfig, its ConfigError given the fix (which key, in which file), and an
+ * unknown key inside an object ("agent": {"tols": …}) the closest key that object takes.
+ */
+function withFix(file: string): typeof parseConfig {
+  return (schema, input, what) => {
+    try {
+      return parseConfig(schema, input, what);
+    } catch (e) {
+      if (!ConfigError.isInstance(e) || e.hint) throw e;
+      const issue = schema.safeParse(input).error?.issues[0];
+      let message = e.message;
+      if (issue?.code === 'unrecognized_keys' && issue.path.length > 0) {
+        const known = shapesAt(schema, issue.path).flatMap((shape) => Object.keys(shape));
+        const keys = issue.keys.map((k) => `'${k}'${didYouMean(k, known)}`).join(', ');
+        message = `${what}: ${issue.path.join('.')}: unknown key${issue.keys.length > 1 ? 's' : ''} ${keys}`;
+      }
+      throw new ConfigError(
+        message,
+        { ...(e.key !== undefined && { key: e.key }) },
+        {
+          cause: e,
+          hint: `correct ${e.key ? `"${e.key}"` : 'that key'} in ${file} (packages/trainer-cuda/docs/trainers.md describes each key)`,
+        },
+      );
+    }
+  };
+}
+
+function readRunConfig(
   path: string,
   cwd: string,
-  overrides: { resume?: boolean; overwrite?: boolean; device?: DeviceName } = {},
-): RunConfig {
+  overrides: { resume?: boolean; overwrite?: boolean; device?: DeviceName },
+  forEval: boolean,
+): RunConfig | EvalRunConfig {
   const file = resolve(cwd, path);
-  if (!existsSync(file)) throw new FileNotFoundError(file);
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(file, 'utf8'));
-  } catch (cause) {
-    throw new ConfigError(`${file}: not valid JSON: ${(cause as Error).message}`, {}, { cause });
-  }
+  const raw = readJsonFile(file, '--config');
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
-    throw new ConfigError(`${file}: expected a JSON object`);
+    throw new ConfigError(
+      `${file}: expected a JSON object ({"trainer": …, "model": …}), got ${Array.isArray(raw) ? 'an array' : JSON.stringify(raw)}`,
+      {},
+      { hint: 'see docs/recipes/ for complete run configs' },
+    );
   const all = raw as Record<string, unknown>;
   const kind = all.trainer;
   if (kind !== 'sft' && kind !== 'grpo')
     throw new ConfigError(
       `${file}: trainer: must be 'sft' or 'grpo'${kind === undefined ? ' (missing)' : `, got ${JSON.stringify(kind)}`}`,
       { key: 'trainer' },
+      { hint: 'add "trainer": "grpo" (or "sft") to the config' },
     );
+  checkKeys(all, kind, file);
   const runPart: Record<string, unknown> = {};
   const trainerPart: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(all))
@@ -174,27 +268,59 @@ export function loadRunConfig(
     trainerPart.output_dir = abs(trainerPart.output_dir);
   if (typeof trainerPart.resume_from_checkpoint === 'string')
     trainerPart.resume_from_checkpoint = abs(trainerPart.resume_from_checkpoint);
-  if (kind === 'sft') {
-    const run = parseConfig(SftRunSchema, runPart, file);
-    const config = parseConfig(SFTConfigSchema, trainerPart, file);
-    return { kind, run: absolutePaths(run, abs), config, file };
-  }
-  const run = parseConfig(GrpoRunSchema, runPart, file);
-  const config = parseConfig(GRPOConfigSchema, trainerPart, file);
-  if (run.reward === 'judge' && !run.judge && !run.agent.engine)
+  // Eval-only configs: the same schemas with what only training reads made optional.
+  const parse = withFix(file);
+  const run =
+    kind === 'sft'
+      ? parse(forEval ? SftRunSchema.partial({ train_file: true }) : SftRunSchema, runPart, file)
+      : parse(forEval ? GrpoRunSchema.partial({ train_file: true }) : GrpoRunSchema, runPart, file);
+  const config =
+    kind === 'sft'
+      ? parse(forEval ? SFTConfigSchema.partial(TRAINING_ONLY) : SFTConfigSchema, trainerPart, file)
+      : parse(
+          forEval ? GRPOConfigSchema.partial(TRAINING_ONLY) : GRPOConfigSchema,
+          trainerPart,
+          file,
+        );
+  if ('reward' in run && run.reward === 'judge' && !run.judge && !run.agent?.engine)
     throw new ConfigError(
       `${file}: judge: reward 'judge' needs an endpoint (judge, or agent.engine)`,
       { key: 'judge' },
+      { hint: 'add "judge": {"base_url": …, "model": …}, or an agent.engine' },
     );
-  return { kind, run: absolutePaths(run, abs), config, file };
+  return { kind, run: absolutePaths(run, abs), config, file } as RunConfig | EvalRunConfig;
 }
 
-function absolutePaths<T extends SftRun | GrpoRun>(run: T, abs: (p: string) => string): T {
+/** Reads run.json for training: JSON errors name the file, config errors the key; paths absolute. */
+export function loadRunConfig(
+  path: string,
+  cwd: string,
+  overrides: { resume?: boolean; overwrite?: boolean; device?: DeviceName } = {},
+): RunConfig {
+  return readRunConfig(path, cwd, overrides, false) as RunConfig;
+}
+
+/**
+ * Reads run.json for evaluation: as loadRunConfig, but a config that only evaluates (no
+ * train_file, output_dir, learning_rate or max_steps) is accepted.
+ */
+export function loadEvalConfig(path: string, cwd: string): EvalRunConfig {
+  return readRunConfig(path, cwd, {}, true) as EvalRunConfig;
+}
+
+function absolutePaths<
+  T extends {
+    model: string;
+    tokenizer?: string | undefined;
+    train_file?: string | undefined;
+    eval_file?: string | undefined;
+  },
+>(run: T, abs: (p: string) => string): T {
   return {
     ...run,
     model: abs(run.model),
     ...(run.tokenizer && { tokenizer: abs(run.tokenizer) }),
-    train_file: abs(run.train_file),
+    ...(run.train_file && { train_file: abs(run.train_file) }),
     ...(run.eval_file && { eval_file: abs(run.eval_file) }),
   };
 }
@@ -211,6 +337,7 @@ export function apiKeyOf(
     throw new ConfigError(
       `${key}.api_key_env names $${spec.api_key_env}, which is not set in the environment`,
       { key: `${key}.api_key_env` },
+      { hint: `export ${spec.api_key_env}=<the API key> before running, or fix the name` },
     );
   return value;
 }

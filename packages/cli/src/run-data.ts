@@ -1,10 +1,8 @@
-import { existsSync } from 'node:fs';
 import { extname } from 'node:path';
 import {
   type ChatMessage,
   DataFormatError,
   type DatasetFormat,
-  FileNotFoundError,
   loadDataset,
   readJsonlAll,
   readParquetRows,
@@ -12,21 +10,19 @@ import {
   type SampleRow,
 } from '@flowgrpo/core';
 import type { SFTExample } from '@flowgrpo/trainer';
+import { requireFile } from './user-paths.js';
 
 // The data files of a run, read with @flowgrpo/core's loaders: GRPO takes SampleRows (the seeds'
 // schema, .jsonl or .parquet) or a raw layout core normalises (gsm8k, nq, …); SFT takes TRL's
 // dataset formats — conversational `messages`, `prompt` + `completion`, or plain `text`.
 
-function mustExist(path: string): void {
-  if (!existsSync(path)) throw new FileNotFoundError(path);
-}
-
 /** Dataset rows for GRPO and evaluation. */
 export async function readQueryRows(
   path: string,
   format: 'sample_rows' | string = 'sample_rows',
+  what = 'the data file',
 ): Promise<SampleRow[]> {
-  mustExist(path);
+  requireFile(path, what);
   const rows =
     format === 'sample_rows'
       ? await readSampleRows(path)
@@ -78,8 +74,8 @@ export function sftExample(
 }
 
 /** SFT examples from a .jsonl or .parquet file in TRL's dataset formats. */
-export async function readSftExamples(path: string): Promise<SFTExample[]> {
-  mustExist(path);
+export async function readSftExamples(path: string, what = 'the data file'): Promise<SFTExample[]> {
+  requireFile(path, what);
   const records = await readRecords(path);
   if (records.length === 0) throw new DataFormatError('the file holds no rows', { file: path });
   return records.map((r, i) => sftExample(r, i, path));

@@ -1,6 +1,7 @@
 import type { MetricsRecord, Progress } from '@flowgrpo/trainer';
 import { terminalProgress } from '@flowgrpo/trainer';
 import type { CliIO } from './command.js';
+import { terminalSafe } from './terminal-text.js';
 
 // Progress and Ctrl-C for long commands (train, eval). On a terminal: the trainer's live bars on
 // stderr. Otherwise (CI logs, pipes, tests) the same reporter in line mode, written through
@@ -43,7 +44,8 @@ export function metricsLine(record: MetricsRecord): string {
   // Failed rollouts only when there are some (the trainer's own line says which and why).
   const failed = record['rollouts/failed'];
   if (typeof failed === 'number' && failed > 0) parts.push(`rollouts_failed ${failed}`);
-  return `step ${record.step}: ${parts.join('  ')}\n`;
+  // Values can quote a rollout's error message, which can quote the model: terminal-safe.
+  return `${terminalSafe(`step ${record.step}: ${parts.join('  ')}`, { oneLine: true })}\n`;
 }
 
 /**

@@ -18,9 +18,11 @@ export function resolveDataDir(cwd: string, env: NodeJS.ProcessEnv, explicit?: s
   if (explicit) {
     const dir = resolve(cwd, explicit);
     if (!isDir(dir)) {
-      throw new ConfigError(`--data-dir ${dir} is not a folder (no data folder found)`, {
-        key: 'data-dir',
-      });
+      throw new ConfigError(
+        `--data-dir ${dir} is not a folder (no data folder found)`,
+        { key: 'data-dir' },
+        { hint: 'give --data-dir the folder holding the raw data sets (gsm8k/, nq/, …)' },
+      );
     }
     return dir;
   }
@@ -30,13 +32,16 @@ export function resolveDataDir(cwd: string, env: NodeJS.ProcessEnv, explicit?: s
       throw new ConfigError(
         `FLOWGRPO_SHARED points to ${root}, which is not a folder; set it to the shared folder (the one holding data/) or unset it`,
         { key: 'FLOWGRPO_SHARED' },
+        { hint: 'export FLOWGRPO_SHARED=<the shared folder>, or unset it' },
       );
     }
     const dir = join(root, 'data');
     if (!isDir(dir)) {
-      throw new ConfigError(`FLOWGRPO_SHARED=${root} has no data/ folder (looked for ${dir})`, {
-        key: 'FLOWGRPO_SHARED',
-      });
+      throw new ConfigError(
+        `FLOWGRPO_SHARED=${root} has no data/ folder (looked for ${dir})`,
+        { key: 'FLOWGRPO_SHARED' },
+        { hint: 'point FLOWGRPO_SHARED at the folder that holds data/, or pass --data-dir' },
+      );
     }
     return dir;
   }
@@ -45,6 +50,7 @@ export function resolveDataDir(cwd: string, env: NodeJS.ProcessEnv, explicit?: s
     throw new ConfigError(
       `no data folder found (looked in ${fallback}); pass --data-dir or set FLOWGRPO_SHARED`,
       { key: 'data-dir' },
+      { hint: 'pass --data-dir <folder with the raw data sets>, or export FLOWGRPO_SHARED' },
     );
   }
   return fallback;

@@ -36,7 +36,7 @@ describe('flowgrpo data: usage', () => {
     expect(all.out).toContain('flowgrpo data inspect');
     const unknown = captureIO(tmpdir());
     expect(await runCli(['data', 'frob', '--help'], unknown)).toBe(2);
-    expect(unknown.err).toMatch(/^flowgrpo data: unknown data action 'frob'\n/);
+    expect(unknown.err).toMatch(/^\[USAGE_ERROR\] unknown data action 'frob'\n/);
   });
 
   it('inspect (and show) print the rows per source and the first rows of a file', async () => {
@@ -64,7 +64,9 @@ describe('flowgrpo data: usage', () => {
     for (const name of ['absent.parquet', 'absent.jsonl']) {
       const io = captureIO(dir);
       expect(await runCli(['data', 'inspect', name], io)).toBe(1);
-      expect(io.err).toBe(`flowgrpo data: file not found: ${join(dir, name)} [FILE_NOT_FOUND]\n`);
+      expect(io.err).toMatch(
+        new RegExp(`^\\[FILE_NOT_FOUND\\] file not found: ${join(dir, name)}\\nfix: check .+\\n$`),
+      );
     }
   });
 
@@ -77,7 +79,8 @@ describe('flowgrpo data: usage', () => {
     const io = captureIO(join(cwd, 'work'), { FLOWGRPO_SHARED: missing });
     expect(await runCli(['data', 'prepare'], io)).toBe(1);
     expect(io.err).toBe(
-      `flowgrpo data: FLOWGRPO_SHARED points to ${missing}, which is not a folder; set it to the shared folder (the one holding data/) or unset it [CONFIG_ERROR]\n`,
+      `[CONFIG_ERROR] FLOWGRPO_SHARED points to ${missing}, which is not a folder; set it to the shared folder (the one holding data/) or unset it\n` +
+        'fix: export FLOWGRPO_SHARED=<the shared folder>, or unset it\n',
     );
     // A shared folder without data/ is named too.
     mkdirSync(join(cwd, 'empty-shared'));
@@ -93,10 +96,14 @@ describe('flowgrpo data: usage', () => {
   });
 
   it('names where it looked when no data folder exists', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'fg-cli-'));
+    // The fall-back is ../shared/data beside the working directory: the working directory is a
+    // folder inside this test's own temp dir, so what sits beside the OS temp dir cannot matter.
+    const root = mkdtempSync(join(tmpdir(), 'fg-cli-'));
+    const cwd = join(root, 'work');
+    mkdirSync(cwd);
     const io = captureIO(cwd, {});
     expect(await runCli(['data', 'prepare'], io)).toBe(1);
-    expect(io.err).toMatch(/no data folder found \(looked in .*shared[/\\]data\)/);
+    expect(io.err).toContain(`no data folder found (looked in ${join(root, 'shared', 'data')})`);
     expect(io.err).toContain('[CONFIG_ERROR]');
   });
 

@@ -91,9 +91,10 @@ describe('flowgrpo solve (in process)', () => {
     server = await OpenAITestServer.start();
     expect(code).toBe(1);
     expect(io.err).toBe(
-      `flowgrpo solve: every model call failed (is http://127.0.0.1:${port}/v1 serving 'm'?): ` +
+      '[LLM_REQUEST_ERROR] every model call failed: ' +
         `chat completion (m) failed (http://127.0.0.1:${port}/v1) after 1 attempt(s): ` +
-        'connection refused (ECONNREFUSED): nothing is listening at that address [LLM_REQUEST_ERROR]\n',
+        'connection refused (ECONNREFUSED): nothing is listening at that address\n' +
+        `fix: check that http://127.0.0.1:${port}/v1 is running and serves 'm' (--base-url, --model)\n`,
     );
     expect(io.out).not.toContain('Final answer');
   });
@@ -125,7 +126,7 @@ describe('flowgrpo solve (in process)', () => {
       io,
     );
     expect(code).toBe(1);
-    expect(io.err).toMatch(/^flowgrpo solve: no answer: .*HTTP 500.* \[LLM_REQUEST_ERROR\]\n$/);
+    expect(io.err).toMatch(/^\[LLM_REQUEST_ERROR\] no answer: .*HTTP 500.*\nfix: .+\n$/);
   });
 
   it('--tools takes the short or the full names; traces show the full (canonical) one', async () => {
@@ -241,7 +242,7 @@ describe('flowgrpo solve (subprocess)', () => {
     expect(failure?.code).toBe(1);
     // Every call got the 502: one line, no stack trace.
     expect(failure?.stderr).toMatch(
-      /^flowgrpo solve: every model call failed \(is http:\/\/127\.0\.0\.1:\d+\/v1 serving 'qwen'\?\): .*HTTP 502.*\[LLM_REQUEST_ERROR\]\n$/,
+      /^\[LLM_REQUEST_ERROR\] every model call failed: .*HTTP 502.*\nfix: check that http:\/\/127\.0\.0\.1:\d+\/v1 is running and serves 'qwen' .*\n$/,
     );
   });
 });

@@ -4,6 +4,8 @@
 // Parquet, Arrow and JS rows, safetensors header parsing and per-row normaliser helpers stay
 // internal.
 
+export { closestName, didYouMean } from './closest-name.js';
+export { parseCommandLine } from './command-line.js';
 export { type ArrowIpcFormat, readArrowIpc, writeArrowIpc } from './datasets/arrow-ipc.js';
 export {
   arrowTableToRows,
@@ -161,6 +163,16 @@ export {
   writeSafetensors,
 } from './safetensors/write.js';
 export { type SampleRow, SampleRowExtraInfoSchema, SampleRowSchema } from './sample-row.js';
+export {
+  AddressInUseError,
+  DiskFullError,
+  FileSystemError,
+  IsADirectoryError,
+  NotADirectoryError,
+  PermissionDeniedError,
+  ReadOnlyFileSystemError,
+  systemError,
+} from './system-errors.js';
 export {
   type Group,
   GroupSchema,

@@ -2,6 +2,8 @@ import { resolve } from 'node:path';
 import { prepareCombinedTrainSet, readSampleRows } from '@flowgrpo/core';
 import { type Command, stringOption, UsageError } from '../command.js';
 import { resolveDataDir } from '../shared-data.js';
+import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
+import { requireFile } from '../user-paths.js';
 
 // One help text per action: `flowgrpo data --help` shows them all, `flowgrpo data <action>
 // --help` the one asked for. `show` is the former name of `inspect`, still accepted.
@@ -28,7 +30,10 @@ const usage = `Usage:\n${Object.values(ACTIONS)
 function table(counts: Record<string, number>): string {
   return Object.entries(counts)
     .sort(([a], [b]) => a.localeCompare(b))
-    .map(([source, n]) => `    ${source.padEnd(12)} ${String(n).padStart(7)}`)
+    .map(
+      ([source, n]) =>
+        `    ${terminalSafe(source, { oneLine: true }).padEnd(12)} ${String(n).padStart(7)}`,
+    )
     .join('\n');
 }
 
@@ -73,11 +78,13 @@ export const dataCommand: Command = {
       if (!file) throw new UsageError(`data ${given} needs a FILE`);
       const n = Number(stringOption(args, 'rows') ?? '2');
       if (!Number.isInteger(n) || n < 0) throw new UsageError('--rows must be a whole number');
-      const rows = await readSampleRows(resolve(io.cwd, file));
+      const path = resolve(io.cwd, file);
+      requireFile(path, `data ${given} FILE`);
+      const rows = await readSampleRows(path);
       const counts: Record<string, number> = {};
       for (const r of rows) counts[r.source] = (counts[r.source] ?? 0) + 1;
       io.stdout(`${rows.length} rows\n${table(counts)}\n`);
-      for (const r of rows.slice(0, n)) io.stdout(`${JSON.stringify(r)}\n`);
+      for (const r of rows.slice(0, n)) io.stdout(`${terminalSafeJson(r)}\n`);
       return 0;
     }
     throw new UsageError(

@@ -1,8 +1,7 @@
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { basename, join, resolve } from 'node:path';
-import { FileNotFoundError, trajectoryToJson } from '@flowgrpo/core';
+import { basename, dirname, join, resolve } from 'node:path';
+import { systemError, trajectoryToJson } from '@flowgrpo/core';
 import {
   accuracyDifference,
   comparisonTable,
@@ -35,13 +34,15 @@ import {
   DEVICES,
   type DeviceName,
   type Endpoint,
-  loadRunConfig,
+  type EvalRunConfig,
+  loadEvalConfig,
   REWARDS,
   type RewardName,
-  type RunConfig,
 } from '../run-config.js';
 import { readQueryRows } from '../run-data.js';
 import { cliProgress, interruptSignal } from '../run-progress.js';
+import { terminalSafe } from '../terminal-text.js';
+import { requireFolder } from '../user-paths.js';
 
 const usage = `Usage:
   flowgrpo eval --model PATH --data FILE [--adapter [NAME=]PATH]... [--base] [options]
@@ -102,7 +103,7 @@ function intOption(args: ParsedArgs, name: string): number | undefined {
 }
 
 /** The agent spec: the config's, with the command line's choices on top. */
-function agentSpec(args: ParsedArgs, rc: RunConfig | undefined): AgentSpec {
+function agentSpec(args: ParsedArgs, rc: EvalRunConfig | undefined): AgentSpec {
   const fromConfig = rc?.kind === 'grpo' ? rc.run.agent : undefined;
   const baseUrl = stringOption(args, 'base-url');
   const engineModel = stringOption(args, 'engine-model');
@@ -145,14 +146,14 @@ function adapterArgs(args: ParsedArgs, cwd: string): { name: string; path: strin
     const eq = item.indexOf('=');
     const [name, path] = eq > 0 ? [item.slice(0, eq), item.slice(eq + 1)] : [undefined, item];
     const abs = resolve(cwd, path);
-    if (!existsSync(abs)) throw new FileNotFoundError(abs);
+    requireFolder(abs, '--adapter');
     return { name: name ?? basename(abs), path: abs };
   });
 }
 
 async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   const configFile = stringOption(args, 'config');
-  const rc = configFile ? loadRunConfig(configFile, io.cwd) : undefined;
+  const rc = configFile ? loadEvalConfig(configFile, io.cwd) : undefined;
   const modelArg = stringOption(args, 'model');
   const model = modelArg ? resolve(io.cwd, modelArg) : rc?.run.model;
   if (!model) throw new UsageError('--model (or --config) is required');
@@ -179,8 +180,10 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   if (keep && !out) throw new UsageError('--trajectories goes with --out');
   const dataFormat =
     stringOption(args, 'data-format') ?? (rc?.kind === 'grpo' ? rc.run.data_format : undefined);
+  // --out is written after every policy was evaluated: a folder that is not there is found now.
+  if (out) requireFolder(dirname(resolve(io.cwd, out)), '--out (its folder)');
 
-  const rows = await readQueryRows(data, dataFormat);
+  const rows = await readQueryRows(data, dataFormat, dataArg ? '--data' : 'eval_file');
   const dataset = limit === undefined ? rows : rows.slice(0, limit);
   const kind = modelKind(model);
   const decoderConfig =
@@ -285,7 +288,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     if (tmp) await rm(tmp, { recursive: true, force: true });
   }
   const ordered = policies.flatMap((p) => results.get(p.name) ?? []);
-  if (ordered.length > 0) io.stdout(`${comparisonTable(ordered)}\n`);
+  if (ordered.length > 0) io.stdout(`${terminalSafe(comparisonTable(ordered))}\n`);
   // Each policy against the first (the base model when --base): the difference in accuracy
   // points, called inconclusive when the 95% intervals overlap.
   for (const r of ordered.slice(1))
@@ -303,7 +306,10 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     await writeFile(
       path,
       `${JSON.stringify({ model, data, n: dataset.length, reward, results }, null, 2)}\n`,
-    );
+    ).catch((e: unknown) => {
+      // The table is printed above; what could not be written is named with the fix.
+      throw systemError(e, { what: '--out', path }) ?? e;
+    });
     io.stderr(`results: ${path}\n`);
   }
   return 0;

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { ConfigError } from '@flowgrpo/core';
+import { ConfigError, systemError } from '@flowgrpo/core';
 import {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
@@ -26,6 +26,7 @@ import {
   UsageError,
 } from '../command.js';
 import { modelKind } from '../model-artifacts.js';
+import { requireFolder } from '../user-paths.js';
 
 const usage = `Usage:
   flowgrpo export --model HF_FOLDER --out DIR [--adapter PATH] [LoRA options]
@@ -94,9 +95,13 @@ function loraFromFlags(args: ParsedArgs): LoraConfig | undefined {
 
 /** --out must be new, empty, or (with --overwrite) replaceable. */
 function checkOut(out: string, args: ParsedArgs): void {
-  if (!existsSync(out) || readdirSync(out).length === 0) return;
+  if (!existsSync(out)) return;
+  requireFolder(out, '--out');
+  if (readdirSync(out).length === 0) return;
   if (args.values.overwrite !== true)
-    throw new UsageError(`--out ${out} exists and is not empty; pass --overwrite to replace it`);
+    throw new UsageError(`--out ${out} exists and is not empty; pass --overwrite to replace it`, {
+      hint: 'pass --overwrite to replace it, or choose another --out',
+    });
 }
 
 async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
@@ -112,6 +117,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     });
   const adapterArg = stringOption(args, 'adapter');
   const adapterDir = adapterArg ? resolve(io.cwd, adapterArg) : undefined;
+  if (adapterDir) requireFolder(adapterDir, '--adapter');
   checkOut(out, args);
 
   if (args.values.merge === true) {
@@ -119,8 +125,9 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     const dtypeArg = stringOption(args, 'dtype');
     if (dtypeArg !== undefined && !DTYPES[dtypeArg])
       throw new UsageError(`--dtype must be ${Object.keys(DTYPES).join(', ')}, got '${dtypeArg}'`);
+    // The adapter is checked against the model's shape before the weights are read.
+    const { lora, params } = await loadLoraAdapter(adapterDir, await loadDecoderConfig(model));
     const weights = await loadHfModel(model);
-    const { lora, params } = await loadLoraAdapter(adapterDir, weights.config);
     const merged = mergeLora(weights, lora, params);
     const dtype = DTYPES[dtypeArg ?? weights.config.torchDtype ?? 'float32'] ?? 'F32';
     // Written beside --out and renamed into place: a kill never leaves a half-written model.
@@ -134,7 +141,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
       await rename(tmp, out);
     } catch (e) {
       await rm(tmp, { recursive: true, force: true });
-      throw e;
+      throw systemError(e, { what: '--out', path: dirname(out) }) ?? e;
     }
     io.stdout(
       `merged ${adapterDir} (r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}) into ${out} (${dtype})\n`,
@@ -159,11 +166,19 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     throw new UsageError('the train_step graph needs LoRA (--adapter or --lora-r)');
   const maxPositions = numberOption(args, 'max-positions');
   const weights = await loadHfModel(model);
-  const manifest = buildDecoderArtifacts(weights, out, {
-    ...(lora && { lora }),
-    ...(graphs && { graphs }),
-    maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
-  });
+  const created = !existsSync(out);
+  let manifest: ReturnType<typeof buildDecoderArtifacts>;
+  try {
+    manifest = buildDecoderArtifacts(weights, out, {
+      ...(lora && { lora }),
+      ...(graphs && { graphs }),
+      maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
+    });
+  } catch (e) {
+    // A folder this call created holds only a partial build (a full disk, say): not left behind.
+    if (created) await rm(out, { recursive: true, force: true });
+    throw systemError(e, { what: '--out', path: out }) ?? e;
+  }
   io.stdout(
     `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
   );

@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { FileNotFoundError } from '@flowgrpo/core';
+import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
 import {
   buildDecoderArtifacts,
   DecoderArtifacts,
@@ -11,6 +11,7 @@ import {
   loadTokenizer,
 } from '@flowgrpo/trainer';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
+import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
 
 const usage = `Usage:
   flowgrpo generate --model PATH [--tokenizer PATH] --prompt TEXT [options]
@@ -114,6 +115,14 @@ export const generateCommand: Command = {
     if (isDir) {
       const hint = await llama2cFolderHint(modelPath);
       if (hint) throw new UsageError(hint);
+      if (!(await stat(join(modelPath, 'config.json')).catch(() => undefined)))
+        throw new ConfigError(
+          `--model ${modelPath} is not a HF model folder (no config.json)`,
+          { key: 'model' },
+          {
+            hint: 'give a folder with config.json, *.safetensors and tokenizer.json, or a llama2.c .bin file',
+          },
+        );
     }
     const tokArg = stringOption(args, 'tokenizer');
     if (!isDir && !tokArg)
@@ -170,7 +179,7 @@ export const generateCommand: Command = {
         const completion = tokenizer.decode(kept, { skipSpecialTokens: true });
         if (args.values.json === true) {
           io.stdout(
-            `${JSON.stringify({
+            `${terminalSafeJson({
               text,
               completion,
               prompt_ids: promptIds,
@@ -180,7 +189,7 @@ export const generateCommand: Command = {
               device: artifacts.session(graph).device,
             })}\n`,
           );
-        } else io.stdout(`${text}\n`);
+        } else io.stdout(`${terminalSafe(text)}\n`);
         return 0;
       } finally {
         await artifacts.release();

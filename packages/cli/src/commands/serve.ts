@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { ConfigError, FileNotFoundError, trajectoryToJson } from '@flowgrpo/core';
@@ -34,6 +34,7 @@ import {
   resolveTokenizer,
 } from '../model-artifacts.js';
 import { metricsLine } from '../run-progress.js';
+import { readJsonFile, requireFolder } from '../user-paths.js';
 
 const usage = `Usage:
   flowgrpo serve --model PATH [options]
@@ -137,9 +138,7 @@ function loraShape(args: ParsedArgs, adapters: Record<string, string>): LoraConf
   }
   const first = Object.values(adapters)[0];
   if (!first) return undefined;
-  const file = join(first, 'adapter_config.json');
-  if (!existsSync(file)) throw new FileNotFoundError(file);
-  const c = JSON.parse(readFileSync(file, 'utf8')) as {
+  const c = readJsonFile(join(first, 'adapter_config.json'), '--lora') as {
     r: number;
     lora_alpha: number;
     target_modules: LoraTargetModule[];
@@ -229,6 +228,8 @@ export const serveCommand: Command = {
     const log = (line: string) => io.stderr(`${line}\n`);
 
     const recordFile = stringOption(args, 'record');
+    // Checked now: a folder that is not there would fail only when the first reward is posted.
+    if (recordFile) requireFolder(dirname(resolve(cwd, recordFile)), '--record (its folder)');
     const record = recordFile
       ? (r: RecordedRollout) => {
           const t = rolloutTrajectory(r, { queryId: r.id, groupId: r.groupId ?? r.id });
@@ -263,14 +264,7 @@ export const serveCommand: Command = {
         throw new UsageError('--train trains a local model; it cannot be combined with --upstream');
       if (!modelArg) throw new UsageError('--train needs --model');
       const file = resolve(cwd, trainFile);
-      if (!existsSync(file)) throw new FileNotFoundError(file);
-      let raw: unknown;
-      try {
-        raw = JSON.parse(readFileSync(file, 'utf8'));
-      } catch (e) {
-        throw new ConfigError(`${file} is not JSON: ${(e as Error).message}`, { key: 'train' });
-      }
-      const config = parseConfig(GRPOConfigSchema, raw, trainFile);
+      const config = parseConfig(GRPOConfigSchema, readJsonFile(file, '--train'), trainFile);
       config.output_dir = resolve(dirname(file), config.output_dir);
       const model = resolve(cwd, modelArg);
       const { dir: artifacts, manifest } = await ensureArtifacts(

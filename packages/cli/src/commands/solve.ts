@@ -8,7 +8,7 @@ import {
   type SolverEvent,
   type StructuredOutputMode,
 } from '@flowgrpo/agent';
-import type { LLMEngine } from '@flowgrpo/core';
+import { ConfigError, type LLMEngine, systemError } from '@flowgrpo/core';
 import {
   BUILTIN_TOOL_ALIASES,
   builtinToolAlias,
@@ -25,6 +25,9 @@ import {
   ToolRegistry,
 } from '@flowgrpo/tools';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
+import { errorLines } from '../error-report.js';
+import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
+import { requireFile } from '../user-paths.js';
 
 // `flowgrpo solve`: one question through the Flow solver against an OpenAI-compatible server,
 // printing each step as it happens (or the whole SolveResult as JSON).
@@ -183,15 +186,20 @@ function resolveApiKey(
 ): string | undefined {
   const file = stringOption(args, 'api-key-file');
   if (file !== undefined) {
+    const path = resolve(io.cwd, file);
+    requireFile(path, '--api-key-file');
     let key: string;
     try {
-      key = readFileSync(resolve(io.cwd, file), 'utf8').trim();
+      key = readFileSync(path, 'utf8').trim();
     } catch (error) {
-      throw new UsageError(
-        `--api-key-file: cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`,
-      );
+      throw systemError(error, { what: '--api-key-file' }) ?? error;
     }
-    if (!key) throw new UsageError(`--api-key-file: ${file} is empty`);
+    if (!key)
+      throw new ConfigError(
+        `--api-key-file: ${path} is empty`,
+        { key: 'api-key-file' },
+        { hint: 'write the API key into that file (one line)' },
+      );
     return key;
   }
   const inline = stringOption(args, 'api-key');
@@ -232,11 +240,15 @@ export const solveCommand: Command = {
     if (!question) throw new UsageError('solve needs a question');
     const baseURL = stringOption(args, 'base-url');
     if (!baseURL) throw new UsageError('--base-url is required');
+    let protocol: string | undefined;
     try {
-      new URL(baseURL);
-    } catch {
-      throw new UsageError(`--base-url is not a URL: '${baseURL}'`);
-    }
+      protocol = new URL(baseURL).protocol;
+    } catch {}
+    // "localhost:8000/v1" parses as a URL of scheme "localhost:": not what was meant either.
+    if (protocol !== 'http:' && protocol !== 'https:')
+      throw new UsageError(`--base-url is not an http(s) URL: '${baseURL}'`, {
+        hint: 'e.g. --base-url http://localhost:8000/v1',
+      });
     const model = stringOption(args, 'model');
     if (!model) throw new UsageError('--model is required');
     const structured = (stringOption(args, 'structured') ?? 'json_schema') as StructuredOutputMode;
@@ -272,7 +284,7 @@ export const solveCommand: Command = {
         ? undefined
         : (e) => {
             const line = formatEvent(e);
-            if (line) io.stdout(line);
+            if (line) io.stdout(terminalSafe(line));
           },
     });
 
@@ -284,18 +296,27 @@ export const solveCommand: Command = {
       // No model call got through: one line that points at the server, not at the question.
       const first = error.errors.find((e) => e.role !== 'tools');
       io.stderr(
-        `flowgrpo solve: every model call failed (is ${baseURL} serving '${model}'?): ` +
-          `${first?.message ?? error.message} [${first?.code ?? error.code}]\n`,
+        errorLines(
+          first?.code ?? error.code,
+          `every model call failed: ${first?.message ?? error.message}`,
+          `check that ${baseURL} is running and serves '${model}' (--base-url, --model)`,
+        ),
       );
       return 1;
     }
-    if (json) io.stdout(`${JSON.stringify(result, null, 2)}\n`);
+    if (json) io.stdout(`${terminalSafeJson(result, 2)}\n`);
     const generatorError = result.errors.find((e) => e.role === 'generator');
     if (generatorError) {
-      io.stderr(`flowgrpo solve: no answer: ${generatorError.message} [${generatorError.code}]\n`);
+      io.stderr(
+        errorLines(
+          generatorError.code,
+          `no answer: ${generatorError.message}`,
+          `the final-answer call to ${baseURL} failed: check the server's log, or retry (--retries)`,
+        ),
+      );
       return 1;
     }
-    if (!json) io.stdout(summary(result));
+    if (!json) io.stdout(terminalSafe(summary(result)));
     return 0;
   },
 };

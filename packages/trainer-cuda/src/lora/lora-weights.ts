@@ -1,8 +1,10 @@
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   createRng,
   DataFormatError,
+  FileNotFoundError,
   readSafetensors,
   tensorToFloat32,
   writeSafetensors,
@@ -91,13 +93,52 @@ export async function saveLoraAdapter(
   await rename(tmp, join(dir, ADAPTER_CONFIG));
 }
 
+/**
+ * adapter_config.json of `dir`: a folder that is not a PEFT adapter (a run's output_dir, a model
+ * folder, a file) is a typed error that says what to pass instead.
+ */
+async function readAdapterConfig(dir: string, cfgPath: string): Promise<Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await readFile(cfgPath, 'utf8');
+  } catch (cause) {
+    const code = (cause as { code?: unknown }).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw cause;
+    if (!existsSync(dir)) throw new FileNotFoundError(dir, { cause });
+    const checkpoints = statSync(dir).isDirectory()
+      ? readdirSync(dir).filter((n) => /^checkpoint-\d+$/.test(n))
+      : [];
+    throw new DataFormatError(
+      `${dir} is not a PEFT adapter folder (no ${ADAPTER_CONFIG})`,
+      { file: cfgPath },
+      {
+        cause,
+        hint:
+          checkpoints.length > 0
+            ? `it is a run's output_dir: pass one of its checkpoints, e.g. ${join(dir, checkpoints.sort((a, b) => Number(a.slice(11)) - Number(b.slice(11))).at(-1)!)}`
+            : 'pass a folder holding adapter_config.json and adapter_model.safetensors (a checkpoint-<step> folder of a run)',
+      },
+    );
+  }
+  try {
+    const raw = JSON.parse(text) as unknown;
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+      throw new Error('expected a JSON object');
+    return raw as Record<string, unknown>;
+  } catch (cause) {
+    throw new DataFormatError(`not a valid adapter config: ${(cause as Error).message}`, {
+      file: cfgPath,
+    });
+  }
+}
+
 /** Reads a PEFT LoRA adapter folder; shapes are checked against the decoder config. */
 export async function loadLoraAdapter(
   dir: string,
   config: DecoderConfig,
 ): Promise<{ lora: LoraConfig; params: LoraParams }> {
   const cfgPath = join(dir, ADAPTER_CONFIG);
-  const raw = JSON.parse(await readFile(cfgPath, 'utf8')) as Record<string, unknown>;
+  const raw = await readAdapterConfig(dir, cfgPath);
   if (raw.peft_type !== 'LORA')
     throw new DataFormatError(`${cfgPath}: peft_type is ${String(raw.peft_type)}, not LORA`, {
       file: cfgPath,
@@ -125,8 +166,11 @@ export async function loadLoraAdapter(
     const t = tensors.get(s.name) ?? tensors.get(s.name.replace(/\.weight$/, '.default.weight'));
     if (t?.shape.length !== 2 || t.shape[0] !== s.shape[0] || t.shape[1] !== s.shape[1])
       throw new DataFormatError(
-        `${join(dir, ADAPTER_WEIGHTS)}: ${s.name} missing or not of shape [${s.shape}]`,
+        `${join(dir, ADAPTER_WEIGHTS)}: ${s.name} ${t ? `has shape [${t.shape}], not [${s.shape}]` : 'is missing'}: the adapter was trained for another model`,
         { file: join(dir, ADAPTER_WEIGHTS) },
+        {
+          hint: "use the base model the adapter was trained on (adapter_config.json's base_model_name_or_path)",
+        },
       );
     params.set(s.name, Float32Array.from(tensorToFloat32(t)));
   }

@@ -9,16 +9,21 @@ import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '../lora/lor
 const positiveInt = z.number().int().positive();
 const nonNegative = z.number().nonnegative();
 
-/** LoRA as PEFT's LoraConfig names it. */
-export const LoraOptionsSchema = z.object({
-  r: positiveInt.default(16),
-  lora_alpha: z.number().positive().default(32),
-  target_modules: z
-    .array(z.enum(LORA_TARGET_MODULES))
-    .min(1)
-    .default(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']),
-  use_rslora: z.boolean().default(false),
-});
+/**
+ * LoRA as PEFT's LoraConfig names it. Strict: a mistyped key ("lora_alhpa") or one of PEFT's keys
+ * this trainer does not act on (lora_dropout) is an error, not a setting silently ignored.
+ */
+export const LoraOptionsSchema = z
+  .object({
+    r: positiveInt.default(16),
+    lora_alpha: z.number().positive().default(32),
+    target_modules: z
+      .array(z.enum(LORA_TARGET_MODULES))
+      .min(1)
+      .default(['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj']),
+    use_rslora: z.boolean().default(false),
+  })
+  .strict();
 
 const common = {
   /** Run directory: config.json, metrics.jsonl, checkpoints, report.html. */
