@@ -18,7 +18,7 @@ import {
 import { hostname, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
-import { ConfigError, readTrajectoriesParquet } from '@flowgrpo/core';
+import { ConfigError, NotADirectoryError, readTrajectoriesParquet } from '@flowgrpo/core';
 import type { RewardFunction } from '@flowgrpo/reward';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -119,7 +119,7 @@ describe('output_dir: HF rules and the run lock', () => {
     expect((e as ConfigError).key).toBe('overwrite_output_dir');
   });
 
-  it('an output_dir that is a file, or under a file, is a ConfigError naming it', () => {
+  it('an output_dir that is a file, or under a file, is NotADirectoryError naming it', () => {
     const file = join(root, 'a-file');
     writeFileSync(file, 'x');
     for (const dir of [file, join(file, 'run')]) {
@@ -134,9 +134,9 @@ describe('output_dir: HF rules and the run lock', () => {
       } catch (e) {
         error = e;
       }
-      expect(ConfigError.isInstance(error), dir).toBe(true);
-      expect((error as ConfigError).message).toContain(dir);
-      expect((error as ConfigError).hint).toBeTruthy();
+      expect(NotADirectoryError.isInstance(error), dir).toBe(true);
+      expect((error as NotADirectoryError).message).toContain(dir);
+      expect((error as NotADirectoryError).hint).toBeTruthy();
     }
     expect(readFileSync(file, 'utf8')).toBe('x');
   });

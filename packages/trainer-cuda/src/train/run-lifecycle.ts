@@ -1,6 +1,11 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join, resolve, sep } from 'node:path';
-import { ConfigError } from '@flowgrpo/core';
+import {
+  ConfigError,
+  NotADirectoryError,
+  PermissionDeniedError,
+  ReadOnlyFileSystemError,
+} from '@flowgrpo/core';
 import type { DecoderConfig } from '../models/config.js';
 import {
   type LoadedCheckpoint,
@@ -91,9 +96,9 @@ export function claimOutputDir(
 ): RunLock {
   const dir = resolve(o.output_dir);
   if (existsSync(dir) && !statSync(dir).isDirectory())
-    throw new ConfigError(
+    throw new NotADirectoryError(
       `output_dir ${dir} is a file, not a folder`,
-      { key: 'output_dir' },
+      { path: dir },
       { hint: 'point output_dir at a folder (it is created if missing)' },
     );
   let lock: RunLock;
@@ -103,15 +108,15 @@ export function claimOutputDir(
   } catch (e) {
     const code = (e as { code?: unknown }).code;
     if (code === 'ENOTDIR' || code === 'EEXIST')
-      throw new ConfigError(
+      throw new NotADirectoryError(
         `output_dir ${dir}: a part of the path is a file`,
-        { key: 'output_dir' },
+        { path: dir, errno: code },
         { cause: e, hint: 'point output_dir at a folder whose parents are folders' },
       );
     if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
-      throw new ConfigError(
+      throw new (code === 'EROFS' ? ReadOnlyFileSystemError : PermissionDeniedError)(
         `output_dir ${dir} is not writable (${code})`,
-        { key: 'output_dir' },
+        { path: dir, errno: code },
         { cause: e, hint: 'choose a folder you can write, or fix its permissions' },
       );
     throw asRunWriteError(e, dir, dir);
