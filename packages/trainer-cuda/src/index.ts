@@ -62,6 +62,7 @@ export {
   type GenerationRequest,
   type WorkerGeneratorOptions,
 } from './generation/decoder-generator.js';
+export { ContextLengthExceededError, contextLengthHint } from './generation/errors.js';
 export {
   LocalPolicyEngine,
   type LocalPolicyEngineOptions,

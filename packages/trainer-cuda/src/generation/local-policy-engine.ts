@@ -99,7 +99,15 @@ export class LocalPolicyEngine implements PolicyEngine {
         this.#tok.encode(request.prompt!, { addBos: this.#options.addBos ?? true }),
       );
     if (!this.#tok.applyChatTemplate)
-      throw new RangeError('chat messages need a tokenizer with a chat template');
+      throw new ConfigError(
+        'chat messages need a tokenizer with a chat template',
+        {
+          key: 'tokenizer',
+        },
+        {
+          hint: 'name a tokenizer folder whose tokenizer_config.json has a chat_template, or send a text prompt',
+        },
+      );
     const text = this.#tok.applyChatTemplate(request.messages!, { addGenerationPrompt: true });
     return Array.from(this.#tok.encode(text));
   }
