@@ -126,9 +126,11 @@ export {
 // Runtime: ONNX Runtime sessions on CUDA, WebGPU or CPU, in-process or on a worker thread.
 export {
   type CreateSessionOptions,
+  chooseDevice,
   createSession,
   type Device,
   type DeviceAvailability,
+  type DeviceChoice,
   type DeviceRequest,
   DeviceTensor,
   DeviceTensorAccessError,
@@ -152,6 +154,7 @@ export {
   SessionRunError,
   SessionWorker,
   SessionWorkerError,
+  softwareVulkanAdapter,
   toOrtTensor,
   type WorkerRunOptions,
   WorkerSession,
