@@ -66,6 +66,7 @@ export { ContextLengthExceededError, contextLengthHint } from './generation/erro
 export {
   LocalPolicyEngine,
   type LocalPolicyEngineOptions,
+  policyPromptIds,
 } from './generation/local-policy-engine.js';
 export type { SampledToken, SamplingParams } from './generation/sampling.js';
 // LoRA adapters in PEFT's layout, and merging one into the base weights.

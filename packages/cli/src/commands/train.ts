@@ -8,6 +8,7 @@ import {
   modelKind,
   resolveTokenizer,
 } from '../model-artifacts.js';
+import { preflight, trainPlan } from '../preflight.js';
 import { agentFactory, rewardFunction, rolloutEngine } from '../run-agent.js';
 import { DEVICES, type DeviceName, loadRunConfig, type RunConfig } from '../run-config.js';
 import { readQueryRows, readSftExamples } from '../run-data.js';
@@ -31,7 +32,8 @@ beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the ru
   "train_file"   .jsonl or .parquet — GRPO: SampleRows (or "data_format": gsm8k, nq, …);
                  SFT: TRL formats, rows with "messages", "prompt" + "completion", or "text"
   "eval_file"    held-out rows in the same format (GRPO: accuracy; SFT: eval loss)
-  "device"       cpu | auto | cuda | webgpu (default cpu)
+  "device"       cpu | auto | cuda | webgpu (default cpu); auto takes CUDA, then WebGPU on a GPU
+                 (never a software Vulkan driver such as lavapipe), then the CPU
   "max_positions"  RoPE table rows when building artifacts (default min(max_position_embeddings,
                  32768))
 GRPO only:
@@ -58,6 +60,11 @@ Options:
   --config FILE   the run config (JSON)
   --device D      overrides "device"
   --resume        continue from the latest checkpoint in output_dir (resume_from_checkpoint: true)
+
+Before anything is built or written the run is checked (preflight): the model and tokenizer, the
+data files (every row), the device (which one auto picked, and why), that the agent's first
+prompts fit the model's positions with max_completion_length to spare, the tools' requirements,
+output_dir. Every problem is reported at once, each with its fix (docs/troubleshooting.md).
 
 Ctrl-C stops after the current step and writes a checkpoint (exit code 130); --resume goes on.`;
 
@@ -174,6 +181,8 @@ export const trainCommand: Command = {
       ...(args.values.resume === true && { resume: true }),
       ...(device && { device: device as DeviceName }),
     });
-    return train(rc, rc.run.device ?? 'cpu', io);
+    // Every check before anything is built or written; 'auto' resolved once, here.
+    const { device: chosen } = await preflight(trainPlan(rc, rc.run.device ?? 'cpu'), io);
+    return train(rc, chosen, io);
   },
 };

@@ -1,0 +1,321 @@
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type {
+  PolicyEngine,
+  PolicyGenerateRequest,
+  PolicyGenerateResult,
+  RolloutAgent,
+} from '@flowgrpo/agent';
+import { FlowGrpoError, type SampleRow } from '@flowgrpo/core';
+import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
+import {
+  ContextLengthExceededError,
+  chooseDevice,
+  contextLengthHint,
+  type Device,
+  loadDecoderConfig,
+  policyPromptIds,
+  readArtifactsManifest,
+  type Tokenizer,
+} from '@flowgrpo/trainer';
+import type { CliIO } from './command.js';
+import { modelKind, resolveTokenizer } from './model-artifacts.js';
+import { type AgentSampling, agentFactory, policyTokenizer, rewardFunction } from './run-agent.js';
+import type { AgentSpec, DeviceName, Endpoint, RewardName, RunConfig } from './run-config.js';
+import { readQueryRows, readSftExamples } from './run-data.js';
+
+// The checks `flowgrpo train` and `flowgrpo eval` run before anything slow or destructive — before
+// artifacts are built, output_dir is touched or a rollout starts: the model and tokenizer, the
+// data files (each row validated, the error naming file, row and field), the device (and which
+// one 'auto' picked and why), that the agent's first prompts fit the model's positions with the
+// completion tokens to spare, the tools' requirements, and that output_dir can be written. Every
+// problem is collected, so one run reports all of them at once, each with its code and its fix.
+
+/** One thing preflight found wrong: its own code, what and where, and the fix. */
+export interface PreflightProblem {
+  code: string;
+  message: string;
+  hint?: string | undefined;
+}
+
+/** Preflight found problems; nothing was built or written. `problems` lists each. */
+export class PreflightError extends FlowGrpoError {
+  static override readonly code = 'PREFLIGHT_FAILED';
+  readonly problems: readonly PreflightProblem[];
+  constructor(problems: readonly PreflightProblem[]) {
+    const n = problems.length;
+    const lines = problems.map(
+      (p) => `  [${p.code}] ${p.message}${p.hint ? `\n      fix: ${p.hint}` : ''}`,
+    );
+    super(
+      `${n} problem${n === 1 ? '' : 's'} found before anything was built or written:\n${lines.join('\n')}`,
+      {
+        hint: n === 1 ? problems[0]!.hint : 'fix each problem listed, then run the command again',
+      },
+    );
+    this.problems = problems;
+  }
+}
+
+/** Rows whose rendered first prompt is checked against the model's positions. */
+export const PROMPT_CHECK_ROWS = 16;
+
+export interface PreflightPlan {
+  /** A HF model folder or an artifacts directory. */
+  model: string;
+  tokenizer?: string | undefined;
+  /** The run's max_positions: the positions a build from a HF folder gets. */
+  maxPositions?: number | undefined;
+  device: DeviceName;
+  /** Data files, each under the key that names it ('train_file', '--data'). */
+  data: { key: string; path: string; kind: 'query' | 'sft'; format?: string | undefined }[];
+  /** The rollout agent on the local graphs: its first prompts must fit the positions. */
+  agent?: {
+    spec: AgentSpec;
+    sampling: AgentSampling;
+    /** Rollouts on a remote server (vLLM / SGLang): its context, not ours, bounds the prompt. */
+    remote?: boolean;
+  };
+  reward?: { name: RewardName; judge: Endpoint | undefined };
+  /** The run's output folder: it must be (or become) a writable folder. */
+  outputDir?: string | undefined;
+}
+
+export interface PreflightResult {
+  /** The device the run uses ('auto' resolved). */
+  device: Device;
+}
+
+/** Runs every check of `plan`; throws one PreflightError listing each problem found. */
+export async function preflight(plan: PreflightPlan, io: CliIO): Promise<PreflightResult> {
+  const problems: PreflightProblem[] = [];
+  const problem = (e: unknown, where: string, fallbackHint?: string) => {
+    if (!FlowGrpoError.isInstance(e)) throw e; // a bug, not the user's input: keep its stack
+    const notFound = e.code === 'FILE_NOT_FOUND';
+    problems.push({
+      code: e.code,
+      message: `${where}: ${e.message}`,
+      hint:
+        e.hint ??
+        fixOf(e) ??
+        (notFound
+          ? `check the path (relative paths resolve against the working directory, ${io.cwd})`
+          : fallbackHint),
+    });
+  };
+
+  const device = await chooseDevice(plan.device).catch((e: unknown) => problem(e, 'device'));
+  if (device) io.stderr(`device: ${device.device} (${device.why})\n`);
+
+  if (plan.outputDir) {
+    const p = outputDirProblem(plan.outputDir);
+    if (p) problems.push(p);
+  }
+
+  const model = await modelFacts(plan).catch((e: unknown) => problem(e, 'model'));
+  const tokenizer = model
+    ? await resolveTokenizer(plan.model, plan.tokenizer, model.vocabSize).catch((e: unknown) =>
+        problem(e, 'tokenizer'),
+      )
+    : undefined;
+
+  const rows = new Map<string, SampleRow[]>();
+  for (const file of plan.data) {
+    try {
+      if (existsSync(file.path) && statSync(file.path).isDirectory())
+        problems.push({
+          code: 'DATA_FORMAT_ERROR',
+          message: `${file.key}: ${file.path} is a folder`,
+          hint: 'name a .jsonl or .parquet file inside it',
+        });
+      else if (file.kind === 'sft') await readSftExamples(file.path);
+      else rows.set(file.key, await readQueryRows(file.path, file.format));
+    } catch (e) {
+      problem(
+        e,
+        file.key,
+        file.kind === 'sft'
+          ? "fix that row: SFT rows hold 'messages', 'prompt' + 'completion', or 'text'"
+          : "fix that row, or name the file's layout (data_format / --data-format: gsm8k, nq, …; flowgrpo data lists them)",
+      );
+    }
+  }
+
+  let factory: ((policy: PolicyEngine) => RolloutAgent) | undefined;
+  if (plan.agent) {
+    try {
+      factory = agentFactory(plan.agent.spec, plan.agent.sampling, io.env);
+    } catch (e) {
+      problem(e, 'agent');
+    }
+    const sandbox = toolsProblem(plan.agent.spec);
+    if (sandbox) problems.push(sandbox);
+  }
+  if (plan.reward) {
+    try {
+      rewardFunction(plan.reward.name, plan.reward.judge, io.env);
+    } catch (e) {
+      problem(e, 'reward');
+    }
+  }
+
+  if (factory && tokenizer && model && plan.agent && !plan.agent.remote) {
+    if (plan.agent.spec.type === 'flow' && plan.agent.spec.analyze_query)
+      io.stderr(
+        'preflight: prompt length not checked (analyze_query: the first prompt holds the engine’s analysis)\n',
+      );
+    else
+      for (const [key, list] of rows) {
+        const p = await promptFitProblem(key, list, factory, tokenizer, {
+          newTokens: plan.agent.sampling.maxTokens,
+          maxPositions: model.maxPositions,
+        });
+        if (p) problems.push(p);
+      }
+  }
+
+  if (problems.length > 0 || !device) throw new PreflightError(problems);
+  return { device: device.device };
+}
+
+/** The preflight plan of a `flowgrpo train` run config. */
+export function trainPlan(rc: RunConfig, device: DeviceName): PreflightPlan {
+  const { run } = rc;
+  const data: PreflightPlan['data'] = [];
+  const kind = rc.kind === 'sft' ? 'sft' : 'query';
+  const format = rc.kind === 'grpo' ? rc.run.data_format : undefined;
+  data.push({ key: 'train_file', path: run.train_file, kind, format });
+  if (run.eval_file) data.push({ key: 'eval_file', path: run.eval_file, kind, format });
+  return {
+    model: run.model,
+    tokenizer: run.tokenizer,
+    maxPositions: run.max_positions,
+    device,
+    data,
+    outputDir: rc.config.output_dir,
+    ...(rc.kind === 'grpo' && {
+      agent: {
+        spec: rc.run.agent,
+        sampling: {
+          maxTurns: rc.config.max_turns,
+          maxTokens: rc.config.max_completion_length,
+          temperature: rc.config.temperature,
+          topP: rc.config.top_p,
+        },
+        remote: rc.run.rollout.engine !== 'local',
+      },
+      reward: { name: rc.run.reward, judge: rc.run.judge ?? rc.run.agent.engine },
+    }),
+  };
+}
+
+/** The fix of a typed error that carries its own (`fix`) rather than a hint. */
+function fixOf(e: FlowGrpoError): string | undefined {
+  const fix = (e as { fix?: unknown }).fix;
+  return typeof fix === 'string' ? fix : undefined;
+}
+
+/** The model's vocabulary and the positions its graphs have (or a build would get). */
+async function modelFacts(
+  plan: PreflightPlan,
+): Promise<{ vocabSize: number; maxPositions: number }> {
+  if (modelKind(plan.model) === 'artifacts') {
+    const m = readArtifactsManifest(plan.model);
+    return { vocabSize: m.config.vocabSize, maxPositions: m.maxPositions };
+  }
+  const config = await loadDecoderConfig(plan.model);
+  return {
+    vocabSize: config.vocabSize,
+    // As ensureArtifacts builds them (model-artifacts.ts).
+    maxPositions: plan.maxPositions ?? Math.min(config.maxPositionEmbeddings, 32768),
+  };
+}
+
+/**
+ * output_dir must be a writable folder, or a path whose nearest existing parent is one (nothing is
+ * created here: a failed preflight leaves the disk as it was).
+ */
+function outputDirProblem(dir: string): PreflightProblem | undefined {
+  let at = dir;
+  while (!existsSync(at) && dirname(at) !== at) at = dirname(at);
+  if (!statSync(at).isDirectory())
+    return {
+      code: 'CONFIG_ERROR',
+      message: `output_dir: ${at} is a file${at === dir ? '' : ` (on the way to ${dir})`}`,
+      hint: 'set output_dir to a folder path, or move the file away',
+    };
+  try {
+    accessSync(at, constants.W_OK | constants.X_OK);
+  } catch (e) {
+    return {
+      code: 'CONFIG_ERROR',
+      message: `output_dir: ${at} cannot be written (${(e as NodeJS.ErrnoException).code})`,
+      hint: `choose an output_dir you can write, or give yourself write access to ${at}`,
+    };
+  }
+  return undefined;
+}
+
+/** The python tool runs code in bubblewrap: without a working sandbox every call would fail. */
+function toolsProblem(spec: AgentSpec): PreflightProblem | undefined {
+  if (!spec.tools.some((t) => builtinToolAlias(t) === 'python')) return undefined;
+  try {
+    sandboxSupport();
+    return undefined;
+  } catch (e) {
+    if (!SandboxUnavailableError.isInstance(e)) throw e;
+    return {
+      code: e.code,
+      message: `agent.tools: python: the sandbox is unavailable: ${e.reason}`,
+      hint: e.fix,
+    };
+  }
+}
+
+/**
+ * Renders the agent's first prompt for each of the first rows — by running the agent against a
+ * policy that records the request and stops — and reports the rows whose prompt plus the new
+ * tokens do not fit the positions.
+ */
+async function promptFitProblem(
+  key: string,
+  rows: readonly SampleRow[],
+  factory: (policy: PolicyEngine) => RolloutAgent,
+  tokenizer: Tokenizer,
+  o: { newTokens: number; maxPositions: number },
+): Promise<PreflightProblem | undefined> {
+  // What the capturing policy recorded: the first prompt of the agent's current run.
+  const captured: number[][] = [];
+  const capture: PolicyEngine = {
+    model: 'preflight',
+    tokenizer: policyTokenizer(tokenizer),
+    generate(request: PolicyGenerateRequest): Promise<PolicyGenerateResult> {
+      captured.push(policyPromptIds(tokenizer, request));
+      // The agent records a failed turn and ends its run: nothing else is asked of anyone.
+      return Promise.reject(new Error('preflight: first prompt captured'));
+    },
+  };
+  const agent = factory(capture);
+  const over: { row: number; tokens: number }[] = [];
+  const checked = rows.slice(0, PROMPT_CHECK_ROWS);
+  for (const [i, row] of checked.entries()) {
+    captured.length = 0;
+    await agent.run(row.question, { groupId: 'preflight', seed: 0 });
+    const n = captured[0]?.length;
+    if (n !== undefined && n + o.newTokens > o.maxPositions) over.push({ row: i, tokens: n });
+  }
+  if (over.length === 0) return undefined;
+  const first = over[0]!;
+  const longest = over.reduce((a, b) => (b.tokens > a.tokens ? b : a));
+  const e = new ContextLengthExceededError({
+    what: `${key} row ${first.row}: the agent's first prompt`,
+    promptTokens: first.tokens,
+    newTokens: o.newTokens,
+    maxPositions: o.maxPositions,
+  });
+  const more =
+    over.length === 1
+      ? ''
+      : ` (${over.length} of the first ${checked.length} rows do not fit; the longest, row ${longest.row}, is ${longest.tokens} tokens)`;
+  return { code: e.code, message: `${e.message}${more}`, hint: contextLengthHint(o.maxPositions) };
+}
