@@ -6,13 +6,14 @@ import type {
   PolicyGenerateResult,
   RolloutAgent,
 } from '@flowgrpo/agent';
-import { FlowGrpoError, type SampleRow } from '@flowgrpo/core';
+import { ConfigError, FlowGrpoError, type SampleRow } from '@flowgrpo/core';
 import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
 import {
   ContextLengthExceededError,
   chooseDevice,
   contextLengthHint,
   type Device,
+  ExecutionProviderUnavailableError,
   loadDecoderConfig,
   policyPromptIds,
   readArtifactsManifest,
@@ -64,6 +65,8 @@ export interface PreflightPlan {
   /** A HF model folder or an artifacts directory. */
   model: string;
   tokenizer?: string | undefined;
+  /** SFT with use_peft: false trains the HF model's own weights: an artifacts directory won't do. */
+  hfModelOnly?: boolean;
   /** The run's max_positions: the positions a build from a HF folder gets. */
   maxPositions?: number | undefined;
   device: DeviceName;
@@ -104,7 +107,15 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
     });
   };
 
-  const device = await chooseDevice(plan.device).catch((e: unknown) => problem(e, 'device'));
+  const device = await chooseDevice(plan.device).catch((e: unknown) => {
+    if (!ExecutionProviderUnavailableError.isInstance(e)) return problem(e, 'device');
+    // Its message ends with the fix, which is printed as the fix already.
+    problems.push({
+      code: e.code,
+      message: `device: the ${e.device} execution provider is unavailable: ${e.reason}`,
+      hint: e.fix,
+    });
+  });
   if (device) io.stderr(`device: ${device.device} (${device.why})\n`);
 
   if (plan.outputDir) {
@@ -188,6 +199,7 @@ export function trainPlan(rc: RunConfig, device: DeviceName): PreflightPlan {
   if (run.eval_file) data.push({ key: 'eval_file', path: run.eval_file, kind, format });
   return {
     model: run.model,
+    hfModelOnly: rc.kind === 'sft' && !rc.config.use_peft,
     tokenizer: run.tokenizer,
     maxPositions: run.max_positions,
     device,
@@ -219,7 +231,14 @@ function fixOf(e: FlowGrpoError): string | undefined {
 async function modelFacts(
   plan: PreflightPlan,
 ): Promise<{ vocabSize: number; maxPositions: number }> {
-  if (modelKind(plan.model) === 'artifacts') {
+  const kind = modelKind(plan.model);
+  if (kind === 'artifacts' && plan.hfModelOnly)
+    throw new ConfigError(
+      `use_peft: false fine-tunes every weight of a HF model folder; ${plan.model} is an artifacts directory`,
+      { key: 'model' },
+      { hint: 'name the HF model folder (config.json + safetensors), or train a LoRA adapter' },
+    );
+  if (kind === 'artifacts') {
     const m = readArtifactsManifest(plan.model);
     return { vocabSize: m.config.vocabSize, maxPositions: m.maxPositions };
   }

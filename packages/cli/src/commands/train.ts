@@ -1,13 +1,8 @@
 import { join } from 'node:path';
-import { ConfigError, FlowGrpoError } from '@flowgrpo/core';
+import { FlowGrpoError } from '@flowgrpo/core';
 import { GRPOTrainer, loadDecoderConfig, type MetricsRecord, SFTTrainer } from '@flowgrpo/trainer';
 import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
-import {
-  ensureArtifacts,
-  loraFromOptions,
-  modelKind,
-  resolveTokenizer,
-} from '../model-artifacts.js';
+import { ensureArtifacts, loraFromOptions, resolveTokenizer } from '../model-artifacts.js';
 import { preflight, trainPlan } from '../preflight.js';
 import { agentFactory, rewardFunction, rolloutEngine } from '../run-agent.js';
 import { DEVICES, type DeviceName, loadRunConfig, type RunConfig } from '../run-config.js';
@@ -74,12 +69,8 @@ async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<numb
   const log = (line: string) => io.stderr(`${line}\n`);
   // SFT with use_peft: false trains every weight of the HF model itself (the trainer builds its
   // own graphs): no LoRA artifacts to build, and checkpoints are whole HF model folders.
+  // (Preflight refused an artifacts directory for it.)
   const full = rc.kind === 'sft' && !rc.config.use_peft;
-  if (full && modelKind(run.model) !== 'hf')
-    throw new ConfigError(
-      `use_peft: false fine-tunes every weight of a HF model folder; ${run.model} is an artifacts directory`,
-      { key: 'model' },
-    );
   const built = full
     ? undefined
     : await ensureArtifacts(run.model, join(config.output_dir, 'artifacts'), {
