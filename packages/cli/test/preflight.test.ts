@@ -1,4 +1,12 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deviceAvailability, softwareVulkanAdapter } from '@flowgrpo/trainer';
@@ -132,6 +140,28 @@ describe('flowgrpo train: preflight', () => {
       expect(io.err).toContain('which auto never picks (device "webgpu" uses it)');
     expect(existsSync(rc.config.output_dir)).toBe(false);
   });
+
+  it.skipIf(cuda.available)(
+    'a finished run survives a re-run on a device the machine lacks (nothing is removed)',
+    async () => {
+      const dir = join(tmp, 'finished');
+      mkdirSync(dir);
+      const cfg = writeConfig(join(dir, 'run.json'), grpoConfig(dir, model, { max_steps: 1 }));
+      const first = captureIO(dir);
+      expect(await runCli(['train', '--config', cfg], first), first.err).toBe(0);
+      const run = join(dir, 'run-grpo');
+      const before = readdirSync(run).sort();
+      const metrics = readFileSync(join(run, 'metrics.jsonl'), 'utf8');
+      expect(before).toContain('checkpoint-1');
+
+      const again = captureIO(dir);
+      expect(await runCli(['train', '--config', cfg, '--device', 'cuda'], again)).toBe(1);
+      expect(again.err).toContain('[EXECUTION_PROVIDER_UNAVAILABLE] device:');
+      expect(again.err).not.toContain('removed');
+      expect(readdirSync(run).sort()).toEqual(before);
+      expect(readFileSync(join(run, 'metrics.jsonl'), 'utf8')).toBe(metrics);
+    },
+  );
 
   it('one problem: its own fix is the hint', async () => {
     const dir = join(tmp, 'one');
