@@ -11,13 +11,13 @@ import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flow
 import {
   ContextLengthExceededError,
   chooseDevice,
-  contextLengthHint,
   type Device,
   ExecutionProviderUnavailableError,
   loadDecoderConfig,
   policyPromptIds,
   readArtifactsManifest,
   type Tokenizer,
+  TokenOutOfVocabularyError,
 } from '@flowgrpo/trainer';
 import type { CliIO } from './command.js';
 import { modelKind, resolveTokenizer } from './model-artifacts.js';
@@ -177,11 +177,13 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
       );
     else
       for (const [key, list] of rows) {
-        const p = await promptFitProblem(key, list, factory, tokenizer, {
-          newTokens: plan.agent.sampling.maxTokens,
-          maxPositions: model.maxPositions,
-        });
-        if (p) problems.push(p);
+        problems.push(
+          ...(await promptProblems(key, list, factory, tokenizer, {
+            newTokens: plan.agent.sampling.maxTokens,
+            maxPositions: model.maxPositions,
+            vocabSize: model.vocabSize,
+          })),
+        );
       }
   }
 
@@ -294,15 +296,15 @@ function toolsProblem(spec: AgentSpec): PreflightProblem | undefined {
 /**
  * Renders the agent's first prompt for each of the first rows — by running the agent against a
  * policy that records the request and stops — and reports the rows whose prompt plus the new
- * tokens do not fit the positions.
+ * tokens do not fit the positions, and token ids the model has no embedding for.
  */
-async function promptFitProblem(
+async function promptProblems(
   key: string,
   rows: readonly SampleRow[],
   factory: (policy: PolicyEngine) => RolloutAgent,
   tokenizer: Tokenizer,
-  o: { newTokens: number; maxPositions: number },
-): Promise<PreflightProblem | undefined> {
+  o: { newTokens: number; maxPositions: number; vocabSize: number },
+): Promise<PreflightProblem[]> {
   // What the capturing policy recorded: the first prompt of the agent's current run.
   const captured: number[][] = [];
   const capture: PolicyEngine = {
@@ -316,25 +318,44 @@ async function promptFitProblem(
   };
   const agent = factory(capture);
   const over: { row: number; tokens: number }[] = [];
+  let outside: { row: number; id: number } | undefined;
   const checked = rows.slice(0, PROMPT_CHECK_ROWS);
   for (const [i, row] of checked.entries()) {
     captured.length = 0;
     await agent.run(row.question, { groupId: 'preflight', seed: 0 });
-    const n = captured[0]?.length;
-    if (n !== undefined && n + o.newTokens > o.maxPositions) over.push({ row: i, tokens: n });
+    const prompt = captured[0];
+    if (!prompt) continue;
+    if (prompt.length + o.newTokens > o.maxPositions) over.push({ row: i, tokens: prompt.length });
+    const id = prompt.find((t) => t >= o.vocabSize);
+    if (id !== undefined) outside ??= { row: i, id };
   }
-  if (over.length === 0) return undefined;
-  const first = over[0]!;
-  const longest = over.reduce((a, b) => (b.tokens > a.tokens ? b : a));
-  const e = new ContextLengthExceededError({
-    what: `${key} row ${first.row}: the agent's first prompt`,
-    promptTokens: first.tokens,
-    newTokens: o.newTokens,
-    maxPositions: o.maxPositions,
-  });
-  const more =
-    over.length === 1
-      ? ''
-      : ` (${over.length} of the first ${checked.length} rows do not fit; the longest, row ${longest.row}, is ${longest.tokens} tokens)`;
-  return { code: e.code, message: `${e.message}${more}`, hint: contextLengthHint(o.maxPositions) };
+  const problems: PreflightProblem[] = [];
+  if (outside) {
+    const e = new TokenOutOfVocabularyError({
+      what: `${key} row ${outside.row}: the agent's first prompt`,
+      tokenId: outside.id,
+      vocabSize: o.vocabSize,
+    });
+    problems.push({
+      code: e.code,
+      message: `${e.message} (the tokenizer is not the model's)`,
+      hint: e.hint,
+    });
+  }
+  if (over.length > 0) {
+    const first = over[0]!;
+    const longest = over.reduce((a, b) => (b.tokens > a.tokens ? b : a));
+    const e = new ContextLengthExceededError({
+      what: `${key} row ${first.row}: the agent's first prompt`,
+      promptTokens: first.tokens,
+      newTokens: o.newTokens,
+      maxPositions: o.maxPositions,
+    });
+    const more =
+      over.length === 1
+        ? ''
+        : ` (${over.length} of the first ${checked.length} rows do not fit; the longest, row ${longest.row}, is ${longest.tokens} tokens)`;
+    problems.push({ code: e.code, message: `${e.message}${more}`, hint: e.hint });
+  }
+  return problems;
 }

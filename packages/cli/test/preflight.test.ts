@@ -1,4 +1,5 @@
 import {
+  copyFileSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -162,6 +163,27 @@ describe('flowgrpo train: preflight', () => {
       expect(readFileSync(join(run, 'metrics.jsonl'), 'utf8')).toBe(metrics);
     },
   );
+
+  it("another model's tokenizer: TOKEN_OUT_OF_VOCABULARY before any rollout", async () => {
+    const r = await train('vocab', (dir) => {
+      // The tiny model's tokenizer with <|im_start|> at an id past the model's 259 embeddings,
+      // as a larger model's tokenizer would have it.
+      const tok = join(dir, 'other-tokenizer');
+      mkdirSync(tok);
+      const json = JSON.parse(readFileSync(join(model, 'tokenizer.json'), 'utf8'));
+      for (const t of json.added_tokens) if (t.content === '<|im_start|>') t.id = 9000;
+      if (json.model.vocab['<|im_start|>'] !== undefined) json.model.vocab['<|im_start|>'] = 9000;
+      writeFileSync(join(tok, 'tokenizer.json'), JSON.stringify(json));
+      copyFileSync(join(model, 'tokenizer_config.json'), join(tok, 'tokenizer_config.json'));
+      return grpoConfig(dir, model, { tokenizer: tok });
+    });
+    expect(r.code).toBe(1);
+    expect(r.err).toContain(
+      "[TOKEN_OUT_OF_VOCABULARY] train_file row 0: the agent's first prompt has token id 9000 outside [0, 259)",
+    );
+    expect(r.err).toContain("fix: use the model's own tokenizer");
+    expect(existsSync(r.out)).toBe(false);
+  });
 
   it('one problem: its own fix is the hint', async () => {
     const dir = join(tmp, 'one');

@@ -62,7 +62,10 @@ export {
   type GenerationRequest,
   type WorkerGeneratorOptions,
 } from './generation/decoder-generator.js';
-export { ContextLengthExceededError, contextLengthHint } from './generation/errors.js';
+export {
+  ContextLengthExceededError,
+  TokenOutOfVocabularyError,
+} from './generation/errors.js';
 export {
   LocalPolicyEngine,
   type LocalPolicyEngineOptions,

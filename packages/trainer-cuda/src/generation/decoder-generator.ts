@@ -25,7 +25,7 @@ import type { ValueSpec } from '../runtime/feeds.js';
 import type { Session } from '../runtime/session.js';
 import { SessionWorker, type WorkerSession } from '../runtime/session-worker.js';
 import { BatcherPool } from './batcher-pool.js';
-import { ContextLengthExceededError } from './errors.js';
+import { ContextLengthExceededError, TokenOutOfVocabularyError } from './errors.js';
 import { type BatchRow, FusedBatcher } from './fused-batcher.js';
 import { type GenerateRunner, localRunner, workerRunner } from './generate-runner.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
@@ -778,12 +778,16 @@ function validateRequest(
   if (prompt.length === 0) throw new RangeError(`prompt ${i} is empty (add BOS)`);
   for (const t of prompt)
     if (!Number.isInteger(t) || t < 0 || t >= V)
-      throw new RangeError(`prompt ${i} has token id ${t} outside [0, ${V})`);
+      throw new TokenOutOfVocabularyError({ what: `prompt ${i}`, tokenId: t, vocabSize: V });
   // A stop id outside the vocabulary can never be sampled: it means the tokenizer and the model
   // disagree (the generate graph would also fail on it mid-batch), so it is refused here.
   for (const t of q.stopTokenIds ?? [])
     if (!Number.isInteger(t) || t < 0 || t >= V)
-      throw new RangeError(`request ${i} has stop token id ${t} outside [0, ${V})`);
+      throw new TokenOutOfVocabularyError({
+        what: `request ${i}'s stop tokens`,
+        tokenId: t,
+        vocabSize: V,
+      });
   if (prompt.length + maxNewTokens > maxPositions)
     throw new ContextLengthExceededError({
       what: `prompt ${i}`,

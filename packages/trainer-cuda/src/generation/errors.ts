@@ -1,8 +1,9 @@
 import { FlowGrpoError, type FlowGrpoErrorOptions } from '@flowgrpo/core';
 
 // What generation refuses because of the user's config rather than a bug: a prompt that, with
-// the tokens asked for, does not fit the positions the graphs were built with. Typed so that a
-// run can count its failed rollouts by code and print the fix, and a server can answer 400.
+// the tokens asked for, does not fit the positions the graphs were built with, and token ids the
+// model has no embedding for (another model's tokenizer). Typed so that a run can count its
+// failed rollouts by code and print the fix, and a server can answer 400.
 
 /** A prompt plus its new tokens exceeds the positions (RoPE rows, KV cache) of the graphs. */
 export class ContextLengthExceededError extends FlowGrpoError {
@@ -24,7 +25,25 @@ export class ContextLengthExceededError extends FlowGrpoError {
   }
 }
 
-/** The fix of a prompt that does not fit `maxPositions` (also preflight's). */
-export function contextLengthHint(maxPositions: number): string {
+/** The fix of a prompt that does not fit `maxPositions`. */
+function contextLengthHint(maxPositions: number): string {
   return `raise max_positions above ${maxPositions} (the artifacts are rebuilt; at most the model's max_position_embeddings), shorten the prompt, or lower max_completion_length`;
+}
+
+/** A prompt or stop token id is outside the model's vocabulary: tokenizer and model disagree. */
+export class TokenOutOfVocabularyError extends FlowGrpoError {
+  static override readonly code = 'TOKEN_OUT_OF_VOCABULARY';
+  readonly tokenId: number;
+  readonly vocabSize: number;
+  constructor(
+    fields: { what: string; tokenId: number; vocabSize: number },
+    options: FlowGrpoErrorOptions = {},
+  ) {
+    super(`${fields.what} has token id ${fields.tokenId} outside [0, ${fields.vocabSize})`, {
+      hint: "use the model's own tokenizer (tokenizer: the model folder, or the folder it was trained with)",
+      ...options,
+    });
+    this.tokenId = fields.tokenId;
+    this.vocabSize = fields.vocabSize;
+  }
 }
