@@ -164,6 +164,28 @@ describe('flowgrpo train: preflight', () => {
     },
   );
 
+  it("the flow agent's planner prompt is rendered without calling its engine", async () => {
+    // Nothing listens on port 9: a request to the engine would fail, not pass silently.
+    const r = await train('flow', (dir) =>
+      grpoConfig(dir, model, {
+        agent: {
+          type: 'flow',
+          tools: ['calculator'],
+          engine: { base_url: 'http://127.0.0.1:9/v1', model: 'fixed-roles' },
+        },
+        max_positions: 300,
+        max_completion_length: 64,
+      }),
+    );
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(
+      /\[CONTEXT_LENGTH_EXCEEDED\] train_file row 0: the agent's first prompt \((\d+) tokens\) \+ 64 new tokens exceeds the 300 positions/,
+    );
+    // The planner prompt holds the question and the calculator's description.
+    expect(Number(/first prompt \((\d+) tokens\)/.exec(r.err)![1])).toBeGreaterThan(300);
+    expect(existsSync(r.out)).toBe(false);
+  });
+
   it("another model's tokenizer: TOKEN_OUT_OF_VOCABULARY before any rollout", async () => {
     const r = await train('vocab', (dir) => {
       // The tiny model's tokenizer with <|im_start|> at an id past the model's 259 embeddings,
