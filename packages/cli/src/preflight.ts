@@ -16,6 +16,8 @@ import {
   loadDecoderConfig,
   policyPromptIds,
   readArtifactsManifest,
+  type SFTExample,
+  sftRows,
   type Tokenizer,
   TokenOutOfVocabularyError,
 } from '@flowgrpo/trainer';
@@ -80,6 +82,8 @@ export interface PreflightPlan {
     remote?: boolean;
   };
   reward?: { name: RewardName; judge: Endpoint | undefined };
+  /** SFT with LoRA: every example, as the trainer tokenizes it, must fit the positions. */
+  sft?: { maxLength: number; assistantOnly: boolean };
   /** The run's output folder: it must be (or become) a writable folder. */
   outputDir?: string | undefined;
 }
@@ -131,6 +135,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
     : undefined;
 
   const rows = new Map<string, SampleRow[]>();
+  const examples = new Map<string, SFTExample[]>();
   for (const file of plan.data) {
     try {
       if (existsSync(file.path) && statSync(file.path).isDirectory())
@@ -139,7 +144,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
           message: `${file.key}: ${file.path} is a folder`,
           hint: 'name a .jsonl or .parquet file inside it',
         });
-      else if (file.kind === 'sft') await readSftExamples(file.path);
+      else if (file.kind === 'sft') examples.set(file.key, await readSftExamples(file.path));
       else rows.set(file.key, await readQueryRows(file.path, file.format));
     } catch (e) {
       problem(
@@ -187,6 +192,16 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
       }
   }
 
+  if (tokenizer && model && plan.sft)
+    for (const [key, list] of examples) {
+      try {
+        const p = sftFitProblem(key, list, tokenizer, { ...plan.sft, ...model });
+        if (p) problems.push(p);
+      } catch (e) {
+        problem(e, key);
+      }
+    }
+
   if (problems.length > 0 || !device) throw new PreflightError(problems);
   return { device: device.device };
 }
@@ -207,6 +222,11 @@ export function trainPlan(rc: RunConfig, device: DeviceName): PreflightPlan {
     device,
     data,
     outputDir: rc.config.output_dir,
+    // Full fine-tuning builds its graphs with max_length + 1 positions: every example fits.
+    ...(rc.kind === 'sft' &&
+      rc.config.use_peft && {
+        sft: { maxLength: rc.config.max_length, assistantOnly: rc.config.assistant_only_loss },
+      }),
     ...(rc.kind === 'grpo' && {
       agent: {
         spec: rc.run.agent,
@@ -358,4 +378,29 @@ async function promptProblems(
     problems.push({ code: e.code, message: `${e.message}${more}`, hint: e.hint });
   }
   return problems;
+}
+
+/**
+ * The first SFT examples as the trainer tokenizes them (cut to max_length): one longer than the
+ * artifacts' positions would fail its train step mid-run.
+ */
+function sftFitProblem(
+  key: string,
+  examples: readonly SFTExample[],
+  tokenizer: Tokenizer,
+  o: { maxLength: number; assistantOnly: boolean; maxPositions: number },
+): PreflightProblem | undefined {
+  const checked = examples.slice(0, PROMPT_CHECK_ROWS);
+  const over = checked.flatMap((example, row) => {
+    const tokens = Math.max(...sftRows(example, tokenizer, o).map((r) => r.tokens.length));
+    return tokens > o.maxPositions ? [{ row, tokens }] : [];
+  });
+  if (over.length === 0) return undefined;
+  const first = over[0]!;
+  const more = over.length === 1 ? '' : ` (${over.length} of the first ${checked.length} rows)`;
+  return {
+    code: ContextLengthExceededError.code,
+    message: `${key} row ${first.row}: ${first.tokens} tokens (max_length ${o.maxLength}) exceed the ${o.maxPositions} positions the graphs support${more}`,
+    hint: `set max_length to at most ${o.maxPositions}, or raise max_positions (the artifacts are rebuilt)`,
+  };
 }

@@ -16,7 +16,14 @@ import { runCli } from '../src/main.js';
 import { PreflightError, preflight, trainPlan } from '../src/preflight.js';
 import { loadRunConfig } from '../src/run-config.js';
 import { captureIO } from './support.js';
-import { grpoConfig, questionRows, tinyModel, writeConfig, writeJsonl } from './train-fixtures.js';
+import {
+  grpoConfig,
+  questionRows,
+  sftConfig,
+  tinyModel,
+  writeConfig,
+  writeJsonl,
+} from './train-fixtures.js';
 
 // Preflight of `flowgrpo train` and `flowgrpo eval` with real files on a tiny Qwen2: every problem
 // reported at once (each with its code and fix), before anything is built or written — the
@@ -218,6 +225,29 @@ describe('flowgrpo train: preflight', () => {
     const err = e as PreflightError;
     expect(err.problems.map((p) => p.code)).toEqual(['CONTEXT_LENGTH_EXCEEDED']);
     expect(err.hint).toBe(err.problems[0]!.hint);
+  });
+});
+
+describe('flowgrpo train: SFT preflight', () => {
+  it('an example longer than the positions, and a bad row of another file, at once', async () => {
+    const r = await train('sft', (dir) =>
+      sftConfig(dir, model, {
+        max_positions: 64,
+        max_length: 256,
+        train_file: writeJsonl(join(dir, 'long.jsonl'), [
+          { text: 'short' },
+          { prompt: 'Q: '.padEnd(150, 'x'), completion: ' y' },
+        ]),
+        eval_file: writeJsonl(join(dir, 'bad.jsonl'), [{ text: 'ok' }, { messages: 'hi' }]),
+      }),
+    );
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(
+      /\[CONTEXT_LENGTH_EXCEEDED\] train_file row 1: \d+ tokens \(max_length 256\) exceed the 64 positions the graphs support/,
+    );
+    expect(r.err).toContain('fix: set max_length to at most 64, or raise max_positions');
+    expect(r.err).toMatch(/\[DATA_FORMAT_ERROR\] eval_file: .*bad\.jsonl: row 1: /);
+    expect(existsSync(r.out)).toBe(false);
   });
 });
 

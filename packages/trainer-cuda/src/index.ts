@@ -241,6 +241,7 @@ export {
   type SFTResult,
   SFTTrainer,
   type SFTTrainerOptions,
+  sftRows,
 } from './train/sft-trainer.js';
 // A training step you define yourself (any graph + autodiff + AdamW), run on a session.
 export * from './train-loop/index.js';
