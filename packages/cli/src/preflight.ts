@@ -31,8 +31,9 @@ import { readQueryRows, readSftExamples } from './run-data.js';
 // artifacts are built, output_dir is touched or a rollout starts: the model and tokenizer, the
 // data files (each row validated, the error naming file, row and field), the device (and which
 // one 'auto' picked and why), that the agent's first prompts fit the model's positions with the
-// completion tokens to spare, the tools' requirements, and that output_dir can be written. Every
-// problem is collected, so one run reports all of them at once, each with its code and its fix.
+// completion tokens to spare (SFT: the first examples as the trainer tokenizes them), the tools'
+// requirements, and that output_dir can be written. Every problem is collected, so one run
+// reports all of them at once, each with its code and its fix.
 
 /** One thing preflight found wrong: its own code, what and where, and the fix. */
 export interface PreflightProblem {
@@ -60,7 +61,7 @@ export class PreflightError extends FlowGrpoError {
   }
 }
 
-/** Rows whose rendered first prompt is checked against the model's positions. */
+/** The first rows of each file checked against the positions (rendered prompts, SFT examples). */
 export const PROMPT_CHECK_ROWS = 16;
 
 export interface PreflightPlan {
