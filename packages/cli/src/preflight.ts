@@ -1,5 +1,5 @@
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import type {
   PolicyEngine,
   PolicyGenerateRequest,
@@ -87,6 +87,8 @@ export interface PreflightPlan {
   sft?: { maxLength: number; assistantOnly: boolean };
   /** The run's output folder: it must be (or become) a writable folder. */
   outputDir?: string | undefined;
+  /** A file written at the end (eval's --out): its folder must exist and be writable. */
+  outputFile?: { key: string; path: string } | undefined;
 }
 
 export interface PreflightResult {
@@ -125,6 +127,10 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
 
   if (plan.outputDir) {
     const p = outputDirProblem(plan.outputDir);
+    if (p) problems.push(p);
+  }
+  if (plan.outputFile) {
+    const p = outputFileProblem(plan.outputFile.key, plan.outputFile.path);
     if (p) problems.push(p);
   }
 
@@ -293,6 +299,33 @@ function outputDirProblem(dir: string): PreflightProblem | undefined {
       code: 'CONFIG_ERROR',
       message: `output_dir: ${at} cannot be written (${(e as NodeJS.ErrnoException).code})`,
       hint: `choose an output_dir you can write, or give yourself write access to ${at}`,
+    };
+  }
+  return undefined;
+}
+
+/** A file written once the work is done: finding out then that it cannot be would waste the work. */
+function outputFileProblem(key: string, path: string): PreflightProblem | undefined {
+  if (existsSync(path) && statSync(path).isDirectory())
+    return {
+      code: 'CONFIG_ERROR',
+      message: `${key}: ${path} is a folder`,
+      hint: `name a file, e.g. ${join(path, 'results.json')}`,
+    };
+  const dir = dirname(path);
+  if (!existsSync(dir) || !statSync(dir).isDirectory())
+    return {
+      code: 'CONFIG_ERROR',
+      message: `${key}: the folder ${dir} does not exist`,
+      hint: `create it (mkdir -p ${dir}), or name a file in an existing folder`,
+    };
+  try {
+    accessSync(dir, constants.W_OK | constants.X_OK);
+  } catch (e) {
+    return {
+      code: 'CONFIG_ERROR',
+      message: `${key}: ${dir} cannot be written (${(e as NodeJS.ErrnoException).code})`,
+      hint: 'name a file in a folder you can write',
     };
   }
   return undefined;

@@ -286,4 +286,20 @@ describe('flowgrpo eval: preflight', () => {
       /\[CONTEXT_LENGTH_EXCEEDED\] --data row 0: the agent's first prompt \(\d+ tokens\) \+ 4000 new tokens exceeds the 2048 positions/,
     );
   });
+
+  it('--out in a folder that does not exist is reported before the evaluation, not after it', async () => {
+    const dir = join(tmp, 'eval-out');
+    mkdirSync(dir);
+    writeJsonl(join(dir, 'rows.jsonl'), questionRows(2));
+    const io = captureIO(dir);
+    const argv = ['eval', '--model', model, '--data', 'rows.jsonl', '--agent', 'tag'];
+    expect(await runCli([...argv, '--out', 'no-such-folder/results.json'], io)).toBe(1);
+    expect(io.err).toContain(
+      `[CONFIG_ERROR] --out: the folder ${join(dir, 'no-such-folder')} does not exist`,
+    );
+    expect(io.out).toBe(''); // nothing was evaluated
+    const folder = captureIO(dir);
+    expect(await runCli([...argv, '--out', '.'], folder)).toBe(1);
+    expect(folder.err).toContain(`[CONFIG_ERROR] --out: ${dir} is a folder`);
+  });
 });

@@ -198,6 +198,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
       ],
       agent: { spec: agent, sampling },
       reward: { name: reward, judge },
+      ...(out && { outputFile: { key: '--out', path: resolve(io.cwd, out) } }),
     },
     io,
   );
