@@ -231,7 +231,9 @@ describe('flowgrpo train: errors', () => {
   it('missing files are FILE_NOT_FOUND errors naming the path', async () => {
     const train = await fails(grpoConfig(dir, model, { train_file: 'nowhere.jsonl' }));
     expect(train.code).toBe(1);
-    expect(train.err).toContain(`[FILE_NOT_FOUND] file not found: ${join(dir, 'nowhere.jsonl')}\n`);
+    expect(train.err).toContain(
+      `[FILE_NOT_FOUND] train_file: file not found: ${join(dir, 'nowhere.jsonl')}`,
+    );
     const mdl = await fails(grpoConfig(dir, join(dir, 'no-model')));
     expect(mdl.err).toContain(`file not found: ${join(dir, 'no-model')}`);
     const cfg = await fails(undefined, ['--config', 'missing.json']);

@@ -63,8 +63,13 @@ export {
   type WorkerGeneratorOptions,
 } from './generation/decoder-generator.js';
 export {
+  ContextLengthExceededError,
+  TokenOutOfVocabularyError,
+} from './generation/errors.js';
+export {
   LocalPolicyEngine,
   type LocalPolicyEngineOptions,
+  policyPromptIds,
 } from './generation/local-policy-engine.js';
 export type { SampledToken, SamplingParams } from './generation/sampling.js';
 // LoRA adapters in PEFT's layout, and merging one into the base weights.
@@ -125,9 +130,11 @@ export {
 // Runtime: ONNX Runtime sessions on CUDA, WebGPU or CPU, in-process or on a worker thread.
 export {
   type CreateSessionOptions,
+  chooseDevice,
   createSession,
   type Device,
   type DeviceAvailability,
+  type DeviceChoice,
   type DeviceRequest,
   DeviceTensor,
   DeviceTensorAccessError,
@@ -151,6 +158,7 @@ export {
   SessionRunError,
   SessionWorker,
   SessionWorkerError,
+  softwareVulkanAdapter,
   toOrtTensor,
   type WorkerRunOptions,
   WorkerSession,
@@ -260,6 +268,7 @@ export {
   type SFTResult,
   SFTTrainer,
   type SFTTrainerOptions,
+  sftRows,
 } from './train/sft-trainer.js';
 // A training step you define yourself (any graph + autodiff + AdamW), run on a session.
 export * from './train-loop/index.js';

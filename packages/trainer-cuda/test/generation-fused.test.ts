@@ -17,6 +17,7 @@ import { createRng } from '@flowgrpo/core';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BatcherPool } from '../src/generation/batcher-pool.js';
+import { TokenOutOfVocabularyError } from '../src/generation/errors.js';
 import { type BatchRow, FusedBatcher, type RowResult } from '../src/generation/fused-batcher.js';
 import {
   type GenerateRunner,
@@ -531,11 +532,16 @@ describe('fused generate graph on a tiny Qwen2 with LoRA', () => {
     const V = tiny.weights.config.vocabSize;
     for (const g of [fused, standard]) {
       await expect(g.generate([[1]], { maxNewTokens: 2, stopTokenIds: [V] })).rejects.toThrow(
-        new RangeError(`request 0 has stop token id ${V} outside [0, ${V})`),
+        `request 0's stop tokens has token id ${V} outside [0, ${V})`,
       );
-      await expect(
-        g.generateEach([{ prompt: [1], maxNewTokens: 2, stopTokenIds: [-1] }]),
-      ).rejects.toThrow(RangeError);
+      const e = await g
+        .generateEach([{ prompt: [1], maxNewTokens: 2, stopTokenIds: [-1] }])
+        .catch((x: unknown) => x);
+      expect(TokenOutOfVocabularyError.isInstance(e)).toBe(true);
+      expect((e as TokenOutOfVocabularyError).hint).toContain("the model's own tokenizer");
+      await expect(g.generate([[V + 3]], { maxNewTokens: 2 })).rejects.toThrow(
+        `prompt 0 has token id ${V + 3} outside [0, ${V})`,
+      );
     }
     const none = await fused.generate([[1, 2]], { maxNewTokens: 0 });
     expect(none[0]!.tokens.length).toBe(0);

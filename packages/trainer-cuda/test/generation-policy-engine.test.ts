@@ -10,6 +10,7 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   buildDecoderArtifacts,
+  ContextLengthExceededError,
   createTinyQwen2,
   DecoderArtifacts,
   DecoderGenerator,
@@ -190,6 +191,22 @@ describe('LocalPolicyEngine', () => {
     const lp = await graphLogprobs(promptTokens, r.actionTokens, 1);
     for (let i = 0; i < lp.length; i++)
       expect(Math.abs(lp[i]! - r.actionLogprobs[i]!)).toBeLessThan(1e-4);
+  });
+
+  it('a prompt that does not fit the positions is CONTEXT_LENGTH_EXCEEDED, with the fix', async () => {
+    const P = art.manifest.maxPositions;
+    const e = await engine
+      .generate({ promptTokens: new Array(P - 3).fill(5), maxTokens: 4, temperature: 0 })
+      .catch((x: unknown) => x);
+    expect(ContextLengthExceededError.isInstance(e)).toBe(true);
+    const err = e as ContextLengthExceededError;
+    expect(err.code).toBe('CONTEXT_LENGTH_EXCEEDED');
+    expect([err.promptTokens, err.newTokens, err.maxPositions]).toEqual([P - 3, 4, P]);
+    expect(err.message).toContain(`(${P - 3} tokens) + 4 new tokens exceeds the ${P} positions`);
+    expect(err.hint).toMatch(/max_positions.*shorten the prompt.*max_completion_length/);
+    // One token fewer fits.
+    const ok = await engine.generate({ promptTokens: new Array(P - 4).fill(5), maxTokens: 4 });
+    expect(ok.promptTokens.length + ok.actionTokens.length).toBeLessThanOrEqual(P);
   });
 
   it('updateAdapter loads a PEFT folder: B = 0 keeps the policy, B ≠ 0 changes it', async () => {

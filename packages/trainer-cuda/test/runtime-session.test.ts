@@ -10,6 +10,7 @@ import { testModelBytes } from '@flowgrpo/graph/testing';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  chooseDevice,
   createSession,
   DeviceTensor,
   DeviceTensorAccessError,
@@ -20,6 +21,7 @@ import {
   ModelLoadError,
   resolveDevice,
   SessionRunError,
+  softwareVulkanAdapter,
 } from '../src/runtime/index.js';
 import { classifyLoadError, ortSessionOptions } from '../src/runtime/session.js';
 
@@ -141,9 +143,21 @@ describe('createSession on the CPU EP', () => {
     );
   });
 
-  it('auto picks cuda, then webgpu, then cpu, by what the probes found', async () => {
-    const expected = cuda.available ? 'cuda' : webgpu.available ? 'webgpu' : 'cpu';
+  it('auto picks cuda, then webgpu on a GPU, then cpu, by what the probes found', async () => {
+    const gpu = webgpu.available && softwareVulkanAdapter() === undefined;
+    const expected = cuda.available ? 'cuda' : gpu ? 'webgpu' : 'cpu';
     expect(await resolveDevice('auto')).toBe(expected);
+    const choice = await chooseDevice('auto');
+    expect(choice.device).toBe(expected);
+    expect(choice.why).toMatch(/^auto: /);
+    // Lavapipe (CI): WebGPU works when asked for, and auto says why it took the CPU instead.
+    if (webgpu.available && !gpu) {
+      expect(choice.why).toContain('software adapter');
+      expect(await chooseDevice('webgpu')).toEqual({
+        device: 'webgpu',
+        why: `asked for on the software adapter ${softwareVulkanAdapter()}`,
+      });
+    }
   });
 });
 

@@ -27,6 +27,7 @@ import {
   UsageError,
 } from '../command.js';
 import { ensureArtifacts, modelKind, resolveTokenizer } from '../model-artifacts.js';
+import { preflight } from '../preflight.js';
 import { agentFactory, rewardFunction } from '../run-agent.js';
 import {
   AgentSchema,
@@ -53,7 +54,9 @@ side by side: accuracy with a 95% Wilson interval, format compliance, turns, too
 errors, completion tokens, time; then each policy's difference in accuracy points from the first,
 called inconclusive when the two 95% intervals overlap. Failed rollouts count as wrong and are
 counted by error code; when every rollout of a policy fails there is no accuracy to report:
-ROLLOUTS_FAILED, exit 1.
+ROLLOUTS_FAILED, exit 1. The model, tokenizer, data, device, tools and the agent's first prompts
+(they must fit the model's positions with --max-tokens to spare) are checked first, every problem
+reported at once.
 
   --model PATH          HF model folder or artifacts directory (default: the config's model)
   --tokenizer PATH      folder with tokenizer.json (default: the model folder)
@@ -75,7 +78,8 @@ ROLLOUTS_FAILED, exit 1.
   --limit N             the first N rows only
   --concurrency N       rollouts at once (default 32)
   --seed N              rollout seeds start here (default 0)
-  --device D            cpu | auto | cuda | webgpu (default cpu)
+  --device D            cpu | auto | cuda | webgpu (default cpu; auto never picks a software
+                        Vulkan driver such as lavapipe)
   --out FILE            write the results as JSON
   --trajectories        with --out: every rollout too (turns, token ids, answers)`;
 
@@ -183,6 +187,30 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   // --out is written after every policy was evaluated: a folder that is not there is found now.
   if (out) requireFolder(dirname(resolve(io.cwd, out)), '--out (its folder)');
 
+  const sampling = {
+    maxTurns: rc?.kind === 'grpo' ? rc.config.max_turns : 5,
+    maxTokens:
+      intOption(args, 'max-tokens') ??
+      (rc?.kind === 'grpo' ? rc.config.max_completion_length : 256),
+    temperature: 0,
+    topP: 1,
+  };
+  // Every check before a graph is built; 'auto' resolved once, here.
+  const chosen = await preflight(
+    {
+      model,
+      tokenizer: tokenizerPath,
+      device,
+      data: [
+        { key: dataArg ? '--data' : 'eval_file', path: data, kind: 'query', format: dataFormat },
+      ],
+      agent: { spec: agent, sampling },
+      reward: { name: reward, judge },
+      ...(out && { outputFile: { key: '--out', path: resolve(io.cwd, out) } }),
+    },
+    io,
+  );
+
   const rows = await readQueryRows(data, dataFormat, dataArg ? '--data' : 'eval_file');
   const dataset = limit === undefined ? rows : rows.slice(0, limit);
   const kind = modelKind(model);
@@ -202,18 +230,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     names.add(p.name);
   }
   const rewardFn = rewardFunction(reward, judge, io.env);
-  const factory = agentFactory(
-    agent,
-    {
-      maxTurns: rc?.kind === 'grpo' ? rc.config.max_turns : 5,
-      maxTokens:
-        intOption(args, 'max-tokens') ??
-        (rc?.kind === 'grpo' ? rc.config.max_completion_length : 256),
-      temperature: 0,
-      topP: 1,
-    },
-    io.env,
-  );
+  const factory = agentFactory(agent, sampling, io.env);
 
   // Policies that share a LoRA shape share one build of the decode graph (a HF folder is built
   // once per shape; the base model rides along with LoRA scale 0). An artifacts directory is
@@ -243,7 +260,10 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
         graphs: ['decode'],
       });
       const tokenizer = await resolveTokenizer(model, tokenizerPath, manifest.config.vocabSize);
-      const artifacts = await DecoderArtifacts.open(dir, { graphs: ['decode'], device });
+      const artifacts = await DecoderArtifacts.open(dir, {
+        graphs: ['decode'],
+        device: chosen.device,
+      });
       try {
         const engine = new LocalPolicyEngine({ artifacts, tokenizer, model: 'policy' });
         for (const p of group) {

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { ConfigError, FlowGrpoError } from '@flowgrpo/core';
+import { FlowGrpoError } from '@flowgrpo/core';
 import {
   claimOutputDir,
   GRPOTrainer,
@@ -9,12 +9,8 @@ import {
   SFTTrainer,
 } from '@flowgrpo/trainer';
 import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
-import {
-  ensureArtifacts,
-  loraFromOptions,
-  modelKind,
-  resolveTokenizer,
-} from '../model-artifacts.js';
+import { ensureArtifacts, loraFromOptions, resolveTokenizer } from '../model-artifacts.js';
+import { preflight, trainPlan } from '../preflight.js';
 import { agentFactory, rewardFunction, rolloutEngine } from '../run-agent.js';
 import { DEVICES, type DeviceName, loadRunConfig, type RunConfig } from '../run-config.js';
 import { readQueryRows, readSftExamples } from '../run-data.js';
@@ -41,7 +37,8 @@ beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the ru
   "train_file"   .jsonl or .parquet — GRPO: SampleRows (or "data_format": gsm8k, nq, …);
                  SFT: TRL formats, rows with "messages", "prompt" + "completion", or "text"
   "eval_file"    held-out rows in the same format (GRPO: accuracy; SFT: eval loss)
-  "device"       cpu | auto | cuda | webgpu (default cpu)
+  "device"       cpu | auto | cuda | webgpu (default cpu); auto takes CUDA, then WebGPU on a GPU
+                 (never a software Vulkan driver such as lavapipe), then the CPU
   "max_positions"  RoPE table rows when building artifacts (default min(max_position_embeddings,
                  32768))
 GRPO only:
@@ -70,18 +67,15 @@ Options:
   --resume        continue from the latest checkpoint in output_dir (resume_from_checkpoint: true)
   --overwrite     replace the run in output_dir (overwrite_output_dir: true)
 
+Before anything is built or written the run is checked (preflight): the model and tokenizer, the
+data files (every row), the device (which one auto picked, and why), that the agent's first
+prompts fit the model's positions with max_completion_length to spare, the tools' requirements,
+output_dir. Every problem is reported at once, each with its fix (docs/troubleshooting.md).
+
 Ctrl-C stops after the current step and writes a checkpoint (exit code 130); --resume goes on.`;
 
 async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<number> {
-  const { run, config } = rc;
-  // SFT with use_peft: false trains every weight of the HF model itself (the trainer builds its
-  // own graphs): no LoRA artifacts to build, and checkpoints are whole HF model folders.
-  const full = rc.kind === 'sft' && !rc.config.use_peft;
-  if (full && modelKind(run.model) !== 'hf')
-    throw new ConfigError(
-      `use_peft: false fine-tunes every weight of a HF model folder; ${run.model} is an artifacts directory`,
-      { key: 'model' },
-    );
+  const { config } = rc;
   // output_dir before the artifacts are built: a run that will be refused (locked by another
   // run, or holding checkpoints without --resume / --overwrite) is refused at once.
   const lock = claimOutputDir({
@@ -105,6 +99,9 @@ async function trainLocked(
   const { run, config } = rc;
   const progress = cliProgress(io);
   const log = (line: string) => io.stderr(`${line}\n`);
+  // SFT with use_peft: false trains every weight of the HF model itself (the trainer builds its
+  // own graphs): no LoRA artifacts to build, and checkpoints are whole HF model folders.
+  // (Preflight refused an artifacts directory for it.)
   const full = rc.kind === 'sft' && !rc.config.use_peft;
   const built = full
     ? undefined
@@ -210,6 +207,8 @@ export const trainCommand: Command = {
       ...(args.values.overwrite === true && { overwrite: true }),
       ...(device && { device: device as DeviceName }),
     });
-    return train(rc, rc.run.device ?? 'cpu', io);
+    // Every check before anything is built or written; 'auto' resolved once, here.
+    const { device: chosen } = await preflight(trainPlan(rc, rc.run.device ?? 'cpu'), io);
+    return train(rc, chosen, io);
   },
 };

@@ -211,11 +211,16 @@ export interface OpenArtifactsOptions extends Omit<CreateSessionOptions, 'device
 }
 
 /**
- * The graph to sample with: the fused `generate` graph when the artifacts have it (decode loop in
- * one ONNX run, continuous batching), else the standard `decode` graph.
+ * The graph to sample with on `device`: the fused `generate` graph when the artifacts have it
+ * and it can run its decode loop there (a CPU Loop: the CPU EP, or 'auto' when it picks the CPU),
+ * else the standard `decode` graph. The generator opens `decode` itself should 'auto' pick a GPU.
  */
-export function samplingGraph(manifest: ArtifactsManifest): 'generate' | 'decode' {
-  return manifest.graphs.generate ? 'generate' : 'decode';
+export function samplingGraph(
+  manifest: ArtifactsManifest,
+  device: DeviceRequest = 'cpu',
+): 'generate' | 'decode' {
+  const fusedRuns = device === 'cpu' || device === 'auto';
+  return manifest.graphs.generate && fusedRuns ? 'generate' : 'decode';
 }
 
 /** Open sessions over an artifacts directory. */

@@ -287,7 +287,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   start = performance.now();
   const evalPolicy = async (name: string, artifacts: string, adapter?: string) => {
     const art = await DecoderArtifacts.open(artifacts, {
-      graphs: [samplingGraph(readArtifactsManifest(artifacts))],
+      graphs: [samplingGraph(readArtifactsManifest(artifacts), device)],
       device,
     });
     try {

@@ -2,6 +2,7 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { PolicyEngine, PolicyGenerateResult } from '@flowgrpo/agent';
+import { ContextLengthExceededError, TokenOutOfVocabularyError } from '../generation/errors.js';
 import {
   imposeSampling,
   type SamplingWarner,
@@ -280,7 +281,11 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       return { result, queueMs: t1 - t0, generateMs: performance.now() - t1 };
     } catch (e) {
       if (GatewayError.isInstance(e)) throw e;
-      if (e instanceof RangeError) throw badRequest(e.message, null, 'invalid_request');
+      if (e instanceof RangeError || TokenOutOfVocabularyError.isInstance(e))
+        throw badRequest(e.message, null, 'invalid_request');
+      // OpenAI's own code for a prompt that does not fit the model's context.
+      if (ContextLengthExceededError.isInstance(e))
+        throw badRequest(e.message, 'max_tokens', 'context_length_exceeded');
       throw e;
     } finally {
       release();

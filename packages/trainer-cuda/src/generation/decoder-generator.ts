@@ -25,6 +25,7 @@ import type { ValueSpec } from '../runtime/feeds.js';
 import type { Session } from '../runtime/session.js';
 import { SessionWorker, type WorkerSession } from '../runtime/session-worker.js';
 import { BatcherPool } from './batcher-pool.js';
+import { ContextLengthExceededError, TokenOutOfVocabularyError } from './errors.js';
 import { type BatchRow, FusedBatcher } from './fused-batcher.js';
 import { type GenerateRunner, localRunner, workerRunner } from './generate-runner.js';
 import { checkPrefillLimits, type PrefillLimits, prefillWidth } from './prefill-pieces.js';
@@ -272,6 +273,8 @@ export class DecoderGenerator {
   #backend: GenerationBackend;
   #artifacts: DecoderArtifacts | undefined;
   #fused: Promise<BatcherPool | undefined> | undefined;
+  /** The decode session of the standard path, opened on first use when it was not. */
+  #decode: Promise<Session> | undefined;
   readonly #fusedOptions: FusedGenerationOptions;
   #queue: Promise<unknown> = Promise.resolve();
   private lora: LoraParams | undefined;
@@ -334,7 +337,10 @@ export class DecoderGenerator {
   #fusedBatcher(): Promise<BatcherPool | undefined> {
     if (!this.#fused) {
       const art = this.#artifacts;
-      const cpu = (art?.options.device ?? 'cpu') === 'cpu';
+      // The device the generate session landed on when it is open ('auto' may have picked the
+      // CPU), else the one asked for.
+      const device = art?.sessions.generate?.device ?? art?.options.device ?? 'cpu';
+      const cpu = device === 'cpu';
       const wanted = this.#fusedOptions.useGenerateGraph ?? true;
       this.#fused =
         art?.manifest.graphs.generate && cpu && wanted
@@ -534,6 +540,16 @@ export class DecoderGenerator {
   ): Promise<PromiseSettledResult<GenerationOutput>[]> {
     const fused = await this.#fusedBatcher();
     if (fused) return this.#generateFused(fused, rows, shared);
+    // The standard path steps with the decode graph: artifacts opened with the generate graph
+    // alone (a trainer's choice on a device where the fused loop does not run) open it now.
+    if (this.#artifacts) {
+      const art = this.#artifacts;
+      this.#decode ??= art.openSession('decode').catch((e: unknown) => {
+        this.#decode = undefined;
+        throw e;
+      });
+      await this.#decode;
+    }
     if (!this.#backend.exclusive) return this.#generate(rows, shared);
     const run = this.#queue.then(() => this.#generate(rows, shared));
     this.#queue = run.catch(() => undefined);
@@ -829,16 +845,23 @@ function validateRequest(
   if (prompt.length === 0) throw new RangeError(`prompt ${i} is empty (add BOS)`);
   for (const t of prompt)
     if (!Number.isInteger(t) || t < 0 || t >= V)
-      throw new RangeError(`prompt ${i} has token id ${t} outside [0, ${V})`);
+      throw new TokenOutOfVocabularyError({ what: `prompt ${i}`, tokenId: t, vocabSize: V });
   // A stop id outside the vocabulary can never be sampled: it means the tokenizer and the model
   // disagree (the generate graph would also fail on it mid-batch), so it is refused here.
   for (const t of q.stopTokenIds ?? [])
     if (!Number.isInteger(t) || t < 0 || t >= V)
-      throw new RangeError(`request ${i} has stop token id ${t} outside [0, ${V})`);
+      throw new TokenOutOfVocabularyError({
+        what: `request ${i}'s stop tokens`,
+        tokenId: t,
+        vocabSize: V,
+      });
   if (prompt.length + maxNewTokens > maxPositions)
-    throw new RangeError(
-      `prompt ${i} (${prompt.length} tokens) + ${maxNewTokens} new tokens exceeds the ${maxPositions} positions the graphs support`,
-    );
+    throw new ContextLengthExceededError({
+      what: `prompt ${i}`,
+      promptTokens: prompt.length,
+      newTokens: maxNewTokens,
+      maxPositions,
+    });
   return { prompt, stopStrings };
 }
 

@@ -92,16 +92,7 @@ export class LocalPolicyEngine implements PolicyEngine {
 
   /** Token ids of a request's prompt. */
   promptIds(request: PolicyGenerateRequest): number[] {
-    const kind = promptKind(request);
-    if (kind === 'tokens') return Array.from(request.promptTokens!);
-    if (kind === 'text')
-      return Array.from(
-        this.#tok.encode(request.prompt!, { addBos: this.#options.addBos ?? true }),
-      );
-    if (!this.#tok.applyChatTemplate)
-      throw new RangeError('chat messages need a tokenizer with a chat template');
-    const text = this.#tok.applyChatTemplate(request.messages!, { addGenerationPrompt: true });
-    return Array.from(this.#tok.encode(text));
+    return policyPromptIds(this.#tok, request, this.#options.addBos ?? true);
   }
 
   stopTokenIds(): number[] {
@@ -227,4 +218,31 @@ export class LocalPolicyEngine implements PolicyEngine {
     this.generator.setLora(params);
     this.adapter = adapter;
   }
+}
+
+/**
+ * Token ids of a policy request's prompt as the local engine renders it: token ids as they are,
+ * text encoded (with BOS when `addBos`), chat messages through the tokenizer's chat template.
+ * Preflight renders an agent's first prompts with it to check they fit the graphs' positions.
+ */
+export function policyPromptIds(
+  tok: Tokenizer,
+  request: PolicyGenerateRequest,
+  addBos = true,
+): number[] {
+  const kind = promptKind(request);
+  if (kind === 'tokens') return Array.from(request.promptTokens!);
+  if (kind === 'text') return Array.from(tok.encode(request.prompt!, { addBos }));
+  if (!tok.applyChatTemplate)
+    throw new ConfigError(
+      'chat messages need a tokenizer with a chat template',
+      {
+        key: 'tokenizer',
+      },
+      {
+        hint: 'name a tokenizer folder whose tokenizer_config.json has a chat_template, or send a text prompt',
+      },
+    );
+  const text = tok.applyChatTemplate(request.messages!, { addGenerationPrompt: true });
+  return Array.from(tok.encode(text));
 }

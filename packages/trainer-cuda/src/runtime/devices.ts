@@ -9,6 +9,7 @@ import { delimiter, dirname, join } from 'node:path';
 import { DEFAULT_IR_VERSION, DEFAULT_OPSET, encodeModel, OnnxDataType } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { type Device, ExecutionProviderUnavailableError } from './errors.js';
+import { softwareVulkanAdapter } from './vulkan-drivers.js';
 
 export type DeviceRequest = 'auto' | Device;
 
@@ -209,20 +210,49 @@ export function listDevices(): Promise<DeviceAvailability[]> {
   return Promise.all((['cuda', 'webgpu', 'cpu'] as const).map(deviceAvailability));
 }
 
+export interface DeviceChoice {
+  device: Device;
+  /** Why this device, one line (for the run's log: "device: cpu (auto: …)"). */
+  why: string;
+}
+
 /**
- * The device a request resolves to: 'auto' picks cuda, then webgpu, then cpu (never throws); an
- * explicit device that cannot run throws ExecutionProviderUnavailableError with the fix.
+ * The device a request resolves to, and why. 'auto' picks cuda, then webgpu on a hardware
+ * adapter, then cpu (never throws): it never picks a software Vulkan driver (Mesa lavapipe,
+ * SwiftShader), which answers the WebGPU probe but computes slower than the CPU EP — asking for
+ * 'webgpu' explicitly uses one. An explicit device that cannot run throws
+ * ExecutionProviderUnavailableError with the fix.
  */
+export async function chooseDevice(request: DeviceRequest): Promise<DeviceChoice> {
+  const software = softwareVulkanAdapter();
+  if (request !== 'auto') {
+    const a = await deviceAvailability(request);
+    if (!a.available)
+      throw new ExecutionProviderUnavailableError({
+        device: request,
+        reason: a.reason,
+        fix: a.fix,
+      });
+    const on = request === 'webgpu' && software ? ` on the software adapter ${software}` : '';
+    return { device: request, why: `asked for${on}` };
+  }
+  const skipped: string[] = [];
+  const cuda = await deviceAvailability('cuda');
+  if (cuda.available) return { device: 'cuda', why: 'auto: the CUDA execution provider works' };
+  skipped.push('no CUDA execution provider');
+  if (software) {
+    skipped.push(
+      `WebGPU would run on the software adapter ${software}, which auto never picks (device "webgpu" uses it)`,
+    );
+  } else {
+    const webgpu = await deviceAvailability('webgpu');
+    if (webgpu.available) return { device: 'webgpu', why: 'auto: a WebGPU (Vulkan) GPU answers' };
+    skipped.push('no WebGPU adapter');
+  }
+  return { device: 'cpu', why: `auto: ${skipped.join('; ')}` };
+}
+
+/** The device a request resolves to (see chooseDevice). */
 export async function resolveDevice(request: DeviceRequest): Promise<Device> {
-  if (request === 'auto') {
-    for (const d of ['cuda', 'webgpu'] as const) {
-      if ((await deviceAvailability(d)).available) return d;
-    }
-    return 'cpu';
-  }
-  const a = await deviceAvailability(request);
-  if (!a.available) {
-    throw new ExecutionProviderUnavailableError({ device: request, reason: a.reason, fix: a.fix });
-  }
-  return request;
+  return (await chooseDevice(request)).device;
 }

@@ -1,7 +1,9 @@
 export { DeviceTensor, type DeviceTensorLocation, DeviceTensorStore } from './device-tensor.js';
 export {
   CUDA_FIX,
+  chooseDevice,
   type DeviceAvailability,
+  type DeviceChoice,
   type DeviceRequest,
   deviceAvailability,
   hasVulkanLoader,
@@ -38,3 +40,9 @@ export {
   WorkerSession,
   type WorkerSessionOptions,
 } from './session-worker.js';
+export {
+  hasGpuDeviceNode,
+  softwareVulkanAdapter,
+  type VulkanDriver,
+  vulkanDrivers,
+} from './vulkan-drivers.js';

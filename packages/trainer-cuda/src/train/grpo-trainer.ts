@@ -261,7 +261,7 @@ export class GRPOTrainer {
       if (o.rolloutEngine) this.#engine = o.rolloutEngine;
       else {
         this.#artifacts = await DecoderArtifacts.open(o.artifacts, {
-          graphs: [samplingGraph(manifest)],
+          graphs: [samplingGraph(manifest, o.device ?? 'cpu')],
           device: o.device ?? 'cpu',
           ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
         });

@@ -1,0 +1,440 @@
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type {
+  PolicyEngine,
+  PolicyGenerateRequest,
+  PolicyGenerateResult,
+  RolloutAgent,
+} from '@flowgrpo/agent';
+import { ConfigError, FlowGrpoError, type SampleRow } from '@flowgrpo/core';
+import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
+import {
+  ContextLengthExceededError,
+  chooseDevice,
+  type Device,
+  ExecutionProviderUnavailableError,
+  loadDecoderConfig,
+  policyPromptIds,
+  readArtifactsManifest,
+  type SFTExample,
+  sftRows,
+  type Tokenizer,
+  TokenOutOfVocabularyError,
+} from '@flowgrpo/trainer';
+import type { CliIO } from './command.js';
+import { modelKind, resolveTokenizer } from './model-artifacts.js';
+import { type AgentSampling, agentFactory, policyTokenizer, rewardFunction } from './run-agent.js';
+import type { AgentSpec, DeviceName, Endpoint, RewardName, RunConfig } from './run-config.js';
+import { readQueryRows, readSftExamples } from './run-data.js';
+
+// The checks `flowgrpo train` and `flowgrpo eval` run before anything slow or destructive — before
+// artifacts are built, output_dir is touched or a rollout starts: the model and tokenizer, the
+// data files (each row validated, the error naming file, row and field), the device (and which
+// one 'auto' picked and why), that the agent's first prompts fit the model's positions with the
+// completion tokens to spare (SFT: the first examples as the trainer tokenizes them), the tools'
+// requirements, and that output_dir can be written. Every problem is collected, so one run
+// reports all of them at once, each with its code and its fix.
+
+/** One thing preflight found wrong: its own code, what and where, and the fix. */
+export interface PreflightProblem {
+  code: string;
+  message: string;
+  hint?: string | undefined;
+}
+
+/** Preflight found problems; nothing was built or written. `problems` lists each. */
+export class PreflightError extends FlowGrpoError {
+  static override readonly code = 'PREFLIGHT_FAILED';
+  readonly problems: readonly PreflightProblem[];
+  constructor(problems: readonly PreflightProblem[]) {
+    const n = problems.length;
+    const lines = problems.map(
+      (p) => `  [${p.code}] ${p.message}${p.hint ? `\n      fix: ${p.hint}` : ''}`,
+    );
+    super(
+      `${n} problem${n === 1 ? '' : 's'} found before anything was built or written:\n${lines.join('\n')}`,
+      {
+        hint: n === 1 ? problems[0]!.hint : 'fix each problem listed, then run the command again',
+      },
+    );
+    this.problems = problems;
+  }
+}
+
+/** The first rows of each file checked against the positions (rendered prompts, SFT examples). */
+export const PROMPT_CHECK_ROWS = 16;
+
+export interface PreflightPlan {
+  /** A HF model folder or an artifacts directory. */
+  model: string;
+  tokenizer?: string | undefined;
+  /** SFT with use_peft: false trains the HF model's own weights: an artifacts directory won't do. */
+  hfModelOnly?: boolean;
+  /** The run's max_positions: the positions a build from a HF folder gets. */
+  maxPositions?: number | undefined;
+  device: DeviceName;
+  /** Data files, each under the key that names it ('train_file', '--data'). */
+  data: { key: string; path: string; kind: 'query' | 'sft'; format?: string | undefined }[];
+  /** The rollout agent on the local graphs: its first prompts must fit the positions. */
+  agent?: {
+    spec: AgentSpec;
+    sampling: AgentSampling;
+    /** Rollouts on a remote server (vLLM / SGLang): its context, not ours, bounds the prompt. */
+    remote?: boolean;
+  };
+  reward?: { name: RewardName; judge: Endpoint | undefined };
+  /** SFT with LoRA: every example, as the trainer tokenizes it, must fit the positions. */
+  sft?: { maxLength: number; assistantOnly: boolean };
+  /** The run's output folder: it must be (or become) a writable folder. */
+  outputDir?: string | undefined;
+  /** A file written at the end (eval's --out): its folder must exist and be writable. */
+  outputFile?: { key: string; path: string } | undefined;
+}
+
+export interface PreflightResult {
+  /** The device the run uses ('auto' resolved). */
+  device: Device;
+}
+
+/** Runs every check of `plan`; throws one PreflightError listing each problem found. */
+export async function preflight(plan: PreflightPlan, io: CliIO): Promise<PreflightResult> {
+  const problems: PreflightProblem[] = [];
+  const problem = (e: unknown, where: string, fallbackHint?: string) => {
+    if (!FlowGrpoError.isInstance(e)) throw e; // a bug, not the user's input: keep its stack
+    const notFound = e.code === 'FILE_NOT_FOUND';
+    problems.push({
+      code: e.code,
+      message: `${where}: ${e.message}`,
+      hint:
+        e.hint ??
+        fixOf(e) ??
+        (notFound
+          ? `check the path (relative paths resolve against the working directory, ${io.cwd})`
+          : fallbackHint),
+    });
+  };
+
+  const device = await chooseDevice(plan.device).catch((e: unknown) => {
+    if (!ExecutionProviderUnavailableError.isInstance(e)) return problem(e, 'device');
+    // Its message ends with the fix, which is printed as the fix already.
+    problems.push({
+      code: e.code,
+      message: `device: the ${e.device} execution provider is unavailable: ${e.reason}`,
+      hint: e.fix,
+    });
+  });
+  if (device) io.stderr(`device: ${device.device} (${device.why})\n`);
+
+  if (plan.outputDir) {
+    const p = outputDirProblem(plan.outputDir);
+    if (p) problems.push(p);
+  }
+  if (plan.outputFile) {
+    const p = outputFileProblem(plan.outputFile.key, plan.outputFile.path);
+    if (p) problems.push(p);
+  }
+
+  const model = await modelFacts(plan).catch((e: unknown) => problem(e, 'model'));
+  const tokenizer = model
+    ? await resolveTokenizer(plan.model, plan.tokenizer, model.vocabSize).catch((e: unknown) =>
+        problem(e, 'tokenizer'),
+      )
+    : undefined;
+
+  const rows = new Map<string, SampleRow[]>();
+  const examples = new Map<string, SFTExample[]>();
+  for (const file of plan.data) {
+    try {
+      if (existsSync(file.path) && statSync(file.path).isDirectory())
+        problems.push({
+          code: 'DATA_FORMAT_ERROR',
+          message: `${file.key}: ${file.path} is a folder`,
+          hint: 'name a .jsonl or .parquet file inside it',
+        });
+      else if (file.kind === 'sft') examples.set(file.key, await readSftExamples(file.path));
+      else rows.set(file.key, await readQueryRows(file.path, file.format));
+    } catch (e) {
+      problem(
+        e,
+        file.key,
+        file.kind === 'sft'
+          ? "fix that row: SFT rows hold 'messages', 'prompt' + 'completion', or 'text'"
+          : "fix that row, or name the file's layout (data_format / --data-format: gsm8k, nq, …; flowgrpo data lists them)",
+      );
+    }
+  }
+
+  let factory: ((policy: PolicyEngine) => RolloutAgent) | undefined;
+  if (plan.agent) {
+    try {
+      factory = agentFactory(plan.agent.spec, plan.agent.sampling, io.env);
+    } catch (e) {
+      problem(e, 'agent');
+    }
+    const sandbox = toolsProblem(plan.agent.spec);
+    if (sandbox) problems.push(sandbox);
+  }
+  if (plan.reward) {
+    try {
+      rewardFunction(plan.reward.name, plan.reward.judge, io.env);
+    } catch (e) {
+      problem(e, 'reward');
+    }
+  }
+
+  if (factory && tokenizer && model && plan.agent && !plan.agent.remote) {
+    if (plan.agent.spec.type === 'flow' && plan.agent.spec.analyze_query)
+      io.stderr(
+        'preflight: prompt length not checked (analyze_query: the first prompt holds the engine’s analysis)\n',
+      );
+    else
+      for (const [key, list] of rows) {
+        problems.push(
+          ...(await promptProblems(key, list, factory, tokenizer, {
+            newTokens: plan.agent.sampling.maxTokens,
+            maxPositions: model.maxPositions,
+            vocabSize: model.vocabSize,
+          })),
+        );
+      }
+  }
+
+  if (tokenizer && model && plan.sft)
+    for (const [key, list] of examples) {
+      try {
+        const p = sftFitProblem(key, list, tokenizer, { ...plan.sft, ...model });
+        if (p) problems.push(p);
+      } catch (e) {
+        problem(e, key);
+      }
+    }
+
+  if (problems.length > 0 || !device) throw new PreflightError(problems);
+  return { device: device.device };
+}
+
+/** The preflight plan of a `flowgrpo train` run config. */
+export function trainPlan(rc: RunConfig, device: DeviceName): PreflightPlan {
+  const { run } = rc;
+  const data: PreflightPlan['data'] = [];
+  const kind = rc.kind === 'sft' ? 'sft' : 'query';
+  const format = rc.kind === 'grpo' ? rc.run.data_format : undefined;
+  data.push({ key: 'train_file', path: run.train_file, kind, format });
+  if (run.eval_file) data.push({ key: 'eval_file', path: run.eval_file, kind, format });
+  return {
+    model: run.model,
+    hfModelOnly: rc.kind === 'sft' && !rc.config.use_peft,
+    tokenizer: run.tokenizer,
+    maxPositions: run.max_positions,
+    device,
+    data,
+    outputDir: rc.config.output_dir,
+    // Full fine-tuning builds its graphs with max_length + 1 positions: every example fits.
+    ...(rc.kind === 'sft' &&
+      rc.config.use_peft && {
+        sft: { maxLength: rc.config.max_length, assistantOnly: rc.config.assistant_only_loss },
+      }),
+    ...(rc.kind === 'grpo' && {
+      agent: {
+        spec: rc.run.agent,
+        sampling: {
+          maxTurns: rc.config.max_turns,
+          maxTokens: rc.config.max_completion_length,
+          temperature: rc.config.temperature,
+          topP: rc.config.top_p,
+        },
+        remote: rc.run.rollout.engine !== 'local',
+      },
+      reward: { name: rc.run.reward, judge: rc.run.judge ?? rc.run.agent.engine },
+    }),
+  };
+}
+
+/** The fix of a typed error that carries its own (`fix`) rather than a hint. */
+function fixOf(e: FlowGrpoError): string | undefined {
+  const fix = (e as { fix?: unknown }).fix;
+  return typeof fix === 'string' ? fix : undefined;
+}
+
+/** The model's vocabulary and the positions its graphs have (or a build would get). */
+async function modelFacts(
+  plan: PreflightPlan,
+): Promise<{ vocabSize: number; maxPositions: number }> {
+  const kind = modelKind(plan.model);
+  if (kind === 'artifacts' && plan.hfModelOnly)
+    throw new ConfigError(
+      `use_peft: false fine-tunes every weight of a HF model folder; ${plan.model} is an artifacts directory`,
+      { key: 'model' },
+      { hint: 'name the HF model folder (config.json + safetensors), or train a LoRA adapter' },
+    );
+  if (kind === 'artifacts') {
+    const m = readArtifactsManifest(plan.model);
+    return { vocabSize: m.config.vocabSize, maxPositions: m.maxPositions };
+  }
+  const config = await loadDecoderConfig(plan.model);
+  return {
+    vocabSize: config.vocabSize,
+    // As ensureArtifacts builds them (model-artifacts.ts).
+    maxPositions: plan.maxPositions ?? Math.min(config.maxPositionEmbeddings, 32768),
+  };
+}
+
+/**
+ * output_dir must be a writable folder, or a path whose nearest existing parent is one (nothing is
+ * created here: a failed preflight leaves the disk as it was).
+ */
+function outputDirProblem(dir: string): PreflightProblem | undefined {
+  let at = dir;
+  while (!existsSync(at) && dirname(at) !== at) at = dirname(at);
+  if (!statSync(at).isDirectory())
+    return {
+      code: 'CONFIG_ERROR',
+      message: `output_dir: ${at} is a file${at === dir ? '' : ` (on the way to ${dir})`}`,
+      hint: 'set output_dir to a folder path, or move the file away',
+    };
+  try {
+    accessSync(at, constants.W_OK | constants.X_OK);
+  } catch (e) {
+    return {
+      code: 'CONFIG_ERROR',
+      message: `output_dir: ${at} cannot be written (${(e as NodeJS.ErrnoException).code})`,
+      hint: `choose an output_dir you can write, or give yourself write access to ${at}`,
+    };
+  }
+  return undefined;
+}
+
+/** A file written once the work is done: finding out then that it cannot be would waste the work. */
+function outputFileProblem(key: string, path: string): PreflightProblem | undefined {
+  if (existsSync(path) && statSync(path).isDirectory())
+    return {
+      code: 'CONFIG_ERROR',
+      message: `${key}: ${path} is a folder`,
+      hint: `name a file, e.g. ${join(path, 'results.json')}`,
+    };
+  const dir = dirname(path);
+  if (!existsSync(dir) || !statSync(dir).isDirectory())
+    return {
+      code: 'CONFIG_ERROR',
+      message: `${key}: the folder ${dir} does not exist`,
+      hint: `create it (mkdir -p ${dir}), or name a file in an existing folder`,
+    };
+  try {
+    accessSync(dir, constants.W_OK | constants.X_OK);
+  } catch (e) {
+    return {
+      code: 'CONFIG_ERROR',
+      message: `${key}: ${dir} cannot be written (${(e as NodeJS.ErrnoException).code})`,
+      hint: 'name a file in a folder you can write',
+    };
+  }
+  return undefined;
+}
+
+/** The python tool runs code in bubblewrap: without a working sandbox every call would fail. */
+function toolsProblem(spec: AgentSpec): PreflightProblem | undefined {
+  if (!spec.tools.some((t) => builtinToolAlias(t) === 'python')) return undefined;
+  try {
+    sandboxSupport();
+    return undefined;
+  } catch (e) {
+    if (!SandboxUnavailableError.isInstance(e)) throw e;
+    return {
+      code: e.code,
+      message: `agent.tools: python: the sandbox is unavailable: ${e.reason}`,
+      hint: e.fix,
+    };
+  }
+}
+
+/**
+ * Renders the agent's first prompt for each of the first rows — by running the agent against a
+ * policy that records the request and stops — and reports the rows whose prompt plus the new
+ * tokens do not fit the positions, and token ids the model has no embedding for.
+ */
+async function promptProblems(
+  key: string,
+  rows: readonly SampleRow[],
+  factory: (policy: PolicyEngine) => RolloutAgent,
+  tokenizer: Tokenizer,
+  o: { newTokens: number; maxPositions: number; vocabSize: number },
+): Promise<PreflightProblem[]> {
+  // What the capturing policy recorded: the first prompt of the agent's current run.
+  const captured: number[][] = [];
+  const capture: PolicyEngine = {
+    model: 'preflight',
+    tokenizer: policyTokenizer(tokenizer),
+    generate(request: PolicyGenerateRequest): Promise<PolicyGenerateResult> {
+      captured.push(policyPromptIds(tokenizer, request));
+      // The agent records a failed turn and ends its run: nothing else is asked of anyone.
+      return Promise.reject(new Error('preflight: first prompt captured'));
+    },
+  };
+  const agent = factory(capture);
+  const over: { row: number; tokens: number }[] = [];
+  let outside: { row: number; id: number } | undefined;
+  const checked = rows.slice(0, PROMPT_CHECK_ROWS);
+  for (const [i, row] of checked.entries()) {
+    captured.length = 0;
+    await agent.run(row.question, { groupId: 'preflight', seed: 0 });
+    const prompt = captured[0];
+    if (!prompt) continue;
+    if (prompt.length + o.newTokens > o.maxPositions) over.push({ row: i, tokens: prompt.length });
+    const id = prompt.find((t) => t >= o.vocabSize);
+    if (id !== undefined) outside ??= { row: i, id };
+  }
+  const problems: PreflightProblem[] = [];
+  if (outside) {
+    const e = new TokenOutOfVocabularyError({
+      what: `${key} row ${outside.row}: the agent's first prompt`,
+      tokenId: outside.id,
+      vocabSize: o.vocabSize,
+    });
+    problems.push({
+      code: e.code,
+      message: `${e.message} (the tokenizer is not the model's)`,
+      hint: e.hint,
+    });
+  }
+  if (over.length > 0) {
+    const first = over[0]!;
+    const longest = over.reduce((a, b) => (b.tokens > a.tokens ? b : a));
+    const e = new ContextLengthExceededError({
+      what: `${key} row ${first.row}: the agent's first prompt`,
+      promptTokens: first.tokens,
+      newTokens: o.newTokens,
+      maxPositions: o.maxPositions,
+    });
+    const more =
+      over.length === 1
+        ? ''
+        : ` (${over.length} of the first ${checked.length} rows do not fit; the longest, row ${longest.row}, is ${longest.tokens} tokens)`;
+    problems.push({ code: e.code, message: `${e.message}${more}`, hint: e.hint });
+  }
+  return problems;
+}
+
+/**
+ * The first SFT examples as the trainer tokenizes them (cut to max_length): one longer than the
+ * artifacts' positions would fail its train step mid-run.
+ */
+function sftFitProblem(
+  key: string,
+  examples: readonly SFTExample[],
+  tokenizer: Tokenizer,
+  o: { maxLength: number; assistantOnly: boolean; maxPositions: number },
+): PreflightProblem | undefined {
+  const checked = examples.slice(0, PROMPT_CHECK_ROWS);
+  const over = checked.flatMap((example, row) => {
+    const tokens = Math.max(...sftRows(example, tokenizer, o).map((r) => r.tokens.length));
+    return tokens > o.maxPositions ? [{ row, tokens }] : [];
+  });
+  if (over.length === 0) return undefined;
+  const first = over[0]!;
+  const more = over.length === 1 ? '' : ` (${over.length} of the first ${checked.length} rows)`;
+  return {
+    code: ContextLengthExceededError.code,
+    message: `${key} row ${first.row}: ${first.tokens} tokens (max_length ${o.maxLength}) exceed the ${o.maxPositions} positions the graphs support${more}`,
+    hint: `set max_length to at most ${o.maxPositions}, or raise max_positions (the artifacts are rebuilt)`,
+  };
+}
