@@ -42,22 +42,33 @@ export interface PreflightProblem {
   hint?: string | undefined;
 }
 
-/** Preflight found problems; nothing was built or written. `problems` lists each. */
+/**
+ * Preflight found problems; nothing was built or written. `problems` lists each. One problem is
+ * reported as itself — its own code, message and fix, as if it had been thrown where it was
+ * found — so a user sees `[FILE_NOT_FOUND] train_file: …`; several are listed under
+ * PREFLIGHT_FAILED, each with its code and fix.
+ */
 export class PreflightError extends FlowGrpoError {
   static override readonly code = 'PREFLIGHT_FAILED';
   readonly problems: readonly PreflightProblem[];
   constructor(problems: readonly PreflightProblem[]) {
     const n = problems.length;
+    const only = n === 1 ? problems[0]! : undefined;
     const lines = problems.map(
       (p) => `  [${p.code}] ${p.message}${p.hint ? `\n      fix: ${p.hint}` : ''}`,
     );
     super(
-      `${n} problem${n === 1 ? '' : 's'} found before anything was built or written:\n${lines.join('\n')}`,
-      {
-        hint: n === 1 ? problems[0]!.hint : 'fix each problem listed, then run the command again',
-      },
+      only
+        ? only.message
+        : `${n} problems found before anything was built or written:\n${lines.join('\n')}`,
+      { hint: only ? only.hint : 'fix each problem listed, then run the command again' },
     );
     this.problems = problems;
+    if (only) {
+      // The problem's own code first; PREFLIGHT_FAILED stays in `codes` for isInstance.
+      Object.defineProperty(this, 'code', { value: only.code });
+      Object.defineProperty(this, 'codes', { value: [only.code, ...this.codes] });
+    }
   }
 }
 
@@ -147,7 +158,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
     try {
       if (existsSync(file.path) && statSync(file.path).isDirectory())
         problems.push({
-          code: 'DATA_FORMAT_ERROR',
+          code: 'IS_A_DIRECTORY',
           message: `${file.key}: ${file.path} is a folder`,
           hint: 'name a .jsonl or .parquet file inside it',
         });
@@ -288,7 +299,7 @@ function outputDirProblem(dir: string): PreflightProblem | undefined {
   while (!existsSync(at) && dirname(at) !== at) at = dirname(at);
   if (!statSync(at).isDirectory())
     return {
-      code: 'CONFIG_ERROR',
+      code: 'NOT_A_DIRECTORY',
       message: `output_dir: ${at} is a file${at === dir ? '' : ` (on the way to ${dir})`}`,
       hint: 'set output_dir to a folder path, or move the file away',
     };
@@ -296,7 +307,7 @@ function outputDirProblem(dir: string): PreflightProblem | undefined {
     accessSync(at, constants.W_OK | constants.X_OK);
   } catch (e) {
     return {
-      code: 'CONFIG_ERROR',
+      code: 'PERMISSION_DENIED',
       message: `output_dir: ${at} cannot be written (${(e as NodeJS.ErrnoException).code})`,
       hint: `choose an output_dir you can write, or give yourself write access to ${at}`,
     };
@@ -308,14 +319,14 @@ function outputDirProblem(dir: string): PreflightProblem | undefined {
 function outputFileProblem(key: string, path: string): PreflightProblem | undefined {
   if (existsSync(path) && statSync(path).isDirectory())
     return {
-      code: 'CONFIG_ERROR',
+      code: 'IS_A_DIRECTORY',
       message: `${key}: ${path} is a folder`,
       hint: `name a file, e.g. ${join(path, 'results.json')}`,
     };
   const dir = dirname(path);
   if (!existsSync(dir) || !statSync(dir).isDirectory())
     return {
-      code: 'CONFIG_ERROR',
+      code: 'FILE_NOT_FOUND',
       message: `${key}: the folder ${dir} does not exist`,
       hint: `create it (mkdir -p ${dir}), or name a file in an existing folder`,
     };
@@ -323,7 +334,7 @@ function outputFileProblem(key: string, path: string): PreflightProblem | undefi
     accessSync(dir, constants.W_OK | constants.X_OK);
   } catch (e) {
     return {
-      code: 'CONFIG_ERROR',
+      code: 'PERMISSION_DENIED',
       message: `${key}: ${dir} cannot be written (${(e as NodeJS.ErrnoException).code})`,
       hint: 'name a file in a folder you can write',
     };

@@ -78,7 +78,7 @@ describe('flowgrpo train: preflight', () => {
     expect(r.err).toContain(
       `[FILE_NOT_FOUND] train_file: file not found: ${join(tmp, 'many', 'nowhere.jsonl')}`,
     );
-    expect(r.err).toContain('fix: check the path');
+    expect(r.err).toContain('fix: check the data file');
     expect(r.err).toMatch(/\[DATA_FORMAT_ERROR\] eval_file: .*eval\.jsonl.*row 1 .*question/);
     expect(r.err).toContain(
       `[FILE_NOT_FOUND] tokenizer: file not found: ${join(tmp, 'many', 'no-tokenizer')}`,
@@ -101,9 +101,11 @@ describe('flowgrpo train: preflight', () => {
       return grpoConfig(dir, model, { output_dir: join(dir, 'out', 'run'), train_file: 'rows' });
     });
     expect(r.code).toBe(1);
-    expect(r.err).toContain(`[CONFIG_ERROR] output_dir: ${join(tmp, 'shapes', 'out')} is a file`);
     expect(r.err).toContain(
-      `[DATA_FORMAT_ERROR] train_file: ${join(tmp, 'shapes', 'rows')} is a folder`,
+      `[NOT_A_DIRECTORY] output_dir: ${join(tmp, 'shapes', 'out')} is a file`,
+    );
+    expect(r.err).toContain(
+      `[IS_A_DIRECTORY] train_file: ${join(tmp, 'shapes', 'rows')} is a folder`,
     );
     expect(existsSync(join(tmp, 'shapes', 'out'))).toBe(true); // the user's file is untouched
   });
@@ -295,11 +297,11 @@ describe('flowgrpo eval: preflight', () => {
     const argv = ['eval', '--model', model, '--data', 'rows.jsonl', '--agent', 'tag'];
     expect(await runCli([...argv, '--out', 'no-such-folder/results.json'], io)).toBe(1);
     expect(io.err).toContain(
-      `[CONFIG_ERROR] --out: the folder ${join(dir, 'no-such-folder')} does not exist`,
+      `[FILE_NOT_FOUND] --out: the folder ${join(dir, 'no-such-folder')} does not exist`,
     );
     expect(io.out).toBe(''); // nothing was evaluated
     const folder = captureIO(dir);
     expect(await runCli([...argv, '--out', '.'], folder)).toBe(1);
-    expect(folder.err).toContain(`[CONFIG_ERROR] --out: ${dir} is a folder`);
+    expect(folder.err).toContain(`[IS_A_DIRECTORY] --out: ${dir} is a folder`);
   });
 });

@@ -1,6 +1,6 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { systemError, trajectoryToJson } from '@flowgrpo/core';
 import {
   accuracyDifference,
@@ -184,8 +184,6 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   if (keep && !out) throw new UsageError('--trajectories goes with --out');
   const dataFormat =
     stringOption(args, 'data-format') ?? (rc?.kind === 'grpo' ? rc.run.data_format : undefined);
-  // --out is written after every policy was evaluated: a folder that is not there is found now.
-  if (out) requireFolder(dirname(resolve(io.cwd, out)), '--out (its folder)');
 
   const sampling = {
     maxTurns: rc?.kind === 'grpo' ? rc.config.max_turns : 5,
