@@ -108,3 +108,4 @@ export {
   type WikipediaToolOptions,
 } from './wikipedia-tool.js';
 export { Workspace, type WorkspaceOptions, withWorkspace } from './workspace.js';
+export type { SyncLimitReason, WorkspaceSyncReport } from './workspace-sync.js';
