@@ -23,6 +23,7 @@ export {
   ToolInputError,
   type ToolInputIssue,
   ToolNotFoundError,
+  ToolResultError,
   ToolTimeoutError,
   UrlPolicyError,
 } from './errors.js';
