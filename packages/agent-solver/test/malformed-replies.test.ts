@@ -1,7 +1,9 @@
+import { type AddressInfo, createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   LLMMalformedReplyError,
+  LLMRequestError,
   OpenAIEngine,
   OpenAIPolicyEngine,
   PolicyResponseError,
@@ -283,4 +285,68 @@ describe('OpenAIPolicyEngine: 200 replies of the wrong shape', () => {
       await other.close();
     }
   });
+});
+
+// Below the JSON: replies that break HTTP itself or arrive in another framing, from a raw TCP
+// server that writes exactly the bytes given. Each ends as a typed LLM error after its retries.
+describe('replies broken below the JSON', () => {
+  const head = (extra: string) =>
+    `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n${extra}\r\n`;
+  const cases: Array<[string, string, RegExp]> = [
+    ['an empty body', head('content-length: 0\r\n'), /LLM_MALFORMED_REPLY: .*the body is empty/],
+    [
+      'a server-sent event stream where JSON was asked for',
+      'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\ndata: {"choices":[{"delta":{"content":"h"}}]}\n\n',
+      /LLM_MALFORMED_REPLY: .*the body is a string/,
+    ],
+    [
+      'a gzip body that does not decompress',
+      `${head('content-encoding: gzip\r\ncontent-length: 10\r\n')}0123456789`,
+      /LLM_REQUEST_ERROR: /,
+    ],
+    [
+      'a broken chunked encoding',
+      `${head('transfer-encoding: chunked\r\n')}ZZ\r\nabc\r\n0\r\n\r\n`,
+      /LLM_REQUEST_ERROR: /,
+    ],
+    ['a reply that is not HTTP', 'hello there\r\n\r\n', /LLM_REQUEST_ERROR: /],
+    [
+      '100,000 nested arrays',
+      `${head('content-length: 200000\r\n')}${'['.repeat(100_000)}${']'.repeat(100_000)}`,
+      /LLM_MALFORMED_REPLY: .*the body is an array/,
+    ],
+  ];
+  for (const [name, bytes, expected] of cases) {
+    it(`${name}: a typed error for both engines`, async () => {
+      let connections = 0;
+      const raw = createServer((socket) => {
+        connections++;
+        socket.on('error', () => {});
+        socket.once('data', () => socket.end(bytes));
+      });
+      await new Promise<void>((r) => raw.listen(0, '127.0.0.1', r));
+      const baseURL = `http://127.0.0.1:${(raw.address() as AddressInfo).port}/v1`;
+      try {
+        const chat = new OpenAIEngine({ model: 'm', baseURL, retry, timeoutMs: 5_000 });
+        const policy = new OpenAIPolicyEngine({
+          model: 'm',
+          baseURLs: baseURL,
+          retry,
+          timeoutMs: 5_000,
+        });
+        for (const call of [
+          () => chat.generateText(hello),
+          () => policy.generate({ promptTokens: [1], maxTokens: 2 }),
+        ]) {
+          const err = await call().catch((x: unknown) => x);
+          expect(LLMRequestError.isInstance(err), String(err)).toBe(true);
+          expect(`${(err as LLMRequestError).code}: ${(err as Error).message}`).toMatch(expected);
+          expect((err as LLMRequestError).attempts).toBe(3);
+        }
+        expect(connections).toBeGreaterThanOrEqual(6);
+      } finally {
+        await new Promise<void>((r) => raw.close(() => r()));
+      }
+    });
+  }
 });

@@ -423,6 +423,21 @@ describe('network policy: hostile URLs and DNS answers', () => {
       `0x7f.1:${tcpPort}`,
       `2130706433:${tcpPort}`,
       `127.1:${tcpPort}`,
+      // Octal, padded, percent-encoded, full-width and other Unicode digit forms all normalise
+      // (WHATWG URL parsing) to an address the policy refuses; so do the metadata endpoint in
+      // hex and IPv6's unspecified and expanded loopback forms.
+      `0177.0.0.1:${tcpPort}`,
+      `017700000001:${tcpPort}`,
+      `127.000.000.001:${tcpPort}`,
+      `127.0.0.1.:${tcpPort}`,
+      `%31%32%37.0.0.1:${tcpPort}`,
+      `\uff11\uff12\uff17.0.0.1:${tcpPort}`,
+      `127\u30020\u30020\u30021:${tcpPort}`,
+      `0xa9.0xfe.0xa9.0xfe:${tcpPort}`,
+      `0:${tcpPort}`,
+      `[::]:${tcpPort}`,
+      `[0:0:0:0:0:0:0:1]:${tcpPort}`,
+      `LOCALHOST:${tcpPort}`,
     ]) {
       await expect(fetchWebPage(`http://${host}/`)).rejects.toSatisfy(
         (e) => UrlPolicyError.isInstance(e),

@@ -46,6 +46,7 @@ export function malformedReply(
 
 /** The reply's first choice: the body must be an object with a non-empty `choices` array. */
 export function firstChoice(body: unknown, context: ReplyContext): JsonRecord {
+  if (body === undefined || body === '') throw malformedReply('the body is empty', body, context);
   if (!isRecord(body)) {
     throw malformedReply(`the body is ${describeJson(body)}, not a JSON object`, body, context);
   }
