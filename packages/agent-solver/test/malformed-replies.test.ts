@@ -1,9 +1,11 @@
+import { createServer as createHttpServer } from 'node:http';
 import { type AddressInfo, createServer } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
   LLMMalformedReplyError,
   LLMRequestError,
+  LLMResponseTooLargeError,
   OpenAIEngine,
   OpenAIPolicyEngine,
   PolicyResponseError,
@@ -349,4 +351,66 @@ describe('replies broken below the JSON', () => {
       }
     });
   }
+});
+
+describe('a reply without end', () => {
+  it('is cut at maxResponseBytes: LLM_RESPONSE_TOO_LARGE at once, not retried', async () => {
+    // A 200 whose JSON string never closes: the server writes 64 KiB chunks until the client
+    // hangs up, and counts what it managed to send.
+    let sent = 0;
+    let requests = 0;
+    const endless = createHttpServer((req, res) => {
+      requests++;
+      req.resume();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const chunk = Buffer.alloc(64 * 1024, 'a');
+      res.write('{"choices": [{"message": {"content": "');
+      const pump = () => {
+        let more = true;
+        while (!res.destroyed && more) {
+          more = res.write(chunk);
+          sent += chunk.length;
+        }
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      res.on('close', () => res.removeAllListeners('drain'));
+      pump();
+    });
+    await new Promise<void>((r) => endless.listen(0, '127.0.0.1', r));
+    const baseURL = `http://127.0.0.1:${(endless.address() as AddressInfo).port}/v1`;
+    try {
+      const maxResponseBytes = 1024 * 1024;
+      const chat = new OpenAIEngine({
+        model: 'm',
+        baseURL,
+        retry,
+        timeoutMs: 20_000,
+        maxResponseBytes,
+      });
+      const policy = new OpenAIPolicyEngine({
+        model: 'm',
+        baseURLs: baseURL,
+        retry,
+        timeoutMs: 20_000,
+        maxResponseBytes,
+      });
+      for (const call of [
+        () => chat.generateText(hello),
+        () => policy.generate({ promptTokens: [1], maxTokens: 2 }),
+      ]) {
+        const err = await call().catch((x: unknown) => x);
+        expect(LLMResponseTooLargeError.isInstance(err), String(err)).toBe(true);
+        expect((err as LLMResponseTooLargeError).code).toBe('LLM_RESPONSE_TOO_LARGE');
+        expect((err as Error).message).toMatch(/larger than 1048576 bytes/);
+      }
+      // One request per engine: a reply that is too large is not asked for again.
+      expect(requests).toBe(2);
+    } finally {
+      endless.closeAllConnections();
+      await new Promise<void>((r) => endless.close(() => r()));
+    }
+    // The client hung up after about its limit: the server did not stream on to the timeout.
+    expect(sent).toBeGreaterThan(1024 * 1024);
+    expect(sent).toBeLessThan(256 * 1024 * 1024);
+  });
 });

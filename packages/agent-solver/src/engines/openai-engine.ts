@@ -22,6 +22,7 @@ import {
   type ResponseFormat,
   type StructuredOutputMode,
 } from '../structured/structured-output.js';
+import { cappedFetch, DEFAULT_MAX_RESPONSE_BYTES } from './capped-fetch.js';
 import { LLMRefusalError, LLMRequestError } from './errors.js';
 import {
   describeJson,
@@ -73,6 +74,8 @@ export interface OpenAIEngineOptions {
   extraBody?: Record<string, unknown>;
   /** A fetch implementation for the client (tests, proxies). */
   fetch?: ClientOptions['fetch'];
+  /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
+  maxResponseBytes?: number;
 }
 
 type ChatBody = ChatCompletionCreateParamsNonStreaming & Record<string, unknown>;
@@ -99,7 +102,7 @@ export class OpenAIEngine implements LLMEngine {
         options.apiKey ?? (options.baseURL ? undefined : process.env.OPENAI_API_KEY) ?? 'EMPTY',
       defaultHeaders: options.defaultHeaders,
       maxRetries: 0,
-      fetch: options.fetch,
+      fetch: cappedFetch(options.fetch, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES),
     });
     this.baseURL = this.client.baseURL;
     this.#semaphore = new Semaphore(options.maxConcurrency ?? 8);

@@ -1,5 +1,6 @@
 import { ConfigError, type LLMUsage } from '@flowgrpo/core';
 import OpenAI, { type ClientOptions } from 'openai';
+import { cappedFetch, DEFAULT_MAX_RESPONSE_BYTES } from '../engines/capped-fetch.js';
 import { LLMMalformedReplyError, LLMRequestError } from '../engines/errors.js';
 import { mapFinishReason, toOpenAIMessage, usageOf } from '../engines/openai-engine.js';
 import { isTokenId } from '../engines/reply-shape.js';
@@ -68,6 +69,8 @@ export interface OpenAIPolicyEngineOptions {
   /** Extra request fields sent as is (e.g. `top_k`, `skip_special_tokens`). */
   extraBody?: Record<string, unknown>;
   fetch?: ClientOptions['fetch'];
+  /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
+  maxResponseBytes?: number;
 }
 
 export class OpenAIPolicyEngine implements PolicyEngine {
@@ -94,7 +97,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
           apiKey: options.apiKey ?? 'EMPTY',
           defaultHeaders: options.defaultHeaders,
           maxRetries: 0,
-          fetch: options.fetch,
+          fetch: cappedFetch(options.fetch, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES),
         }),
       })),
       { strategy: options.balance, cooldownMs: options.serverCooldownMs, now: options.now },
