@@ -138,22 +138,29 @@ export async function writeWorkspaceFiles(
   let writtenBytes = 0;
   const total = dirs.length + files.length;
   const cut = () => ({ written, writtenBytes, notWritten: total - written, timedOut: true });
+  const root = await realpath(dir);
+  // A parent the run did not report (left out by a budget) may be a link the host workspace
+  // already had: nothing is ever created where its parent resolves outside the workspace.
+  // Checked on the nearest parent that exists, before any directory is made below it.
+  const insideRoot = async (full: string): Promise<boolean> => {
+    for (let parent = dirname(full); ; parent = dirname(parent)) {
+      const real = await realpath(parent).catch(() => undefined);
+      if (real !== undefined) return real === root || real.startsWith(`${root}${sep}`);
+    }
+  };
   for (const rel of dirs) {
     if (stopped(budget)) return cut();
     const full = join(dir, rel);
+    if (!(await insideRoot(full))) continue;
     if ((await kindOf(full)) === 'other') await rm(full, { force: true });
     await mkdir(full, { recursive: true, mode: 0o700 });
     written++;
   }
-  const root = await realpath(dir);
   for (const file of files) {
     if (stopped(budget)) return cut();
     const full = join(dir, file.path);
+    if (!(await insideRoot(full))) continue;
     await mkdir(dirname(full), { recursive: true, mode: 0o700 });
-    // A parent the run did not report (left out by a budget) may be a link the host workspace
-    // already had: a file is only ever written where it resolves inside the workspace.
-    const parent = await realpath(dirname(full));
-    if (parent !== root && !parent.startsWith(`${root}${sep}`)) continue;
     // Written beside the target under a fresh name, then renamed over it: the old file stays
     // whole until the new one is, and a link at the target is replaced, never followed.
     const temp = join(dirname(full), `.flowgrpo-sync-${randomBytes(6).toString('hex')}`);

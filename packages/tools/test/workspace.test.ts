@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ToolError } from '../src/errors.js';
@@ -169,6 +169,28 @@ describe('workspace copy-back', () => {
       expect(done).toEqual({ written: 3, writtenBytes: 4, notWritten: 0, timedOut: false });
       expect(await readFile(join(ws.dir, 'old.txt'), 'utf8')).toBe('new');
       expect(await ws.listFiles()).toEqual(['old.txt', 'x.txt']);
+    });
+  });
+
+  it('never writes through a link the host workspace had, even under a parent left out', async () => {
+    await withWorkspace(async (outside) => {
+      await withWorkspace(async (ws) => {
+        await symlink(outside.dir, join(ws.dir, 'out'));
+        // As a cut-short copy back can have it: a file under a directory it did not report.
+        const back = await writeWorkspaceFiles(
+          ws.dir,
+          {
+            files: [{ path: 'out/x.txt', data: Buffer.from('x'), mode: 0o644 }],
+            dirs: ['out/sub'],
+            complete: false,
+          },
+          { files: [], dirs: [] },
+          { deadline: Number.POSITIVE_INFINITY },
+        );
+        expect(back).toMatchObject({ written: 0, notWritten: 2 });
+        expect(await outside.listFiles()).toEqual([]);
+        expect(existsSync(join(outside.dir, 'sub'))).toBe(false);
+      });
     });
   });
 
