@@ -112,6 +112,9 @@ export async function readWorkspaceFiles(
   return { files, dirs, report };
 }
 
+/** Files written back at once. */
+const WRITERS = 8;
+
 /** A path as it is in the host workspace: absent, a directory, or something else. */
 async function kindOf(full: string): Promise<'none' | 'dir' | 'other'> {
   const info = await lstat(full).catch(() => undefined);
@@ -139,10 +142,13 @@ export async function writeWorkspaceFiles(
   const total = dirs.length + files.length;
   const cut = () => ({ written, writtenBytes, notWritten: total - written, timedOut: true });
   const root = await realpath(dir);
+  // Directories known to be real and inside the workspace (checked, or made by this copy).
+  const inside = new Set<string>([dir]);
   // A parent the run did not report (left out by a budget) may be a link the host workspace
   // already had: nothing is ever created where its parent resolves outside the workspace.
   // Checked on the nearest parent that exists, before any directory is made below it.
-  const insideRoot = async (full: string): Promise<boolean> => {
+  const parentInside = async (full: string): Promise<boolean> => {
+    if (inside.has(dirname(full))) return true;
     for (let parent = dirname(full); ; parent = dirname(parent)) {
       const real = await realpath(parent).catch(() => undefined);
       if (real !== undefined) return real === root || real.startsWith(`${root}${sep}`);
@@ -151,19 +157,24 @@ export async function writeWorkspaceFiles(
   for (const rel of dirs) {
     if (stopped(budget)) return cut();
     const full = join(dir, rel);
-    if (!(await insideRoot(full))) continue;
+    if (!(await parentInside(full))) continue;
     if ((await kindOf(full)) === 'other') await rm(full, { force: true });
     await mkdir(full, { recursive: true, mode: 0o700 });
+    inside.add(full);
     written++;
   }
-  for (const file of files) {
-    if (stopped(budget)) return cut();
+  let late = false;
+  const writeOne = async (file: WorkspaceFile): Promise<void> => {
     const full = join(dir, file.path);
-    if (!(await insideRoot(full))) continue;
-    await mkdir(dirname(full), { recursive: true, mode: 0o700 });
+    const parent = dirname(full);
+    if (!(await parentInside(full))) return;
+    if (!inside.has(parent)) {
+      await mkdir(parent, { recursive: true, mode: 0o700 });
+      inside.add(parent);
+    }
     // Written beside the target under a fresh name, then renamed over it: the old file stays
     // whole until the new one is, and a link at the target is replaced, never followed.
-    const temp = join(dirname(full), `.flowgrpo-sync-${randomBytes(6).toString('hex')}`);
+    const temp = join(parent, `.flowgrpo-sync-${randomBytes(6).toString('hex')}`);
     const handle = await open(
       temp,
       fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW,
@@ -174,11 +185,37 @@ export async function writeWorkspaceFiles(
     } finally {
       await handle.close();
     }
-    if ((await kindOf(full)) === 'dir') await rm(full, { recursive: true, force: true });
-    await rename(temp, full);
+    try {
+      await rename(temp, full);
+    } catch {
+      // A directory where the run now has a file.
+      await rm(full, { recursive: true, force: true });
+      await rename(temp, full);
+    }
     written++;
     writtenBytes += file.data.length;
-  }
+  };
+  // A few files at once (the file system calls run on libuv's threads); each worker checks the
+  // deadline before every file, and all of them have stopped before this returns.
+  // A failure (a full disk) stops the others too, and is raised once they all have stopped.
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const worker = async () => {
+    while (next < files.length && !failure) {
+      if (stopped(budget)) {
+        late = true;
+        return;
+      }
+      try {
+        await writeOne(files[next++]!);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(WRITERS, files.length) }, worker));
+  if (failure) throw failure.error;
+  if (late) return cut();
   if (run.complete) {
     // The run's deletions: carried-in files it no longer has, then carried-in directories it no
     // longer has, deepest first, and only when empty (what is in them was not carried in).
