@@ -642,6 +642,7 @@ async function runSandboxed(code: string, options: RunPythonOptions): Promise<Py
     }
     const reasons = [...report.skippedWhy];
     if (back.timedOut) addReason(reasons, 'time');
+    if (back.tooLong > 0) addReason(reasons, 'paths');
     workspaceSync = {
       copiedFiles: back.written,
       copiedBytes: back.writtenBytes,

@@ -85,6 +85,7 @@ const SYNC_REASONS: Record<SyncLimitReason, string> = {
   files: 'more files than the workspace file limit',
   bytes: 'more bytes than the workspace byte limit',
   time: 'the call ran out of time',
+  paths: 'paths too long for the host',
 };
 
 function summarize(run: PythonRunResult, timeoutSeconds: number): string | undefined {

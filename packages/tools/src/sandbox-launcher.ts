@@ -62,6 +62,17 @@ ws = cfg['workspace']
 def inside(rel):
     parts = rel.split('/')
     return rel and not rel.startswith('/') and '\\0' not in rel and all(p not in ('', '.', '..') for p in parts)
+def mkdirs(path):
+    # os.makedirs recurses once per missing level and fails ~1,000 levels deep.
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for p in reversed(missing):
+        try:
+            os.mkdir(p)
+        except FileExistsError:
+            pass
 for rel, size, mode in head['files']:
     data = raw[pos:pos + size]
     pos += size
@@ -69,7 +80,7 @@ for rel, size, mode in head['files']:
         continue
     full = os.path.join(ws, rel)
     try:
-        os.makedirs(os.path.dirname(full), exist_ok=True)
+        mkdirs(os.path.dirname(full))
         fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600 | (mode & 0o755))
         with os.fdopen(fd, 'wb') as fh:
             fh.write(data)
@@ -78,7 +89,7 @@ for rel, size, mode in head['files']:
 for rel in head.get('dirs', []):
     if inside(rel):
         try:
-            os.makedirs(os.path.join(ws, rel), exist_ok=True)
+            mkdirs(os.path.join(ws, rel))
         except OSError:
             pass
 del raw
@@ -134,18 +145,28 @@ if cfg['sync']:
         left['entries'] -= 1
         left['bytes'] -= len(record)
         return True
+    # An explicit stack, not os.walk: its recursion fails on a tree ~1,000 directories deep,
+    # which the code can make in a moment.
     late = False
-    for root, dirs, files in os.walk(ws):
-        rel_root = os.path.relpath(root, ws)
-        for name in dirs + files:
+    stack = ['']
+    while stack and not late:
+        rel_root = stack.pop()
+        try:
+            with os.scandir(os.path.join(ws, rel_root) if rel_root else ws) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        except OSError:
+            continue
+        for name, is_dir in entries:
             if time.time() > cfg['syncDeadline']:
                 late = True
                 break
-            full = os.path.join(root, name)
-            rel = name if rel_root == '.' else rel_root + '/' + name
+            rel = rel_root + '/' + name if rel_root else name
+            if is_dir:
+                stack.append(rel)
             if left['entries'] <= 0:
                 skip('files')
                 continue
+            full = os.path.join(ws, rel)
             try:
                 st = os.lstat(full)
             except OSError:
@@ -161,17 +182,18 @@ if cfg['sync']:
                 skip('bytes')
                 continue
             try:
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
                 with os.fdopen(fd, 'rb') as fh:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        continue
                     data = fh.read(st.st_size + 1)
             except OSError:
                 continue
             if len(data) != st.st_size or not take(head + b'  ' + data):
                 continue
             emit(b'F', [rel, len(data), st.st_mode & 0o777], data)
-        if late:
-            sync['why'].append('time')
-            break
+    if late:
+        sync['why'].append('time')
     result['sync'] = sync
 emit(b'E', result)
 os._exit(0)
@@ -273,7 +295,8 @@ export function parseLauncherOutput(bytes: Buffer): LauncherReport {
       }
       if (Array.isArray(sync?.why)) {
         report.skippedWhy = sync.why.filter(
-          (r): r is SyncLimitReason => r === 'files' || r === 'bytes' || r === 'time',
+          (r): r is SyncLimitReason =>
+            r === 'files' || r === 'bytes' || r === 'time' || r === 'paths',
         );
       }
       report.incomplete = pos !== bytes.length;

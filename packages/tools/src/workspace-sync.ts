@@ -16,8 +16,11 @@ import { isSafeRelativePath, type WorkspaceFile } from './sandbox-launcher.js';
 // window without either); and deletions made by the run are applied only when the copy-back was
 // complete — a file absent from a cut-short copy may just not have been copied.
 
-/** Why entries were left out: over the entry count, over the byte budget, past the deadline. */
-export type SyncLimitReason = 'files' | 'bytes' | 'time';
+/**
+ * Why entries were left out: over the entry count, over the byte budget, past the deadline, or a
+ * path longer than the host allows (a tree thousands of directories deep).
+ */
+export type SyncLimitReason = 'files' | 'bytes' | 'time' | 'paths';
 
 export interface SyncBudget {
   /** Entries (files and directories) at most. */
@@ -112,6 +115,12 @@ export async function readWorkspaceFiles(
   return { files, dirs, report };
 }
 
+/**
+ * A path longer than the host allows (a tree thousands of directories deep): that entry is not
+ * written, like one over a budget, instead of failing the copy.
+ */
+const tooLong = (error: unknown) => (error as { code?: unknown } | null)?.code === 'ENAMETOOLONG';
+
 /** Files written back at once. */
 const WRITERS = 8;
 
@@ -134,13 +143,26 @@ export async function writeWorkspaceFiles(
   run: { files: WorkspaceFile[]; dirs: string[]; complete: boolean },
   carried: { files: WorkspaceFile[]; dirs: string[] },
   budget: Pick<SyncBudget, 'deadline' | 'signal'>,
-): Promise<{ written: number; writtenBytes: number; notWritten: number; timedOut: boolean }> {
+): Promise<{
+  written: number;
+  writtenBytes: number;
+  notWritten: number;
+  timedOut: boolean;
+  tooLong: number;
+}> {
   const dirs = run.dirs.filter(isSafeRelativePath);
   const files = run.files.filter((f) => isSafeRelativePath(f.path));
   let written = 0;
   let writtenBytes = 0;
   const total = dirs.length + files.length;
-  const cut = () => ({ written, writtenBytes, notWritten: total - written, timedOut: true });
+  let longPaths = 0;
+  const cut = () => ({
+    written,
+    writtenBytes,
+    notWritten: total - written,
+    timedOut: true,
+    tooLong: longPaths,
+  });
   const root = await realpath(dir);
   // Directories known to be real and inside the workspace (checked, or made by this copy).
   const inside = new Set<string>([dir]);
@@ -158,8 +180,14 @@ export async function writeWorkspaceFiles(
     if (stopped(budget)) return cut();
     const full = join(dir, rel);
     if (!(await parentInside(full))) continue;
-    if ((await kindOf(full)) === 'other') await rm(full, { force: true });
-    await mkdir(full, { recursive: true, mode: 0o700 });
+    try {
+      if ((await kindOf(full)) === 'other') await rm(full, { force: true });
+      await mkdir(full, { recursive: true, mode: 0o700 });
+    } catch (error) {
+      if (!tooLong(error)) throw error;
+      longPaths++;
+      continue;
+    }
     inside.add(full);
     written++;
   }
@@ -209,7 +237,8 @@ export async function writeWorkspaceFiles(
       try {
         await writeOne(files[next++]!);
       } catch (error) {
-        failure ??= { error };
+        if (tooLong(error)) longPaths++;
+        else failure ??= { error };
       }
     }
   };
@@ -229,5 +258,11 @@ export async function writeWorkspaceFiles(
     const gone = carried.dirs.filter((d) => !keptDirs.has(d)).sort((a, b) => b.length - a.length);
     for (const rel of gone) await rmdir(join(dir, rel)).catch(() => {});
   }
-  return { written, writtenBytes, notWritten: total - written, timedOut: false };
+  return {
+    written,
+    writtenBytes,
+    notWritten: total - written,
+    timedOut: false,
+    tooLong: longPaths,
+  };
 }

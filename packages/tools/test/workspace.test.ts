@@ -152,7 +152,13 @@ describe('workspace copy-back', () => {
       const late = await writeWorkspaceFiles(ws.dir, run, carried, {
         deadline: performance.now() - 1,
       });
-      expect(late).toEqual({ written: 0, writtenBytes: 0, notWritten: 3, timedOut: true });
+      expect(late).toEqual({
+        written: 0,
+        writtenBytes: 0,
+        notWritten: 3,
+        timedOut: true,
+        tooLong: 0,
+      });
       const controller = new AbortController();
       controller.abort();
       const aborted = await writeWorkspaceFiles(ws.dir, run, carried, {
@@ -166,11 +172,41 @@ describe('workspace copy-back', () => {
       const done = await writeWorkspaceFiles(ws.dir, run, carried, {
         deadline: Number.POSITIVE_INFINITY,
       });
-      expect(done).toEqual({ written: 3, writtenBytes: 4, notWritten: 0, timedOut: false });
+      expect(done).toEqual({
+        written: 3,
+        writtenBytes: 4,
+        notWritten: 0,
+        timedOut: false,
+        tooLong: 0,
+      });
       expect(await readFile(join(ws.dir, 'old.txt'), 'utf8')).toBe('new');
       expect(await ws.listFiles()).toEqual(['old.txt', 'x.txt']);
     });
   });
+
+  it('a tree 1,200 directories deep goes back and comes in again', async () => {
+    // os.walk and os.makedirs recurse once per level and fail near 1,000: the sandbox's launcher
+    // crashed on both (the run was reported as SIGKILL, with the launcher's traceback as stderr).
+    await withWorkspace(async (ws) => {
+      const made = await runPython(
+        "import os\nfor i in range(1200):\n    os.mkdir('d'); os.chdir('d')\nopen('leaf', 'w').write('x')",
+        { cwd: ws.dir, timeoutMs: 20_000 },
+      );
+      expect(made).toMatchObject({ exitCode: 0, signal: null, stderr: '' });
+      expect(made.workspaceSync).toEqual({
+        copiedFiles: 1201,
+        copiedBytes: 1,
+        skippedFiles: 0,
+        reasons: [],
+      });
+      expect(await ws.listFiles()).toEqual([`${'d/'.repeat(1200)}leaf`]);
+      const read = await runPython(`print(open('${'d/'.repeat(1200)}leaf').read())`, {
+        cwd: ws.dir,
+        timeoutMs: 20_000,
+      });
+      expect(read).toMatchObject({ stdout: 'x\n', exitCode: 0, stderr: '' });
+    });
+  }, 60_000);
 
   it('never writes through a link the host workspace had, even under a parent left out', async () => {
     await withWorkspace(async (outside) => {
