@@ -9,6 +9,7 @@ import { calculate } from '../src/calculator.js';
 import { createCalculatorTool } from '../src/calculator-tool.js';
 import { SandboxUnavailableError, UrlPolicyError } from '../src/errors.js';
 import { createGuardedFetch } from '../src/guarded-fetch.js';
+import { htmlToText } from '../src/html-to-text.js';
 import { type PythonRunResult, runPython } from '../src/python-sandbox.js';
 import { createPythonTool } from '../src/python-tool.js';
 import { checkUrl, embeddedIPv4, isPrivateAddress } from '../src/url-policy.js';
@@ -539,5 +540,33 @@ describe('calculator: hostile input', () => {
     }
     // And the calculator keeps working.
     expect(calculate('6*7').text).toBe('42');
+  });
+});
+
+// A page is whatever the URL's owner wants it to be. Each case is 2 MiB (the page reader's default
+// cap) of one unclosed construct: before the fix each made the text extraction quadratic — hours
+// of a blocked event loop, where no timeout can fire — so the test's own time limit is what fails.
+describe('hostile HTML', () => {
+  const twoMiB = (unit: string) => unit.repeat(Math.floor((2 * 1024 * 1024) / unit.length));
+  it.each([
+    ['unclosed tags', '<a'],
+    ['unclosed tags with a lone quote', "<a'"],
+    ['unclosed CDATA sections', '<![CDATA['],
+    ['unclosed titles', '<title>'],
+    ['unclosed script tags', '<script'],
+    ['unclosed doctypes', '<!doctype'],
+  ])('%s: extracted in one pass, nothing of the markup kept', (_name, unit) => {
+    const { title, text } = htmlToText(twoMiB(unit));
+    expect(title).toBe('');
+    expect(text).toBe('');
+  });
+
+  it('ordinary markup reads as before', () => {
+    expect(
+      htmlToText(
+        '<head><title>T &amp; x</title></head><p>a <b>bold</b> 3 < 5 <a href="x>y">link</a></p>' +
+          '<script>var a = "<p>";</script><![CDATA[zz]]><ul><li>one<li>two</ul>',
+      ),
+    ).toEqual({ title: 'T & x', text: 'a bold 3 < 5 link\n\n- one\n- two' });
   });
 });
