@@ -4,6 +4,7 @@
 // JSON Schema conversion, the solver's prompts and zod schemas stay internal; the test server
 // lives behind the `@flowgrpo/agent/testing` subpath.
 
+export { LLMResponseTooLargeError } from './engines/capped-fetch.js';
 export {
   LLMAbortError,
   LLMMalformedReplyError,

@@ -147,13 +147,14 @@ describe('LLM faults', () => {
     await expectRunContinues(e);
   });
 
-  it('empty choices: LLMRequestError (not retried), never an empty answer', async () => {
-    server.enqueue('chat', reply.json({ ...completion({}), choices: [] }));
+  it('empty choices: retried as malformed, never an empty answer', async () => {
+    server.setFallback('chat', reply.json({ ...completion({}), choices: [] }));
     const e = engine();
     const err = await e.generateText(hello).catch((x: unknown) => x);
-    expect(LLMRequestError.isInstance(err)).toBe(true);
-    expect((err as Error).message).toMatch(/no choices/);
-    expect(chatCount()).toBe(1);
+    expect(LLMMalformedReplyError.isInstance(err)).toBe(true);
+    expect((err as Error).message).toMatch(/`choices` is empty/);
+    expect(chatCount()).toBe(3);
+    server.setFallback('chat', reply.text('unused'));
     await expectRunContinues(e);
   });
 

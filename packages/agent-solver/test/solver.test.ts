@@ -268,7 +268,12 @@ describe('FlowSolver.solve', () => {
     const [s1, s2] = result.steps;
     expect(s1!.result).toMatchObject({ ok: false, errorCode: 'TOOL_TIMEOUT' });
     expect(s1!.errors).toEqual([expect.objectContaining({ role: 'tools', code: 'TOOL_TIMEOUT' })]);
-    expect(result.memory['Action Step 1']?.result).toMatch(/timed out after 400 ms/);
+    // Which of two limits ends it is the machine's timing: the python tool's own (it keeps a
+    // reserve of the registry's 400 ms to report the run, and memory gets that report) or the
+    // registry's (memory gets its message). Either way memory records a timeout.
+    const recorded = result.memory['Action Step 1']?.result;
+    if (typeof recorded === 'string') expect(recorded).toMatch(/timed out after 400 ms/);
+    else expect(recorded).toMatchObject({ timed_out: true, exit_code: null });
     expect(s2!.result).toMatchObject({ ok: true, output: '9' });
     expect(result.stopReason).toBe('verifier_stop');
   });

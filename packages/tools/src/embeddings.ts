@@ -81,6 +81,23 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): EmbedFunct
         );
       }
       const sorted = [...parsed.data.data].sort((a, b) => a.index - b.index);
+      // Each input exactly once (a repeated index would pair a text with another's vector), and
+      // every vector as long as the first: cosine similarity of vectors of different lengths
+      // has no meaning, and would fail far from here.
+      const dims = out[0]?.length ?? sorted[0]?.embedding.length ?? 0;
+      const bad = sorted.findIndex(
+        (item, i) => item.index !== i || item.embedding.length !== dims || dims === 0,
+      );
+      if (bad >= 0) {
+        const item = sorted[bad]!;
+        throw new HttpRequestError(
+          `Unexpected embeddings response from ${url}: ` +
+            (item.index !== bad
+              ? `the indices are not 0..${batch.length - 1} each once`
+              : `embedding ${start + bad} has ${item.embedding.length} dimensions, not ${dims}`),
+          { url },
+        );
+      }
       for (const item of sorted) out.push(item.embedding);
     }
     return out;

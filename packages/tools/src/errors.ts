@@ -55,6 +55,18 @@ export class ToolTimeoutError extends ToolError {
   }
 }
 
+/**
+ * A tool returned something that is not a tool result (`undefined`, a bare string, no boolean
+ * `ok`), or an output that is not JSON (a BigInt, a circular object): a bug of that tool, made a
+ * failed result of the call instead of a TypeError later in the agent or the recorder.
+ */
+export class ToolResultError extends ToolError {
+  static override readonly code = 'TOOL_INVALID_RESULT';
+  constructor(toolName: string, problem: string) {
+    super(`Tool '${toolName}' ${problem}`, { toolName });
+  }
+}
+
 /** The caller aborted the tool call through its AbortSignal. */
 export class ToolAbortedError extends ToolError {
   static override readonly code = 'TOOL_ABORTED';

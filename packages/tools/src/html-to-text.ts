@@ -145,15 +145,22 @@ export interface HtmlDocumentText {
 
 /** The page's `<title>` and its readable text. */
 export function htmlToText(html: string): HtmlDocumentText {
-  const titleMatch = /<title[^>]*>([\s\S]*?)<\/title\s*>/i.exec(html);
-  const title = titleMatch ? decodeEntities(titleMatch[1]!).replace(/\s+/g, ' ').trim() : '';
-  let s = html.replace(/<!--[\s\S]*?(?:-->|$)/g, ' ').replace(/<!\[CDATA\[[\s\S]*?\]\]>/g, ' ');
+  // Every pattern below that scans for a closing delimiter also accepts the end of the text
+  // (`|$`): without it, a page of 100,000 unclosed `<a` or `<![CDATA[` made each start scan to the
+  // end — quadratic, hours for a 2 MiB page, with the event loop blocked and no timeout able to
+  // fire. An unclosed construct now runs to the end of the page (dropped, like a comment).
+  const titleMatch = /<title[^>]*(?:>|$)([\s\S]*?)(<\/title\s*>|$)/i.exec(html);
+  const title = titleMatch?.[2] ? decodeEntities(titleMatch[1]!).replace(/\s+/g, ' ').trim() : '';
+  let s = html
+    .replace(/<!--[\s\S]*?(?:-->|$)/g, ' ')
+    .replace(/<!\[CDATA\[[\s\S]*?(?:\]\]>|$)/g, ' ');
   for (const tag of DROP_ELEMENTS) {
-    s = s.replace(new RegExp(`<${tag}\\b[^>]*>[\\s\\S]*?(?:</${tag}\\s*>|$)`, 'gi'), ' ');
+    s = s.replace(new RegExp(`<${tag}\\b[^>]*(?:>|$)[\\s\\S]*?(?:</${tag}\\s*>|$)`, 'gi'), ' ');
   }
-  s = s.replace(/<!doctype[^>]*>/gi, ' ');
+  s = s.replace(/<!doctype[^>]*(?:>|$)/gi, ' ');
   s = s.replace(
-    /<\/?([a-zA-Z][a-zA-Z0-9-]*)\b(?:[^>"']|"[^"]*"|'[^']*')*>/g,
+    // A lone quote is text too (`["']`), so the scan never fails part-way and backtracks.
+    /<\/?([a-zA-Z][a-zA-Z0-9-]*)\b(?:[^>"']|"[^"]*"|'[^']*'|["'])*(?:>|$)/g,
     (_m, name: string) => {
       const tag = name.toLowerCase();
       if (tag === 'li') return '\n- ';
@@ -161,7 +168,7 @@ export function htmlToText(html: string): HtmlDocumentText {
       return BLOCK_ELEMENTS.has(tag) ? '\n' : '';
     },
   );
-  // Tag-like text left over (a bare "<" in prose) stays as written.
+  // Tag-like text left over (a bare "<" not followed by a letter, as in "3 < 5") stays as written.
   const text = decodeEntities(s)
     .replace(/\r\n?/g, '\n')
     .split('\n')

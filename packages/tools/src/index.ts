@@ -23,6 +23,7 @@ export {
   ToolInputError,
   type ToolInputIssue,
   ToolNotFoundError,
+  ToolResultError,
   ToolTimeoutError,
   UrlPolicyError,
 } from './errors.js';
@@ -108,3 +109,4 @@ export {
   type WikipediaToolOptions,
 } from './wikipedia-tool.js';
 export { Workspace, type WorkspaceOptions, withWorkspace } from './workspace.js';
+export type { SyncLimitReason, WorkspaceSyncReport } from './workspace-sync.js';

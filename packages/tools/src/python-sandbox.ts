@@ -15,10 +15,16 @@ import {
   HOST_WRAPPER,
   LAUNCHER,
   parseLauncherOutput,
-  readWorkspaceFiles,
-  writeWorkspaceFiles,
 } from './sandbox-launcher.js';
 import { elapsedMs } from './tool.js';
+import {
+  addReason,
+  type CarriedWorkspace,
+  emptySyncReport,
+  readWorkspaceFiles,
+  type WorkspaceSyncReport,
+  writeWorkspaceFiles,
+} from './workspace-sync.js';
 
 export interface PythonLimits {
   /**
@@ -44,8 +50,16 @@ export interface PythonLimits {
    * each run has its own); see `limits` in the result for which held.
    */
   processes?: number;
-  /** Size of the sandbox's tmpfs workspace, the only place it can write; default 64 MiB. */
+  /**
+   * Size of the sandbox's tmpfs workspace, the only place it can write; default 64 MiB. Also the
+   * byte budget of copying the workspace in and back (names and contents).
+   */
   workspaceBytes?: number;
+  /**
+   * Files and directories copied into the workspace and back, at most (default 4096): with the
+   * bytes and the call's timeout, what bounds the copy of a run that made many small files.
+   */
+  workspaceFiles?: number;
 }
 
 /**
@@ -136,8 +150,16 @@ export interface PythonRunResult {
   oomKilled: boolean;
   /** A fork was refused at the run's process limit (cgroup only). */
   processLimitHit: boolean;
-  /** The workspace was copied back to `cwd` (sandbox with `cwd`, run ended on its own). */
+  /**
+   * The workspace was copied back to `cwd` (sandbox with `cwd`, run ended on its own), perhaps
+   * only in part: see `workspaceSync`.
+   */
   workspaceSynced: boolean;
+  /**
+   * What the copy back to `cwd` copied and left out, and why (over `workspaceFiles`, over
+   * `workspaceBytes`, past the call's timeout); present when it ran.
+   */
+  workspaceSync?: WorkspaceSyncReport;
   durationMs: number;
 }
 
@@ -331,6 +353,7 @@ interface ResolvedLimits {
   processes: number;
   cpus: number;
   workspaceBytes: number;
+  workspaceFiles: number;
   rlimits: Record<string, number | number[]>;
 }
 
@@ -350,6 +373,7 @@ function resolveLimits(options: RunPythonOptions): ResolvedLimits {
     processes,
     cpus: l.cpus ?? 1,
     workspaceBytes: l.workspaceBytes ?? 64 * 1024 * 1024,
+    workspaceFiles: l.workspaceFiles ?? 4096,
     rlimits: {
       RLIMIT_AS: memoryBytes,
       RLIMIT_CPU: [cpu, cpu + 1],
@@ -515,18 +539,28 @@ async function runSandboxed(code: string, options: RunPythonOptions): Promise<Py
     processes: limits.processes,
     cpus: limits.cpus,
   });
+  // One deadline for the whole call: copying the workspace in, the run, and copying it back.
+  const deadline = start + limits.timeoutMs;
+  const syncBudget = {
+    maxEntries: limits.workspaceFiles,
+    maxBytes: limits.workspaceBytes,
+    deadline,
+    signal: options.signal,
+  };
   let outcome: ChildOutcome;
+  let carried: CarriedWorkspace = { files: [], dirs: [], report: emptySyncReport() };
   try {
-    const carried = options.cwd
-      ? await readWorkspaceFiles(options.cwd, limits.workspaceBytes)
-      : { files: [], dirs: [] };
+    if (options.cwd) carried = await readWorkspaceFiles(options.cwd, syncBudget);
     const launcherConfig = JSON.stringify({
       python: support.python.executable,
       preamble: PREAMBLE,
       rlimits: limits.rlimits,
       workspace: SANDBOX_WORKSPACE,
       sync: options.cwd !== undefined,
-      syncLimit: limits.workspaceBytes,
+      syncEntries: limits.workspaceFiles,
+      syncBytes: limits.workspaceBytes,
+      // The sandbox shares the host's wall clock (no time namespace): the same deadline, there.
+      syncDeadline: (Date.now() + (deadline - performance.now())) / 1000,
     });
     const args = [
       ...bwrapArgs({
@@ -548,10 +582,11 @@ async function runSandboxed(code: string, options: RunPythonOptions): Promise<Py
       ['-I', '-S', '-c', HOST_WRAPPER, wrapperConfig(support, args, group?.procsFiles ?? [])],
       { cwd: '/', env: { PATH: SAFE_ENV_PATH }, fd3: true },
       encodeLauncherInput(code, carried.files, carried.dirs),
-      limits,
+      { ...limits, timeoutMs: Math.max(1, deadline - performance.now()) },
       options.signal,
       () => group?.kill(),
-      limits.workspaceBytes + 1024 * 1024,
+      // The copy-back's byte budget counts its records' names as well as the contents.
+      limits.workspaceBytes + 64 * 1024,
     );
   } catch (error) {
     group?.kill();
@@ -583,7 +618,7 @@ async function runSandboxed(code: string, options: RunPythonOptions): Promise<Py
     exitCode = null;
     signal = outcome.signal ?? 'SIGKILL';
   }
-  let workspaceSynced = false;
+  let workspaceSync: WorkspaceSyncReport | undefined;
   if (
     options.cwd !== undefined &&
     report.exit &&
@@ -592,8 +627,28 @@ async function runSandboxed(code: string, options: RunPythonOptions): Promise<Py
     !outcome.timedOut &&
     !outcome.outputLimitExceeded
   ) {
-    await writeWorkspaceFiles(options.cwd, report.files, report.dirs);
-    workspaceSynced = true;
+    const back = await writeWorkspaceFiles(
+      options.cwd,
+      {
+        files: report.files,
+        dirs: report.dirs,
+        complete: report.skipped === 0 && report.skippedWhy.length === 0,
+      },
+      carried,
+      syncBudget,
+    );
+    if (options.signal?.aborted) {
+      throw new ToolAbortedError(undefined, { cause: options.signal.reason });
+    }
+    const reasons = [...report.skippedWhy];
+    if (back.timedOut) addReason(reasons, 'time');
+    if (back.tooLong > 0) addReason(reasons, 'paths');
+    workspaceSync = {
+      copiedFiles: back.written,
+      copiedBytes: back.writtenBytes,
+      skippedFiles: report.skipped + back.notWritten,
+      reasons,
+    };
   }
   return {
     stdout: outcome.stdout.text(),
@@ -622,7 +677,8 @@ async function runSandboxed(code: string, options: RunPythonOptions): Promise<Py
     },
     oomKilled: events.oomKilled,
     processLimitHit: events.processLimitHit,
-    workspaceSynced,
+    workspaceSynced: workspaceSync !== undefined,
+    ...(workspaceSync && { workspaceSync }),
     durationMs: elapsedMs(start),
   };
 }

@@ -16,6 +16,7 @@ import {
   type ToolResult,
 } from './tool.js';
 import { Workspace } from './workspace.js';
+import type { SyncLimitReason } from './workspace-sync.js';
 
 export interface PythonToolOptions {
   name?: string;
@@ -77,8 +78,20 @@ export function extractPythonCode(text: string): string {
   return (fence ? fence[1]! : text).replace(/^\n+|\s+$/g, '');
 }
 
+/** Time kept back from the caller's limit for returning the result (at most a tenth of it). */
+const RETURN_RESERVE_MS = 500;
+
+const SYNC_REASONS: Record<SyncLimitReason, string> = {
+  files: 'more files than the workspace file limit',
+  bytes: 'more bytes than the workspace byte limit',
+  time: 'the call ran out of time',
+  paths: 'paths too long for the host',
+};
+
 function summarize(run: PythonRunResult, timeoutSeconds: number): string | undefined {
-  if (run.timedOut) return `Execution timed out after ${timeoutSeconds} s and was killed`;
+  if (run.timedOut) {
+    return `Execution timed out after ${Number(timeoutSeconds.toFixed(2))} s and was killed`;
+  }
   if (run.outputLimitExceeded) return 'Execution was killed: it wrote too much output';
   if (run.oomKilled) return 'Execution was killed: it exceeded its memory limit';
   if (run.signal === 'SIGXCPU') return 'Execution exceeded its CPU-time limit';
@@ -146,10 +159,13 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
     },
     async execute(input: PythonToolInput, context: ToolContext): Promise<ToolResult> {
       const start = performance.now();
-      let timeoutSeconds = input.timeout ?? defaultTimeout;
-      if (context.timeoutMs !== undefined) {
-        timeoutSeconds = Math.min(timeoutSeconds, context.timeoutMs / 1000);
-      }
+      // The caller's limit (the registry's) covers writing the code and the whole run, the
+      // workspace's copy back included; a small reserve lets this call's own result — which says
+      // what was copied — arrive before that limit cuts the call off.
+      const callerDeadline =
+        context.timeoutMs === undefined
+          ? Number.POSITIVE_INFINITY
+          : start + context.timeoutMs - Math.min(RETURN_RESERVE_MS, context.timeoutMs / 10);
       let workspace: Workspace | undefined;
       try {
         let code: string;
@@ -162,6 +178,10 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
         } else {
           throw new ToolError('The python tool needs code');
         }
+        const timeoutSeconds = Math.max(
+          0.001,
+          Math.min(input.timeout ?? defaultTimeout, (callerDeadline - performance.now()) / 1000),
+        );
         const isolation = options.isolation ?? 'sandbox';
         // The sandbox needs no host directory of its own (its workspace is a tmpfs); without
         // isolation the code runs in a temporary directory removed afterwards.
@@ -186,6 +206,15 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
           sandbox: { isolation: run.isolation, limits: { ...run.limits } },
         };
         if (generated) output.code = code;
+        const sync = run.workspaceSync;
+        if (sync && (sync.skippedFiles > 0 || sync.reasons.length > 0)) {
+          output.workspace_not_copied = {
+            files: sync.skippedFiles,
+            why: sync.reasons.map((r) => SYNC_REASONS[r]),
+            copied_files: sync.copiedFiles,
+            copied_bytes: sync.copiedBytes,
+          };
+        }
         const problem = summarize(run, timeoutSeconds);
         const truncated = run.stdoutTruncated || run.stderrTruncated;
         const result: ToolResult = problem

@@ -1,7 +1,5 @@
-import { constants as fsConstants } from 'node:fs';
-import { lstat, mkdir, open, readdir, rm } from 'node:fs/promises';
 import { constants } from 'node:os';
-import { dirname, join } from 'node:path';
+import type { SyncLimitReason } from './workspace-sync.js';
 
 // The two small programs around a sandboxed run, and the byte protocol between them and us.
 //
@@ -64,6 +62,17 @@ ws = cfg['workspace']
 def inside(rel):
     parts = rel.split('/')
     return rel and not rel.startswith('/') and '\\0' not in rel and all(p not in ('', '.', '..') for p in parts)
+def mkdirs(path):
+    # os.makedirs recurses once per missing level and fails ~1,000 levels deep.
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for p in reversed(missing):
+        try:
+            os.mkdir(p)
+        except FileExistsError:
+            pass
 for rel, size, mode in head['files']:
     data = raw[pos:pos + size]
     pos += size
@@ -71,7 +80,7 @@ for rel, size, mode in head['files']:
         continue
     full = os.path.join(ws, rel)
     try:
-        os.makedirs(os.path.dirname(full), exist_ok=True)
+        mkdirs(os.path.dirname(full))
         fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600 | (mode & 0o755))
         with os.fdopen(fd, 'wb') as fh:
             fh.write(data)
@@ -80,7 +89,7 @@ for rel, size, mode in head['files']:
 for rel in head.get('dirs', []):
     if inside(rel):
         try:
-            os.makedirs(os.path.join(ws, rel), exist_ok=True)
+            mkdirs(os.path.join(ws, rel))
         except OSError:
             pass
 del raw
@@ -117,29 +126,75 @@ if os.WIFSIGNALED(status):
 else:
     result = {'exit': os.waitstatus_to_exitcode(status)}
 if cfg['sync']:
-    budget = cfg['syncLimit']
-    for root, dirs, files in os.walk(ws):
-        rel_root = os.path.relpath(root, ws)
-        for name in dirs:
-            rel = name if rel_root == '.' else rel_root + '/' + name
-            if not os.path.islink(os.path.join(root, name)):
-                emit(b'D', [rel])
-        for name in files:
-            full = os.path.join(root, name)
-            rel = name if rel_root == '.' else rel_root + '/' + name
+    # Within the copy-back budget (entries, bytes of names and contents, the call's deadline on
+    # the shared wall clock); what is left out is counted, and why.
+    import time
+    left = {'entries': cfg['syncEntries'], 'bytes': cfg['syncBytes']}
+    sync = {'skipped': 0, 'why': []}
+    def skip(reason):
+        sync['skipped'] += 1
+        if reason not in sync['why']:
+            sync['why'].append(reason)
+    def take(record):
+        if left['entries'] <= 0:
+            skip('files')
+            return False
+        if len(record) > left['bytes']:
+            skip('bytes')
+            return False
+        left['entries'] -= 1
+        left['bytes'] -= len(record)
+        return True
+    # An explicit stack, not os.walk: its recursion fails on a tree ~1,000 directories deep,
+    # which the code can make in a moment.
+    late = False
+    stack = ['']
+    while stack and not late:
+        rel_root = stack.pop()
+        try:
+            with os.scandir(os.path.join(ws, rel_root) if rel_root else ws) as it:
+                entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        except OSError:
+            continue
+        for name, is_dir in entries:
+            if time.time() > cfg['syncDeadline']:
+                late = True
+                break
+            rel = rel_root + '/' + name if rel_root else name
+            if is_dir:
+                stack.append(rel)
+            if left['entries'] <= 0:
+                skip('files')
+                continue
+            full = os.path.join(ws, rel)
             try:
                 st = os.lstat(full)
-                if not stat.S_ISREG(st.st_mode) or st.st_size > budget:
-                    continue
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
-                with os.fdopen(fd, 'rb') as fh:
-                    data = fh.read(budget + 1)
             except OSError:
                 continue
-            if len(data) > budget:
+            if stat.S_ISDIR(st.st_mode):
+                if take(json.dumps([rel]).encode() + b'  '):
+                    emit(b'D', [rel])
                 continue
-            budget -= len(data)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            head = json.dumps([rel, st.st_size, st.st_mode & 0o777]).encode()
+            if st.st_size + len(head) + 2 > left['bytes']:
+                skip('bytes')
+                continue
+            try:
+                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                with os.fdopen(fd, 'rb') as fh:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        continue
+                    data = fh.read(st.st_size + 1)
+            except OSError:
+                continue
+            if len(data) != st.st_size or not take(head + b'  ' + data):
+                continue
             emit(b'F', [rel, len(data), st.st_mode & 0o777], data)
+    if late:
+        sync['why'].append('time')
+    result['sync'] = sync
 emit(b'E', result)
 os._exit(0)
 `;
@@ -162,6 +217,9 @@ export interface LauncherReport {
   dirs: string[];
   /** The stream broke off or did not parse (the run was killed, or tampered with). */
   incomplete: boolean;
+  /** Entries of the workspace the launcher left out of `files`/`dirs`, and why. */
+  skipped: number;
+  skippedWhy: SyncLimitReason[];
 }
 
 /** A workspace-relative path without `..`, empty, absolute or NUL parts. */
@@ -191,7 +249,14 @@ export function encodeLauncherInput(code: string, files: WorkspaceFile[], dirs: 
 
 /** Parses fd 3: records `S{}`, `D[path]`, `F[path,size,mode]`+bytes, `E{exit|signal}`. */
 export function parseLauncherOutput(bytes: Buffer): LauncherReport {
-  const report: LauncherReport = { started: false, files: [], dirs: [], incomplete: true };
+  const report: LauncherReport = {
+    started: false,
+    files: [],
+    dirs: [],
+    incomplete: true,
+    skipped: 0,
+    skippedWhy: [],
+  };
   let pos = 0;
   while (pos < bytes.length) {
     const nl = bytes.indexOf(10, pos);
@@ -218,12 +283,22 @@ export function parseLauncherOutput(bytes: Buffer): LauncherReport {
       pos += size;
       if (isSafeRelativePath(path)) report.files.push({ path, data, mode: mode & 0o755 });
     } else if (tag === 'E' && typeof value === 'object' && value !== null) {
-      const v = value as { exit?: unknown; signal?: unknown };
+      const v = value as { exit?: unknown; signal?: unknown; sync?: unknown };
       const signal = typeof v.signal === 'string' && v.signal in constants.signals;
       report.exit = {
         exitCode: typeof v.exit === 'number' ? v.exit : null,
         signal: signal ? (v.signal as NodeJS.Signals) : null,
       };
+      const sync = v.sync as { skipped?: unknown; why?: unknown } | undefined;
+      if (typeof sync?.skipped === 'number' && Number.isSafeInteger(sync.skipped)) {
+        report.skipped = Math.max(0, sync.skipped);
+      }
+      if (Array.isArray(sync?.why)) {
+        report.skippedWhy = sync.why.filter(
+          (r): r is SyncLimitReason =>
+            r === 'files' || r === 'bytes' || r === 'time' || r === 'paths',
+        );
+      }
       report.incomplete = pos !== bytes.length;
       return report;
     } else {
@@ -231,71 +306,4 @@ export function parseLauncherOutput(bytes: Buffer): LauncherReport {
     }
   }
   return report;
-}
-
-/** Regular files and directories under `dir` (symlinks and special files are skipped). */
-export async function readWorkspaceFiles(
-  dir: string,
-  maxBytes: number,
-): Promise<{ files: WorkspaceFile[]; dirs: string[] }> {
-  const files: WorkspaceFile[] = [];
-  const dirs: string[] = [];
-  let total = 0;
-  const walk = async (rel: string): Promise<void> => {
-    for (const entry of await readdir(join(dir, rel), { withFileTypes: true })) {
-      const child = rel ? `${rel}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) {
-        dirs.push(child);
-        await walk(child);
-      } else if (entry.isFile()) {
-        const handle = await open(join(dir, child), fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
-        try {
-          const info = await handle.stat();
-          if (total + info.size > maxBytes) continue;
-          const data = await handle.readFile();
-          total += data.length;
-          files.push({ path: child, data, mode: info.mode & 0o777 });
-        } finally {
-          await handle.close();
-        }
-      }
-    }
-  };
-  await walk('');
-  return { files, dirs };
-}
-
-/**
- * Replaces the contents of `dir` with `files` and `dirs`. Only directories and regular files are
- * created (never links), each path is checked to stay inside `dir`, and the old contents are
- * removed first, so no path can resolve through a link the sandbox placed.
- */
-export async function writeWorkspaceFiles(
-  dir: string,
-  files: WorkspaceFile[],
-  dirs: string[],
-): Promise<void> {
-  for (const name of await readdir(dir)) {
-    await rm(join(dir, name), { recursive: true, force: true });
-  }
-  for (const rel of dirs) {
-    if (isSafeRelativePath(rel)) await mkdir(join(dir, rel), { recursive: true, mode: 0o700 });
-  }
-  for (const file of files) {
-    if (!isSafeRelativePath(file.path)) continue;
-    const full = join(dir, file.path);
-    await mkdir(dirname(full), { recursive: true, mode: 0o700 });
-    const existing = await lstat(full).catch(() => undefined);
-    if (existing) continue;
-    const handle = await open(
-      full,
-      fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW,
-      0o600 | (file.mode & 0o755),
-    );
-    try {
-      await handle.writeFile(file.data);
-    } finally {
-      await handle.close();
-    }
-  }
 }

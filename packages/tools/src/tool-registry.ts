@@ -4,6 +4,7 @@ import {
   ToolError,
   ToolInputError,
   ToolNotFoundError,
+  ToolResultError,
   ToolTimeoutError,
 } from './errors.js';
 import {
@@ -12,6 +13,7 @@ import {
   type Tool,
   type ToolContext,
   type ToolResult,
+  thrownMessage,
 } from './tool.js';
 import { canonicalToolName } from './tool-names.js';
 
@@ -186,11 +188,12 @@ export class ToolRegistry {
       };
       outer?.addEventListener('abort', onOuterAbort, { once: true });
     });
-    const running = tool.execute(parsed, {
-      ...context,
-      signal: controller.signal,
-      timeoutMs,
-    });
+    const start = performance.now();
+    // Through a promise whatever `execute` does: a tool written without `async` may return its
+    // result as is or throw synchronously, and what it returns is checked before anyone reads it.
+    const running = Promise.resolve()
+      .then(() => tool.execute(parsed, { ...context, signal: controller.signal, timeoutMs }))
+      .then((value: unknown) => checkToolResult(name, value, start));
     // Whichever loses the race must not surface later as an unhandled rejection.
     running.catch(() => {});
     stopped.catch(() => {});
@@ -211,6 +214,36 @@ export class ToolRegistry {
       return failureResult(error, start);
     }
   }
+}
+
+/**
+ * What a tool returned, as a ToolResult the agents can read and record: not an object with a
+ * boolean `ok`, or an output that JSON cannot hold, is a failed result (ToolResultError).
+ */
+function checkToolResult(name: string, value: unknown, start: number): ToolResult {
+  const fail = (problem: string) => failureResult(new ToolResultError(name, problem), start);
+  if (
+    typeof value !== 'object' ||
+    value === null ||
+    typeof (value as ToolResult).ok !== 'boolean'
+  ) {
+    return fail(`returned ${describeValue(value)}, not a tool result ({ok, output})`);
+  }
+  const result = value as ToolResult;
+  if (result.output === undefined) return { ...result, output: '' };
+  if (typeof result.output === 'string') return result;
+  try {
+    JSON.stringify(result.output);
+  } catch (error) {
+    return fail(`returned an output that is not JSON (${thrownMessage(error)})`);
+  }
+  return result;
+}
+
+function describeValue(value: unknown): string {
+  if (value === null || value === undefined) return String(value);
+  if (Array.isArray(value)) return 'an array';
+  return typeof value === 'object' ? 'an object without a boolean `ok`' : `a ${typeof value}`;
 }
 
 export function parseToolInput<I>(tool: Tool<I>, input: unknown): I {

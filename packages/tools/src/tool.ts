@@ -78,13 +78,27 @@ export function successResult(
   return result;
 }
 
+/**
+ * The text of anything thrown: an Error's message, else its string form — or, for a value that
+ * has none (`Object.create(null)`, a throwing `toString`), its type, so that describing a bad
+ * throw never throws itself.
+ */
+export function thrownMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return `a thrown ${Object.prototype.toString.call(error).slice(8, -1)} without a message`;
+  }
+}
+
 /** Turns anything thrown into a failed result; the output repeats the message for the model. */
 export function failureResult(
   error: unknown,
   start: number,
   output?: string | JsonValue,
 ): ToolResult {
-  const message = error instanceof Error ? error.message : String(error);
+  const message = thrownMessage(error);
   const errorCode = FlowGrpoError.isInstance(error)
     ? error.code
     : error instanceof Error && error.name === 'AbortError'

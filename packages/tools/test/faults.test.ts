@@ -9,6 +9,7 @@ import { calculate } from '../src/calculator.js';
 import { createCalculatorTool } from '../src/calculator-tool.js';
 import { SandboxUnavailableError, UrlPolicyError } from '../src/errors.js';
 import { createGuardedFetch } from '../src/guarded-fetch.js';
+import { htmlToText } from '../src/html-to-text.js';
 import { type PythonRunResult, runPython } from '../src/python-sandbox.js';
 import { createPythonTool } from '../src/python-tool.js';
 import { checkUrl, embeddedIPv4, isPrivateAddress } from '../src/url-policy.js';
@@ -423,6 +424,21 @@ describe('network policy: hostile URLs and DNS answers', () => {
       `0x7f.1:${tcpPort}`,
       `2130706433:${tcpPort}`,
       `127.1:${tcpPort}`,
+      // Octal, padded, percent-encoded, full-width and other Unicode digit forms all normalise
+      // (WHATWG URL parsing) to an address the policy refuses; so do the metadata endpoint in
+      // hex and IPv6's unspecified and expanded loopback forms.
+      `0177.0.0.1:${tcpPort}`,
+      `017700000001:${tcpPort}`,
+      `127.000.000.001:${tcpPort}`,
+      `127.0.0.1.:${tcpPort}`,
+      `%31%32%37.0.0.1:${tcpPort}`,
+      `\uff11\uff12\uff17.0.0.1:${tcpPort}`,
+      `127\u30020\u30020\u30021:${tcpPort}`,
+      `0xa9.0xfe.0xa9.0xfe:${tcpPort}`,
+      `0:${tcpPort}`,
+      `[::]:${tcpPort}`,
+      `[0:0:0:0:0:0:0:1]:${tcpPort}`,
+      `LOCALHOST:${tcpPort}`,
     ]) {
       await expect(fetchWebPage(`http://${host}/`)).rejects.toSatisfy(
         (e) => UrlPolicyError.isInstance(e),
@@ -524,5 +540,33 @@ describe('calculator: hostile input', () => {
     }
     // And the calculator keeps working.
     expect(calculate('6*7').text).toBe('42');
+  });
+});
+
+// A page is whatever the URL's owner wants it to be. Each case is 2 MiB (the page reader's default
+// cap) of one unclosed construct: before the fix each made the text extraction quadratic — hours
+// of a blocked event loop, where no timeout can fire — so the test's own time limit is what fails.
+describe('hostile HTML', () => {
+  const twoMiB = (unit: string) => unit.repeat(Math.floor((2 * 1024 * 1024) / unit.length));
+  it.each([
+    ['unclosed tags', '<a'],
+    ['unclosed tags with a lone quote', "<a'"],
+    ['unclosed CDATA sections', '<![CDATA['],
+    ['unclosed titles', '<title>'],
+    ['unclosed script tags', '<script'],
+    ['unclosed doctypes', '<!doctype'],
+  ])('%s: extracted in one pass, nothing of the markup kept', (_name, unit) => {
+    const { title, text } = htmlToText(twoMiB(unit));
+    expect(title).toBe('');
+    expect(text).toBe('');
+  });
+
+  it('ordinary markup reads as before', () => {
+    expect(
+      htmlToText(
+        '<head><title>T &amp; x</title></head><p>a <b>bold</b> 3 < 5 <a href="x>y">link</a></p>' +
+          '<script>var a = "<p>";</script><![CDATA[zz]]><ul><li>one<li>two</ul>',
+      ),
+    ).toEqual({ title: 'T & x', text: 'a bold 3 < 5 link\n\n- one\n- two' });
   });
 });

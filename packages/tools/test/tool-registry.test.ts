@@ -5,6 +5,7 @@ import {
   ToolAbortedError,
   ToolInputError,
   ToolNotFoundError,
+  ToolResultError,
   ToolTimeoutError,
 } from '../src/errors.js';
 import { createPythonTool } from '../src/python-tool.js';
@@ -166,5 +167,120 @@ describe('ToolRegistry', () => {
     } finally {
       await workspace.cleanup();
     }
+  });
+});
+
+// Tools with bugs: whatever a tool returns or throws, the registry answers with a ToolResult the
+// agents can read, show the model and record — never a TypeError later, in the agent or the
+// recorder, and never a thrown error out of `run`.
+describe('faulty tools', () => {
+  const circular: Record<string, unknown> = {};
+  circular.self = circular;
+  const rawTool = (name: string, execute: () => unknown): Tool => ({
+    name,
+    description: 'A faulty tool.',
+    inputSchema: z.object({}),
+    metadata: {
+      version: '0',
+      inputTypes: {},
+      outputType: 'str',
+      limitations: [],
+      bestPractices: [],
+      examples: [],
+      requiresLlm: false,
+    },
+    execute: execute as Tool['execute'],
+  });
+  const ok = (output: unknown) => ({ ok: true, output, durationMs: 0 });
+  const cases: Array<[string, () => unknown, Partial<ToolResult>]> = [
+    [
+      'returns undefined',
+      async () => undefined,
+      {
+        ok: false,
+        errorCode: 'TOOL_INVALID_RESULT',
+        error: "Tool 't' returned undefined, not a tool result ({ok, output})",
+      },
+    ],
+    [
+      'returns a bare string',
+      async () => 'hello',
+      {
+        ok: false,
+        errorCode: 'TOOL_INVALID_RESULT',
+        error: "Tool 't' returned a string, not a tool result ({ok, output})",
+      },
+    ],
+    [
+      'returns an object without ok',
+      async () => ({ output: 'x' }),
+      { ok: false, errorCode: 'TOOL_INVALID_RESULT' },
+    ],
+    [
+      'returns a result without output',
+      async () => ({ ok: true, durationMs: 0 }),
+      { ok: true, output: '' },
+    ],
+    [
+      'returns a BigInt output',
+      async () => ok(10n),
+      {
+        ok: false,
+        errorCode: 'TOOL_INVALID_RESULT',
+        error: expect.stringMatching(/not JSON.*BigInt/),
+      },
+    ],
+    [
+      'returns a circular output',
+      async () => ok(circular),
+      {
+        ok: false,
+        errorCode: 'TOOL_INVALID_RESULT',
+        error: expect.stringMatching(/not JSON.*circular/),
+      },
+    ],
+    ['returns its result synchronously', () => ok('sync'), { ok: true, output: 'sync' }],
+    [
+      'throws synchronously',
+      () => {
+        throw new Error('sync boom');
+      },
+      { ok: false, errorCode: 'TOOL_EXECUTION_FAILED', error: 'sync boom' },
+    ],
+    [
+      'throws a string',
+      async () => {
+        throw 'boom';
+      },
+      { ok: false, errorCode: 'TOOL_EXECUTION_FAILED', error: 'boom' },
+    ],
+    [
+      'throws undefined',
+      async () => {
+        throw undefined;
+      },
+      { ok: false, errorCode: 'TOOL_EXECUTION_FAILED', error: 'undefined' },
+    ],
+    [
+      'throws an object without a string form',
+      async () => {
+        throw Object.create(null);
+      },
+      { ok: false, errorCode: 'TOOL_EXECUTION_FAILED', error: 'a thrown Object without a message' },
+    ],
+  ];
+  for (const [name, execute, expected] of cases) {
+    it(`a tool that ${name}: a readable result`, async () => {
+      const registry = new ToolRegistry([rawTool('t', execute)]);
+      const result = await registry.run('t', {});
+      expect(result).toMatchObject(expected);
+      // Whatever it was, the result can be recorded.
+      expect(() => JSON.stringify(result)).not.toThrow();
+      if (!result.ok) expect(result.error).toEqual(expect.any(String));
+    });
+  }
+
+  it('ToolResultError is the typed error behind TOOL_INVALID_RESULT', () => {
+    expect(new ToolResultError('t', 'returned 1').code).toBe('TOOL_INVALID_RESULT');
   });
 });

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chunkText } from '../src/chunk-text.js';
 import { cosineSimilarity, createOpenAIEmbedder } from '../src/embeddings.js';
-import { UrlPolicyError } from '../src/errors.js';
+import { HttpRequestError, UrlPolicyError } from '../src/errors.js';
 import { decodeEntities, htmlToText } from '../src/html-to-text.js';
 import { checkUrl, isPrivateAddress } from '../src/url-policy.js';
 import { fetchWebPage } from '../src/web-page.js';
@@ -212,6 +212,47 @@ describe('OpenAI-compatible embeddings', () => {
     expect(cosineSimilarity([1, 2, 3], [1, 2, 3])).toBeCloseTo(1, 12);
     expect(cosineSimilarity([1, 0], [0, 1])).toBe(0);
   });
+});
+
+describe('a faulty embeddings server', () => {
+  it.each([
+    [
+      'vectors of different lengths',
+      [
+        [1, 0],
+        [1, 0, 0],
+      ],
+      /embedding 1 has 3 dimensions, not 2/,
+    ],
+    ['empty vectors', [[], []], /embedding 0 has 0 dimensions/],
+    [
+      'a repeated index',
+      [
+        [1, 0],
+        [0, 1],
+      ],
+      /indices are not 0\.\.1 each once/,
+      [0, 0],
+    ],
+  ])(
+    '%s: a typed HttpRequestError naming the server',
+    async (_name, vectors, message, indices?) => {
+      const faulty = await startServer((_req, _body, res) =>
+        sendJson(res, {
+          data: vectors.map((embedding, i) => ({ embedding, index: indices?.[i] ?? i })),
+        }),
+      );
+      try {
+        const embed = createOpenAIEmbedder({ baseUrl: `${faulty.origin}/v1`, model: 'm' });
+        const error = await embed(['a', 'b']).catch((e: unknown) => e);
+        expect(HttpRequestError.isInstance(error), String(error)).toBe(true);
+        expect((error as Error).message).toMatch(message);
+        expect((error as Error).message).toContain(faulty.origin);
+      } finally {
+        await faulty.close();
+      }
+    },
+  );
 });
 
 describe('web RAG tool', () => {

@@ -1,9 +1,13 @@
 import { existsSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ToolError } from '../src/errors.js';
+import { runPython } from '../src/python-sandbox.js';
+import { createPythonTool } from '../src/python-tool.js';
+import { ToolRegistry } from '../src/tool-registry.js';
 import { Workspace, withWorkspace } from '../src/workspace.js';
+import { readWorkspaceFiles, writeWorkspaceFiles } from '../src/workspace-sync.js';
 
 describe('Workspace', () => {
   it('creates a private temp dir, resolves paths inside it only, and removes it', async () => {
@@ -29,5 +33,230 @@ describe('Workspace', () => {
     ).rejects.toThrow('boom');
     expect(dir).not.toBe('');
     expect(existsSync(dir)).toBe(false);
+  });
+});
+
+// The python tool's workspace copy (src/workspace-sync.ts and the sandbox's launcher), with real
+// bubblewrap runs: bounded by a file count, bytes and the call's deadline, reporting what it left
+// out, never writing after the call returned, and never costing a file the workspace had.
+describe('workspace copy-back', () => {
+  const makeFiles = (n: number) =>
+    `import os\nfor i in range(${n}): open(f'f{i:06d}', 'w').close()\nprint('made', ${n})`;
+
+  it('stops at the file limit and says how many files it left out, and why', async () => {
+    await withWorkspace(async (ws) => {
+      const run = await runPython(makeFiles(300), {
+        cwd: ws.dir,
+        timeoutMs: 20_000,
+        limits: { workspaceFiles: 100 },
+      });
+      expect(run.stdout).toBe('made 300\n');
+      expect(run.workspaceSync).toEqual({
+        copiedFiles: 100,
+        copiedBytes: 0,
+        skippedFiles: 200,
+        reasons: ['files'],
+      });
+      expect(await ws.listFiles()).toHaveLength(100);
+    });
+  });
+
+  it('200,000 empty files: the call returns with what was copied; nothing lands after it', async () => {
+    await withWorkspace(async (ws) => {
+      const registry = new ToolRegistry([createPythonTool({ name: 'python' })]);
+      // The registry's limit is the call's: before the fix the copy back of 200,000 files went
+      // on for over a minute after the registry had answered TOOL_TIMEOUT.
+      const result = await registry.run(
+        'python',
+        { code: makeFiles(200_000), timeout: 30 },
+        { workspace: ws, timeoutMs: 30_000 },
+      );
+      const atDelivery = await ws.listFiles();
+      expect(result, JSON.stringify(result).slice(0, 600)).toMatchObject({
+        ok: true,
+        output: { stdout: 'made 200000\n' },
+      });
+      const report = (result.output as { workspace_not_copied: Record<string, unknown> })
+        .workspace_not_copied as { files: number; why: string[]; copied_files: number };
+      // The file limit (4096 by default) cut it; on a machine slow enough for the deadline to
+      // come first, that is said too, and the counts are then a lower bound.
+      expect(report.why[0]).toBe('more files than the workspace file limit');
+      expect(report.copied_files).toBeLessThanOrEqual(4096);
+      if (report.why.length === 1) {
+        expect(report.copied_files).toBe(4096);
+        expect(report.files).toBe(200_000 - 4096);
+      }
+      expect(atDelivery).toHaveLength(report.copied_files);
+      // No copy-back work is left running: what is there at delivery is all there will be.
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(await ws.listFiles()).toEqual(atDelivery);
+    });
+  }, 120_000);
+
+  it('a file not carried in (over the byte budget) survives the run', async () => {
+    await withWorkspace(async (ws) => {
+      await writeFile(join(ws.dir, 'big.bin'), Buffer.alloc(2 * 1024 * 1024, 7));
+      await writeFile(join(ws.dir, 'small.txt'), 'carried');
+      const run = await runPython(
+        "import os\nprint(sorted(os.listdir('.')))\nopen('out.txt', 'w').write('new')",
+        { cwd: ws.dir, limits: { workspaceBytes: 1024 * 1024 } },
+      );
+      // The code never saw big.bin; before the fix the copy back deleted it as "gone".
+      expect(run.stdout).toBe("['small.txt']\n");
+      expect(await ws.listFiles()).toEqual(['big.bin', 'out.txt', 'small.txt']);
+      expect((await readFile(join(ws.dir, 'big.bin'))).length).toBe(2 * 1024 * 1024);
+    });
+  });
+
+  it("applies the run's deletions only after a complete copy back", async () => {
+    await withWorkspace(async (ws) => {
+      await mkdir(join(ws.dir, 'dir'));
+      await writeFile(join(ws.dir, 'dir', 'a.txt'), 'a');
+      await writeFile(join(ws.dir, 'b.txt'), 'b');
+      // Complete: the removed file and the emptied directory go on the host too.
+      const clean = await runPython(
+        "import os, shutil\nshutil.rmtree('dir')\nos.remove('b.txt')\nopen('c.txt', 'w').write('c')",
+        { cwd: ws.dir },
+      );
+      expect(clean.workspaceSync).toMatchObject({ skippedFiles: 0, reasons: [] });
+      expect(await ws.listFiles()).toEqual(['c.txt']);
+      expect(existsSync(join(ws.dir, 'dir'))).toBe(false);
+      // Cut short by the file limit: a file missing from the copy may only not have been
+      // copied, so nothing is deleted.
+      const cut = await runPython(makeFiles(5), { cwd: ws.dir, limits: { workspaceFiles: 3 } });
+      expect(cut.workspaceSync).toMatchObject({
+        copiedFiles: 3,
+        skippedFiles: 3,
+        reasons: ['files'],
+      });
+      expect(await ws.listFiles()).toContain('c.txt');
+    });
+  });
+
+  it('writes nothing past the deadline or after an abort, and keeps what was there', async () => {
+    await withWorkspace(async (ws) => {
+      await writeFile(join(ws.dir, 'old.txt'), 'old');
+      const run = {
+        files: [
+          { path: 'old.txt', data: Buffer.from('new'), mode: 0o644 },
+          { path: 'x.txt', data: Buffer.from('x'), mode: 0o644 },
+        ],
+        dirs: ['d'],
+        complete: true,
+      };
+      const carried = await readWorkspaceFiles(ws.dir, {
+        maxEntries: 10,
+        maxBytes: 1024,
+        deadline: Number.POSITIVE_INFINITY,
+      });
+      const late = await writeWorkspaceFiles(ws.dir, run, carried, {
+        deadline: performance.now() - 1,
+      });
+      expect(late).toEqual({
+        written: 0,
+        writtenBytes: 0,
+        notWritten: 3,
+        timedOut: true,
+        tooLong: 0,
+      });
+      const controller = new AbortController();
+      controller.abort();
+      const aborted = await writeWorkspaceFiles(ws.dir, run, carried, {
+        deadline: Number.POSITIVE_INFINITY,
+        signal: controller.signal,
+      });
+      expect(aborted.written).toBe(0);
+      expect(await ws.listFiles()).toEqual(['old.txt']);
+      expect(await readFile(join(ws.dir, 'old.txt'), 'utf8')).toBe('old');
+      // With time left, the file is replaced whole and the new ones appear.
+      const done = await writeWorkspaceFiles(ws.dir, run, carried, {
+        deadline: Number.POSITIVE_INFINITY,
+      });
+      expect(done).toEqual({
+        written: 3,
+        writtenBytes: 4,
+        notWritten: 0,
+        timedOut: false,
+        tooLong: 0,
+      });
+      expect(await readFile(join(ws.dir, 'old.txt'), 'utf8')).toBe('new');
+      expect(await ws.listFiles()).toEqual(['old.txt', 'x.txt']);
+    });
+  });
+
+  it('a tree 1,200 directories deep goes back and comes in again', async () => {
+    // os.walk and os.makedirs recurse once per level and fail near 1,000: the sandbox's launcher
+    // crashed on both (the run was reported as SIGKILL, with the launcher's traceback as stderr).
+    await withWorkspace(async (ws) => {
+      const made = await runPython(
+        "import os\nfor i in range(1200):\n    os.mkdir('d'); os.chdir('d')\nopen('leaf', 'w').write('x')",
+        { cwd: ws.dir, timeoutMs: 20_000 },
+      );
+      expect(made).toMatchObject({ exitCode: 0, signal: null, stderr: '' });
+      expect(made.workspaceSync).toEqual({
+        copiedFiles: 1201,
+        copiedBytes: 1,
+        skippedFiles: 0,
+        reasons: [],
+      });
+      expect(await ws.listFiles()).toEqual([`${'d/'.repeat(1200)}leaf`]);
+      const read = await runPython(`print(open('${'d/'.repeat(1200)}leaf').read())`, {
+        cwd: ws.dir,
+        timeoutMs: 20_000,
+      });
+      expect(read).toMatchObject({ stdout: 'x\n', exitCode: 0, stderr: '' });
+    });
+  }, 60_000);
+
+  it('never writes through a link the host workspace had, even under a parent left out', async () => {
+    await withWorkspace(async (outside) => {
+      await withWorkspace(async (ws) => {
+        await symlink(outside.dir, join(ws.dir, 'out'));
+        // As a cut-short copy back can have it: a file under a directory it did not report.
+        const back = await writeWorkspaceFiles(
+          ws.dir,
+          {
+            files: [{ path: 'out/x.txt', data: Buffer.from('x'), mode: 0o644 }],
+            dirs: ['out/sub'],
+            complete: false,
+          },
+          { files: [], dirs: [] },
+          { deadline: Number.POSITIVE_INFINITY },
+        );
+        expect(back).toMatchObject({ written: 0, notWritten: 2 });
+        expect(await outside.listFiles()).toEqual([]);
+        expect(existsSync(join(outside.dir, 'sub'))).toBe(false);
+      });
+    });
+  });
+
+  it('the copy in stops at its budgets and counts what it left out', async () => {
+    await withWorkspace(async (ws) => {
+      for (const name of ['a', 'b', 'c', 'd']) await writeFile(join(ws.dir, name), '0123456789');
+      const byFiles = await readWorkspaceFiles(ws.dir, {
+        maxEntries: 3,
+        maxBytes: 1024,
+        deadline: Number.POSITIVE_INFINITY,
+      });
+      expect(byFiles.report).toEqual({
+        copiedFiles: 3,
+        copiedBytes: 30,
+        skippedFiles: 1,
+        reasons: ['files'],
+      });
+      const byBytes = await readWorkspaceFiles(ws.dir, {
+        maxEntries: 10,
+        maxBytes: 25,
+        deadline: Number.POSITIVE_INFINITY,
+      });
+      expect(byBytes.report).toMatchObject({ copiedFiles: 2, skippedFiles: 2, reasons: ['bytes'] });
+      const late = await readWorkspaceFiles(ws.dir, {
+        maxEntries: 10,
+        maxBytes: 1024,
+        deadline: performance.now() - 1,
+      });
+      expect(late.files).toEqual([]);
+      expect(late.report.reasons).toEqual(['time']);
+    });
   });
 });

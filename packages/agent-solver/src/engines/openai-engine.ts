@@ -22,7 +22,16 @@ import {
   type ResponseFormat,
   type StructuredOutputMode,
 } from '../structured/structured-output.js';
-import { LLMMalformedReplyError, LLMRefusalError, LLMRequestError } from './errors.js';
+import { cappedFetch, DEFAULT_MAX_RESPONSE_BYTES } from './capped-fetch.js';
+import { LLMRefusalError, LLMRequestError } from './errors.js';
+import {
+  describeJson,
+  expectOptional,
+  firstChoice,
+  isRecord,
+  isString,
+  malformedReply,
+} from './reply-shape.js';
 import { type RetryOptions, resolveRetryOptions, runWithRetries } from './retry.js';
 import { Semaphore } from './semaphore.js';
 
@@ -65,6 +74,8 @@ export interface OpenAIEngineOptions {
   extraBody?: Record<string, unknown>;
   /** A fetch implementation for the client (tests, proxies). */
   fetch?: ClientOptions['fetch'];
+  /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
+  maxResponseBytes?: number;
 }
 
 type ChatBody = ChatCompletionCreateParamsNonStreaming & Record<string, unknown>;
@@ -91,7 +102,7 @@ export class OpenAIEngine implements LLMEngine {
         options.apiKey ?? (options.baseURL ? undefined : process.env.OPENAI_API_KEY) ?? 'EMPTY',
       defaultHeaders: options.defaultHeaders,
       maxRetries: 0,
-      fetch: options.fetch,
+      fetch: cappedFetch(options.fetch, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES),
     });
     this.baseURL = this.client.baseURL;
     this.#semaphore = new Semaphore(options.maxConcurrency ?? 8);
@@ -154,73 +165,60 @@ export class OpenAIEngine implements LLMEngine {
     const body = this.#body(messages, options, responseFormat);
     const timeoutMs = options.timeoutMs ?? this.#options.timeoutMs ?? 120_000;
     const what = `chat completion (${this.model})`;
-    let response: ChatCompletion;
-    try {
-      response = await runWithRetries(
-        async ({ signal }) => {
-          // The client's own timeout is set past ours so that ours (which also covers reading
-          // the body) is the one that fires.
-          const completion: ChatCompletion = await this.client.chat.completions.create(body, {
-            signal,
-            timeout: timeoutMs + 5_000,
-            maxRetries: 0,
-          });
-          this.#checkContent(completion, what);
-          return completion;
-        },
-        {
-          retry: this.#retry,
-          timeoutMs,
-          signal: options.signal,
-          semaphore: this.#semaphore,
-          baseURL: () => this.baseURL,
-          what,
-        },
-      );
-    } catch (error) {
-      // The retry loop reports its last failure as an LLMRequestError; keep the malformed
-      // reply's own type (with the attempts spent) so callers can tell it apart.
-      const cause: unknown = (error as { cause?: unknown } | undefined)?.cause;
-      if (
-        LLMRequestError.isInstance(error) &&
-        error.code !== LLMMalformedReplyError.code &&
-        LLMMalformedReplyError.isInstance(cause)
-      ) {
-        throw new LLMMalformedReplyError(
-          error.message,
-          {
-            status: 200,
-            body: cause.body,
-            attempts: error.attempts,
-            retryable: true,
-            baseURL: this.baseURL,
-          },
-          { cause },
-        );
-      }
-      throw error;
-    }
+    const response = await runWithRetries(
+      async ({ signal }) => {
+        // The client's own timeout is set past ours so that ours (which also covers reading
+        // the body) is the one that fires.
+        const completion: unknown = await this.client.chat.completions.create(body, {
+          signal,
+          timeout: timeoutMs + 5_000,
+          maxRetries: 0,
+        });
+        return this.#checkReply(completion, what);
+      },
+      {
+        retry: this.#retry,
+        timeoutMs,
+        signal: options.signal,
+        semaphore: this.#semaphore,
+        baseURL: () => this.baseURL,
+        what,
+      },
+    );
     return this.#interpret(response);
   }
 
   /**
-   * `content: null` with no refusal and no tool calls is a malformed reply, not an empty answer:
-   * thrown inside the attempt so that the retry loop retries it like a garbled body.
+   * Checks the reply's shape inside the attempt (see reply-shape.ts), so that the retry loop
+   * retries a malformed one. `content: null` with no refusal and no tool calls is malformed too,
+   * not an empty answer.
    */
-  #checkContent(completion: ChatCompletion, what: string): void {
-    const message = completion.choices?.[0]?.message;
-    if (!message) return; // no choices: reported (not retried) by #interpret
-    const toolCalls = (message as { tool_calls?: unknown[] }).tool_calls;
+  #checkReply(completion: unknown, what: string): ChatCompletion {
+    const context = { what, baseURL: this.baseURL };
+    const choice = firstChoice(completion, context);
+    const message = choice.message;
+    if (!isRecord(message)) {
+      throw malformedReply(
+        `\`choices[0].message\` is ${describeJson(message)}, not an object`,
+        completion,
+        context,
+      );
+    }
+    expectOptional(message.content, isString, 'a string', 'message.content', completion, context);
+    expectOptional(message.refusal, isString, 'a string', 'message.refusal', completion, context);
+    const toolCalls = message.tool_calls;
     if (
       (message.content === null || message.content === undefined) &&
       !message.refusal &&
       !(Array.isArray(toolCalls) && toolCalls.length > 0)
     ) {
-      throw new LLMMalformedReplyError(
-        `${what}: the reply has no content (content: null, no refusal, no tool calls)`,
-        { status: 200, body: completion, attempts: 1, retryable: true, baseURL: this.baseURL },
+      throw malformedReply(
+        'the reply has no content (content: null, no refusal, no tool calls)',
+        completion,
+        context,
       );
     }
+    return completion as ChatCompletion;
   }
 
   #body(
@@ -249,16 +247,8 @@ export class OpenAIEngine implements LLMEngine {
   }
 
   #interpret(response: ChatCompletion): GenerateTextResult {
-    const choice = response.choices?.[0];
-    if (!choice?.message) {
-      throw new LLMRequestError(`chat completion (${this.model}): the response has no choices`, {
-        status: 200,
-        body: response,
-        attempts: 1,
-        retryable: false,
-        baseURL: this.baseURL,
-      });
-    }
+    // #checkReply vouched for the first choice and its message.
+    const choice = response.choices[0]!;
     const usage = usageOf(response.usage);
     addUsage(this.usage, usage);
     this.completions++;
@@ -267,7 +257,7 @@ export class OpenAIEngine implements LLMEngine {
       text: choice.message.content ?? '',
       usage,
       finishReason: mapFinishReason(choice.finish_reason),
-      model: response.model ?? this.model,
+      model: typeof response.model === 'string' ? response.model : this.model,
     };
   }
 }
@@ -304,20 +294,22 @@ export function toOpenAIMessage(message: ChatMessage): ChatCompletionMessagePara
   }
 }
 
-export function usageOf(
-  usage:
-    | { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number }
-    | null
-    | undefined,
-): LLMUsage {
-  const promptTokens = usage?.prompt_tokens ?? 0;
-  const completionTokens = usage?.completion_tokens ?? 0;
+export function usageOf(usage: unknown): LLMUsage {
+  // A server's usage block is informative only: a count of the wrong type (a string, a negative
+  // or fractional number, a non-object block) counts as absent rather than poisoning the totals.
+  const block: Record<string, unknown> = isRecord(usage) ? usage : {};
+  const count = (v: unknown) => (isTokenCount(v) ? v : undefined);
+  const promptTokens = count(block.prompt_tokens) ?? 0;
+  const completionTokens = count(block.completion_tokens) ?? 0;
   return {
     promptTokens,
     completionTokens,
-    totalTokens: usage?.total_tokens ?? promptTokens + completionTokens,
+    totalTokens: count(block.total_tokens) ?? promptTokens + completionTokens,
   };
 }
+
+const isTokenCount = (v: unknown): v is number =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
 export function mapFinishReason(reason: string | null | undefined): FinishReason {
   switch (reason) {

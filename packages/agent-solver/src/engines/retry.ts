@@ -1,6 +1,11 @@
 import { FlowGrpoError } from '@flowgrpo/core';
 import { APIConnectionTimeoutError, APIError } from 'openai';
-import { LLMAbortError, LLMRequestError, LLMTimeoutError } from './errors.js';
+import {
+  LLMAbortError,
+  LLMMalformedReplyError,
+  LLMRequestError,
+  LLMTimeoutError,
+} from './errors.js';
 import type { Semaphore } from './semaphore.js';
 
 // One place that turns "call a server once" into "call it reliably": a per-attempt timeout that
@@ -297,6 +302,16 @@ function finalError(
     );
   }
   const baseURL = options.baseURL?.();
+  if (LLMMalformedReplyError.isInstance(failure.cause)) {
+    // Every attempt got a 200 whose body was unusable: keep that type (and its hint) so callers
+    // can tell "the server speaks another format" from "the server is down".
+    const malformed = failure.cause;
+    return new LLMMalformedReplyError(
+      `${malformed.message} (${attempts} attempt(s))`,
+      { status: 200, body: malformed.body, attempts, retryable: true, baseURL },
+      { cause: malformed, hint: malformed.hint },
+    );
+  }
   return new LLMRequestError(
     `${what} failed${failure.status === undefined ? '' : ` with HTTP ${failure.status}`}` +
       `${baseURL ? ` (${baseURL})` : ''} after ${attempts} attempt(s): ${failure.message}`,

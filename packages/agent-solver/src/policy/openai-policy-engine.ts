@@ -1,7 +1,9 @@
 import { ConfigError, type LLMUsage } from '@flowgrpo/core';
 import OpenAI, { type ClientOptions } from 'openai';
-import { LLMRequestError } from '../engines/errors.js';
+import { cappedFetch, DEFAULT_MAX_RESPONSE_BYTES } from '../engines/capped-fetch.js';
+import { LLMMalformedReplyError, LLMRequestError } from '../engines/errors.js';
 import { mapFinishReason, toOpenAIMessage, usageOf } from '../engines/openai-engine.js';
+import { isTokenId } from '../engines/reply-shape.js';
 import {
   classifyFailure,
   type RetryOptions,
@@ -19,6 +21,7 @@ import {
   promptKind,
 } from './policy-engine.js';
 import { type BalanceStrategy, type PooledServer, ServerPool } from './server-pool.js';
+import { checkChat, checkCompletion, type WireChat, type WireCompletion } from './wire-reply.js';
 
 // A PolicyEngine over vLLM (or SGLang) OpenAI-compatible servers. Per request it asks for:
 // - `logprobs` (completions: 1; chat: true) — the sampled token's log-probability;
@@ -66,38 +69,8 @@ export interface OpenAIPolicyEngineOptions {
   /** Extra request fields sent as is (e.g. `top_k`, `skip_special_tokens`). */
   extraBody?: Record<string, unknown>;
   fetch?: ClientOptions['fetch'];
-}
-
-interface WireUsage {
-  prompt_tokens?: number;
-  completion_tokens?: number;
-  total_tokens?: number;
-}
-
-interface WireCompletion {
-  model?: string;
-  usage?: WireUsage | null;
-  choices?: Array<{
-    text?: string;
-    finish_reason?: string | null;
-    logprobs?: { tokens?: string[]; token_logprobs?: Array<number | null> } | null;
-    token_ids?: number[] | null;
-    prompt_token_ids?: number[] | null;
-  }>;
-  prompt_token_ids?: number[] | null;
-}
-
-interface WireChat {
-  model?: string;
-  usage?: WireUsage | null;
-  prompt_token_ids?: number[] | null;
-  choices?: Array<{
-    message?: { content?: string | null; refusal?: string | null };
-    finish_reason?: string | null;
-    logprobs?: { content?: Array<{ token: string; logprob: number | null }> | null } | null;
-    token_ids?: number[] | null;
-    prompt_token_ids?: number[] | null;
-  }>;
+  /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
+  maxResponseBytes?: number;
 }
 
 export class OpenAIPolicyEngine implements PolicyEngine {
@@ -124,7 +97,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
           apiKey: options.apiKey ?? 'EMPTY',
           defaultHeaders: options.defaultHeaders,
           maxRetries: 0,
-          fetch: options.fetch,
+          fetch: cappedFetch(options.fetch, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES),
         }),
       })),
       { strategy: options.balance, cooldownMs: options.serverCooldownMs, now: options.now },
@@ -175,18 +148,23 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     const path = useChat ? '/chat/completions' : '/completions';
     let lastServer: PooledServer<OpenAI> | undefined;
     const timeoutMs = request.timeoutMs ?? this.#options.timeoutMs ?? 300_000;
+    const what = `policy ${useChat ? 'chat completion' : 'completion'} (${this.servedModel})`;
     const { wire, server } = await runWithRetries(
       async ({ signal }) => {
         const server = this.pool.pick();
         lastServer = server;
         server.inFlight++;
         try {
-          const wire = await server.client.post<WireCompletion & WireChat>(path, {
+          const reply: unknown = await server.client.post(path, {
             body,
             signal,
             timeout: timeoutMs + 5_000,
             maxRetries: 0,
           });
+          // Checked inside the attempt: a malformed reply is retried (on another server, when
+          // there are several, since it marks this one down).
+          const context = { what, baseURL: server.baseURL };
+          const wire = useChat ? checkChat(reply, context) : checkCompletion(reply, context);
           this.pool.markOk(server);
           return { wire, server };
         } catch (error) {
@@ -204,19 +182,23 @@ export class OpenAIPolicyEngine implements PolicyEngine {
         signal: request.signal,
         semaphore: this.#semaphore,
         baseURL: () => lastServer?.baseURL,
-        what: `policy ${useChat ? 'chat completion' : 'completion'} (${this.servedModel})`,
+        what,
         // A refused server is marked down, so with several the next attempt goes elsewhere.
         retryConnectionRefused: this.pool.servers.length > 1,
       },
     );
     const result = useChat
-      ? this.#fromChat(wire, server.baseURL, request)
-      : this.#fromCompletion(wire, server.baseURL, request, promptText);
+      ? this.#fromChat(wire as WireChat, server.baseURL, request)
+      : this.#fromCompletion(wire as WireCompletion, server.baseURL, request, promptText);
     const usage = usageOf(wire.usage);
     this.usage.promptTokens += usage.promptTokens;
     this.usage.completionTokens += usage.completionTokens;
     this.usage.totalTokens += usage.totalTokens;
-    return { ...result, usage, model: wire.model ?? this.servedModel };
+    return {
+      ...result,
+      usage,
+      model: typeof wire.model === 'string' ? wire.model : this.servedModel,
+    };
   }
 
   #fromCompletion(
@@ -225,8 +207,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     request: PolicyGenerateRequest,
     promptText: string | undefined,
   ): Omit<PolicyGenerateResult, 'usage' | 'model'> {
-    const choice = wire.choices?.[0];
-    if (!choice) throw new PolicyResponseError('the completion has no choices', { baseURL });
+    const choice = wire.choices[0]!; // checkCompletion vouched for it
     const lp = choice.logprobs;
     if (!lp?.tokens || !lp.token_logprobs) {
       throw new PolicyResponseError(
@@ -254,8 +235,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     baseURL: string,
     request: PolicyGenerateRequest,
   ): Omit<PolicyGenerateResult, 'usage' | 'model'> {
-    const choice = wire.choices?.[0];
-    if (!choice) throw new PolicyResponseError('the chat completion has no choices', { baseURL });
+    const choice = wire.choices[0]!; // checkChat vouched for it
     const content = choice.logprobs?.content;
     if (!content) {
       throw new PolicyResponseError(
@@ -406,12 +386,14 @@ export class OpenAIPolicyEngine implements PolicyEngine {
 }
 
 function pointsAtServer(error: unknown): boolean {
+  // A server that answers 200 with a body of another format is as useless as a failing one.
+  if (LLMMalformedReplyError.isInstance(error)) return true;
   const failure = classifyFailure(error);
   if (!failure) return false;
   return failure.kind !== 'http' || (failure.status !== undefined && failure.status >= 500);
 }
 
-const TOKEN_ID = /^token_id:(-?\d+)$/;
+const TOKEN_ID = /^token_id:(\d+)$/;
 
 /** Sampled ids and their logprobs, aligned one-to-one. */
 function alignAction(
@@ -434,9 +416,10 @@ function alignAction(
     }
     actionLogprobs[i] = v;
   }
-  const parsed = tokens.map((t) => TOKEN_ID.exec(t));
-  if (parsed.every((m) => m !== null)) {
-    return { actionTokens: Int32Array.from(parsed, (m) => Number(m![1])), actionLogprobs };
+  // An id outside int32 would wrap silently in the Int32Array: such a token counts as unparsed.
+  const parsed = tokens.map((t) => Number(TOKEN_ID.exec(t)?.[1] ?? Number.NaN));
+  if (parsed.every(isTokenId)) {
+    return { actionTokens: Int32Array.from(parsed), actionLogprobs };
   }
   if (tokenIds && tokenIds.length === tokens.length) {
     return { actionTokens: Int32Array.from(tokenIds), actionLogprobs };
