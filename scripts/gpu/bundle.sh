@@ -97,3 +97,14 @@ if [ "$size" -gt "$LIMIT" ]; then
   echo "bundle.sh: $OUT is $size bytes, over the device tool's 64 MiB ($LIMIT bytes): nothing more may go in" >&2
   exit 1
 fi
+# The device tool sends the working tree too (tracked and untracked, not ignored files) within
+# the same 64 MiB: check the sum, for the bundle at its default place.
+if [ "$OUT" = "$ROOT/.gpu-bundle" ] && git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1; then
+  tree=$(git -C "$ROOT" ls-files -z --cached --others --exclude-standard |
+    (cd "$ROOT" && xargs -0 stat -c %s 2>/dev/null) | awk '{ s += $1 } END { print s + 0 }')
+  echo "bundle: with the working tree ($((tree / 1024)) KiB) a device call carries $(((size + tree) / 1024)) KiB"
+  if [ $((size + tree)) -gt "$LIMIT" ]; then
+    echo "bundle.sh: the bundle and the working tree together are $((size + tree)) bytes, over the device tool's 64 MiB" >&2
+    exit 1
+  fi
+fi

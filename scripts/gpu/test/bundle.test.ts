@@ -93,6 +93,7 @@ describe.skipIf(missing !== undefined)('scripts/gpu/bundle.sh and run.sh --cpu-s
     expect(s.env!.ok).toBe(true);
     expect(s.env!.node).toBe(process.version);
     expect(s.env!.onnxruntimeNode).toBe('1.30.0');
+    expect(s.env!.cli).toMatch(/^flowgrpo/);
 
     // The adapter is listed; a software one is never taken for the GPU.
     expect(Array.isArray(s.adapter!.vulkanDevices)).toBe(true);

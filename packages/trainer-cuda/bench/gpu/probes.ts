@@ -19,7 +19,23 @@ import {
   probeExecutionProvider,
 } from '../../src/runtime/devices.js';
 
+/** The bundled CLI (flowgrpo.js beside this file in the bundle) starts here, ORT and all. */
+function bundledCli(): { ok: boolean; detail: string } {
+  const bin = join(import.meta.dirname, 'flowgrpo.js');
+  if (!existsSync(bin)) return { ok: true, detail: 'not bundled (run from the sources)' };
+  try {
+    const help = execFileSync(process.execPath, [bin, '--help'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    return { ok: true, detail: help.split('\n')[0]! };
+  } catch (e) {
+    return { ok: false, detail: e instanceof Error ? e.message.slice(0, 1000) : String(e) };
+  }
+}
+
 export function environment(mode: string): Record<string, unknown> {
+  const cli = bundledCli();
   const smi = (() => {
     try {
       return execFileSync(
@@ -32,6 +48,9 @@ export function environment(mode: string): Record<string, unknown> {
     }
   })();
   return {
+    ok: cli.ok,
+    ...(cli.ok ? {} : { error: `the bundled flowgrpo CLI does not start: ${cli.detail}` }),
+    cli: cli.detail,
     mode,
     node: process.version,
     onnxruntimeNode: ort.env.versions.node ?? ort.env.versions.common,
