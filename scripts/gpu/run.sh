@@ -141,6 +141,8 @@ for dev in "${DEVICES[@]}"; do
   step "ours-train-$SHAPE-$dev" 150 "${MEASURE[@]}" train "${SHAPES[@]}" --shape "$SHAPE" --device "$dev" --work "$WORK/ours" "${COMMON[@]}"
 done
 step "torch-$SHAPE" 150 "$PY" "$BUNDLE/torch_side.py" bench "${SHAPES[@]}" --shape "$SHAPE"
+# Where our time goes (ORT's profiler, top ops), before the optional larger shape.
+step "profile-$SHAPE-webgpu" 120 "${MEASURE[@]}" profile "${SHAPES[@]}" --shape "$SHAPE" --device webgpu --work "$WORK/ours" "${COMMON[@]}"
 
 # The 1.5B shape only with the time that is left (each step's limit shrinks to fit).
 if [ "$MODE" = gpu ]; then

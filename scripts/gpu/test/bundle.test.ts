@@ -99,6 +99,10 @@ describe.skipIf(missing !== undefined)('scripts/gpu/bundle.sh and run.sh --cpu-s
     expect(Array.isArray(s.adapter!.vulkanDevices)).toBe(true);
     expect(s.adapter!.adapterIsHardware).toBe(false);
 
+    // WebGPU steps run where a Vulkan device answers (lavapipe here), else say why they skipped.
+    if (!s.adapter!.ok)
+      for (const k of ['decode', 'train'])
+        expect(s[`ours-${k}-tiny-webgpu`]!.skipped).toMatch(/webgpu unavailable/);
     for (const dev of ['cpu', ...(s.adapter!.ok ? ['webgpu'] : [])]) {
       const decode = s[`ours-decode-tiny-${dev}`]!;
       expect(decode.ok, JSON.stringify(decode)).toBe(true);
@@ -110,6 +114,16 @@ describe.skipIf(missing !== undefined)('scripts/gpu/bundle.sh and run.sh --cpu-s
       expect(train.tokensPerSecond).toBeGreaterThan(0);
       expect(Number.isFinite(train.firstLoss)).toBe(true);
       if (dev === 'webgpu') expect(decode.softwareAdapter).toBe(true);
+    }
+
+    // The profile of a decode and a train step, when WebGPU is there (else skipped, with why).
+    const profile = s['profile-tiny-webgpu']!;
+    if (profile.skipped) console.log(`profile skipped: ${profile.skipped}`);
+    else {
+      expect(profile.ok, JSON.stringify(profile)).toBe(true);
+      const train = profile.trainStep as { runs: number; gpuKernels: { top: unknown[] } };
+      expect(train.runs).toBe(3);
+      expect(train.gpuKernels.top.length).toBeGreaterThan(0);
     }
 
     // Fidelity: our folder and logits, compared by the Python side with what it has.

@@ -7,14 +7,17 @@
 //   adapter  --vkinfo F --out F
 //   cuda-probe --ort-probe F --out F
 //   fidelity --shapes F --work DIR --mode M --vkinfo F --out F
-//   decode | train --shapes F --shape NAME --device cpu|webgpu --work DIR --mode M --vkinfo F --out F
+//   decode | train | profile --shapes F --shape NAME --device cpu|webgpu --work DIR --mode M
+//            --vkinfo F --out F
 
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { deviceAvailability } from '../../src/runtime/devices.js';
 import type { Device } from '../../src/runtime/errors.js';
 import { exportFidelity, type FidelitySpec } from './fidelity.js';
 import { benchDecode, benchTrain, readShape } from './ours.js';
 import { adapter, cudaProbe, environment, refuseWebgpu } from './probes.js';
+import { profileShape } from './profile.js';
 import { initResults, readResults, recordStep, writeStep } from './results.js';
 import { summarize } from './summary.js';
 
@@ -95,15 +98,23 @@ switch (command) {
     break;
   }
   case 'decode':
-  case 'train': {
+  case 'train':
+  case 'profile': {
     const device = need('device') as Device;
     const refuse = device === 'webgpu' ? refuseWebgpu(need('vkinfo'), need('mode')) : undefined;
     if (refuse) {
       writeStep(need('out'), { ok: false, skipped: `WebGPU figures refused: ${refuse}` });
       break;
     }
+    // Without WebGPU here the smoke run skips its WebGPU steps; on the GPU run they fail.
+    const available = await deviceAvailability(device);
+    if (!available.available && need('mode') !== 'gpu') {
+      writeStep(need('out'), { ok: false, skipped: `${device} unavailable: ${available.reason}` });
+      break;
+    }
     const shape = readShape(need('shapes'), need('shape'));
-    const bench = command === 'decode' ? benchDecode : benchTrain;
+    const bench =
+      command === 'decode' ? benchDecode : command === 'train' ? benchTrain : profileShape;
     const figures = await bench(shape, device, need('work'));
     // On the CPU smoke run lavapipe stands in for the GPU: say so in the figures themselves.
     if (device === 'webgpu' && need('mode') !== 'gpu') figures.softwareAdapter = true;

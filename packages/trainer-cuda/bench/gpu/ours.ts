@@ -93,6 +93,12 @@ export async function benchDecode(
         perStep.push((many - one) / (newTokens - 1));
       }
       const ms = median(perStep);
+      // newTokens − 1 decode steps must outweigh the noise of two timings; when they do not,
+      // the figure is not a measurement.
+      if (!(ms > 0))
+        throw new Error(
+          `B=${B}: ${newTokens} tokens took no longer than 1 (per step ${perStep.join(', ')} ms): noise, not a figure`,
+        );
       rows.push({
         batch: B,
         msPerStep: ms,

@@ -71,6 +71,27 @@ export function summarize(results: Results): string {
       `| train peak GPU MiB | ${fmt(peak(train('webgpu')))} | — | ${torchCell('float32', (r) => r.train?.peakMiB)} | ${torchCell('bfloat16', (r) => r.train?.peakMiB)} |`,
     );
   }
+  for (const [name, step] of Object.entries(s)) {
+    if (!name.startsWith('profile-') || !step.ok) continue;
+    lines.push('', `## ${name}: top GPU kernels, ms per run (host-side dispatch in brackets)`);
+    for (const part of ['decode', 'trainStep'] as const) {
+      const p = step[part] as
+        | {
+            msPerRun: number;
+            gpuKernels: { msPerRun: number; top: { op: string; msPerRun: number }[] };
+            hostKernels: { msPerRun: number };
+          }
+        | undefined;
+      if (!p) continue;
+      const top = p.gpuKernels.top
+        .slice(0, 6)
+        .map((t) => `${t.op} ${fmt(t.msPerRun, 2)}`)
+        .join(', ');
+      lines.push(
+        `${part}: run ${fmt(p.msPerRun, 2)}, GPU kernels ${fmt(p.gpuKernels.msPerRun, 2)} [host ${fmt(p.hostKernels.msPerRun, 2)}]: ${top}`,
+      );
+    }
+  }
   const fid = s['fidelity-compare'];
   if (fid?.ok) {
     lines.push('', '## fidelity (vs transformers/PEFT, or the numpy float64 reference)');
