@@ -250,18 +250,25 @@ def fidelity(folder, out):
         from peft import PeftModel
 
         result["reference"] = f"transformers {transformers.__version__} + PEFT, CPU, eager attention"
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            os.path.join(folder, "model"), torch_dtype=torch.float32, attn_implementation="eager"
-        )
+        path = os.path.join(folder, "model")
+        try:  # transformers 5 names it dtype; 4.x torch_dtype
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                path, dtype=torch.float32, attn_implementation="eager"
+            )
+        except TypeError:
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                path, torch_dtype=torch.float32, attn_implementation="eager"
+            )
         model = PeftModel.from_pretrained(model, os.path.join(folder, "adapter"), is_trainable=True)
         tids = torch.from_numpy(ids)
         out32 = model(input_ids=tids, labels=tids)
-        logits32 = out32.logits.detach().numpy()
+        logits32 = out32.logits.detach().numpy().copy()
         out32.loss.backward()
         grads = {}
         for n, p in model.named_parameters():
             if p.requires_grad and p.grad is not None:
-                grads[n.replace(".default", "")] = p.grad.detach().numpy()
+                grads[n.replace(".default", "")] = p.grad.detach().numpy().copy()
+        loss32 = float(out32.loss)
         with torch.no_grad():
             logits64 = model.double()(input_ids=tids).logits.numpy()
         for dev in devices:
@@ -280,7 +287,7 @@ def fidelity(folder, out):
             "maxRelNorm": max(rel) if rel else None,
             "missing": [k for k, v in per.items() if "error" in v],
             "lossOurs": our_loss,
-            "lossPeft": float(out32.loss),
+            "lossPeft": loss32,
             "perTensor": per,
         }
         if not rel or len(rel) != len(per):
