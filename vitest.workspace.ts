@@ -55,6 +55,8 @@ export const projects: TestProjectInlineConfiguration[] = [
   // bundle longer; the timeout only guards against a hang.
   {
     extends: true,
+    resolve: { conditions: sourceConditions },
+    ssr: { resolve: { conditions: sourceConditions, externalConditions: ['@flowgrpo/source'] } },
     test: {
       name: 'gpu-bundle',
       root: 'scripts/gpu',

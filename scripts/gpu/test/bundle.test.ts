@@ -8,6 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { refuseWebgpu } from '../../../packages/trainer-cuda/bench/gpu/probes.js';
 import {
   gpuMemoryDuring,
   initResults,
@@ -179,5 +180,36 @@ describe('results.json records a step that failed', () => {
       baselineMiB: 500,
       samples: 3,
     });
+  });
+});
+
+describe('the GPU run never reports a software adapter as the GPU', () => {
+  const device = (name: string, type: string) => ({
+    name,
+    vendorId: 0x10de,
+    deviceId: 0x2330,
+    type,
+    apiVersion: '1.4.0',
+    driverVersion: 1,
+  });
+  const vk = (devices: unknown[]) => {
+    const f = join(tmp, `vk-${devices.length}-${Math.random()}.json`);
+    writeFileSync(f, JSON.stringify({ devices }));
+    return f;
+  };
+  it('refuses when lavapipe/llvmpipe or SwiftShader is visible, by type or by name', () => {
+    const nvidia = device('NVIDIA H100 80GB HBM3', 'discrete-gpu');
+    expect(refuseWebgpu(vk([nvidia]), 'gpu')).toBeUndefined();
+    expect(refuseWebgpu(vk([nvidia, device('llvmpipe (LLVM 15)', 'cpu')]), 'gpu')).toMatch(
+      /software Vulkan adapter is visible \(llvmpipe/,
+    );
+    expect(refuseWebgpu(vk([device('SwiftShader Device', 'integrated-gpu')]), 'gpu')).toMatch(
+      /SwiftShader/,
+    );
+    expect(refuseWebgpu(vk([]), 'gpu')).toMatch(/offers no device/);
+    expect(refuseWebgpu(join(tmp, 'absent.json'), 'gpu')).toMatch(/no Vulkan device list/);
+  });
+  it('lets the CPU smoke run measure lavapipe (its figures are flagged instead)', () => {
+    expect(refuseWebgpu(vk([device('llvmpipe (LLVM 15)', 'cpu')]), 'cpu-smoke')).toBeUndefined();
   });
 });
