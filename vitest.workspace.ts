@@ -50,6 +50,21 @@ export const projects: TestProjectInlineConfiguration[] = [
   // The guides' snippets equal regions of docs/snippets/*.ts (which `pnpm typecheck` compiles),
   // and the API reference script runs.
   pkg('docs', 'docs', { testTimeout: 180_000 }),
+  // The GPU measurement's bundle (scripts/gpu/bundle.sh, ~40 MiB: xz of node and ORT, cached in
+  // node_modules/.cache) and its --cpu-smoke run: a minute or two on 2 busy cores, the first
+  // bundle longer; the timeout only guards against a hang.
+  {
+    extends: true,
+    resolve: { conditions: sourceConditions },
+    ssr: { resolve: { conditions: sourceConditions, externalConditions: ['@flowgrpo/source'] } },
+    test: {
+      name: 'gpu-bundle',
+      root: 'scripts/gpu',
+      include: ['test/*.test.ts'],
+      testTimeout: 600_000,
+      hookTimeout: 600_000,
+    },
+  },
   // Builds and packs the packages, installs them with npm into an app under the OS temp dir and
   // runs it (README "Use it in your app"): minutes on a cold npm cache or a slow disk, hence the
   // timeout, which only guards against a hang.
