@@ -4,7 +4,6 @@
 // build` makes them) and the measuring steps (packages/trainer-cuda/bench/gpu/main.ts →
 // measure.js, beside session-worker-main.js where SessionWorker looks for it). onnxruntime-node
 // stays external: bundle.sh ships it as a package next to these files.
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -14,27 +13,12 @@ if (!outdir) {
   console.error('usage: bundle-js.mjs OUTDIR');
   process.exit(2);
 }
-// esbuild is a devDependency of @flowgrpo/cli: resolve it from there (the root has none).
 const cli = join(root, 'packages', 'cli');
-const { build } = await import(
-  pathToFileURL(createRequire(join(cli, 'package.json')).resolve('esbuild')).href
-);
 const { bundleCli } = await import(pathToFileURL(join(cli, 'scripts', 'bundle.mjs')).href);
 
-await bundleCli(outdir);
-await build({
-  entryPoints: { measure: join(root, 'packages', 'trainer-cuda', 'bench', 'gpu', 'main.ts') },
+// One esbuild configuration for all of it: the CLI's, with the measuring steps as an extra entry.
+await bundleCli(
   outdir,
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node20',
-  conditions: ['@flowgrpo/source'],
-  external: ['onnxruntime-node', '@huggingface/transformers'],
-  banner: {
-    js: "import { createRequire as __flowgrpoRequire } from 'node:module'; const require = __flowgrpoRequire(import.meta.url);",
-  },
-  minifyWhitespace: true,
-  minifySyntax: true,
-  logLevel: 'warning',
-});
+  { measure: join(root, 'packages', 'trainer-cuda', 'bench', 'gpu', 'main.ts') },
+  { sourcemap: false },
+);

@@ -12,10 +12,19 @@ import { build } from 'esbuild';
 
 const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-/** Writes the bundle into `outdir` (default dist/); returns the bin's path. */
-export async function bundleCli(outdir = join(pkg, 'dist')) {
+/**
+ * Writes the bundle into `outdir` (default dist/); returns the bin's path. `extraEntries` (name →
+ * source) are bundled beside it with the same settings (the GPU bundle's measuring steps);
+ * `sourcemap: false` leaves the maps out (the GPU bundle counts every megabyte).
+ */
+export async function bundleCli(
+  outdir = join(pkg, 'dist'),
+  extraEntries = {},
+  { sourcemap = 'linked' } = {},
+) {
   await build({
     entryPoints: {
+      ...extraEntries,
       flowgrpo: join(pkg, 'src', 'bin.ts'),
       'session-worker-main': join(
         pkg,
@@ -40,7 +49,7 @@ export async function bundleCli(outdir = join(pkg, 'dist')) {
     },
     minifyWhitespace: true,
     minifySyntax: true,
-    sourcemap: 'linked',
+    sourcemap,
     logLevel: 'warning',
   });
   return join(outdir, 'flowgrpo.js');
