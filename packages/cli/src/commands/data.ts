@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
-import { prepareCombinedTrainSet, readSampleRows } from '@flowgrpo/core';
+import { prepareCombinedTrainSet } from '@flowgrpo/core';
 import { type Command, stringOption, UsageError } from '../command.js';
+import { describeFile } from '../inspect-file.js';
 import { resolveDataDir } from '../shared-data.js';
 import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
 import { requireFile } from '../user-paths.js';
@@ -13,8 +14,10 @@ const ACTIONS = {
     re-index, and write DIR/combined_train.parquet and DIR/val.parquet (default out/data).
     The raw sets are read from --data-dir, else $FLOWGRPO_SHARED/data, else ../shared/data.`,
   inspect: `flowgrpo data inspect FILE [--rows N]      (also: data show)
-    Print the row count per source and the first N rows (default 2) of a SampleRow
-    .parquet/.jsonl file (e.g. one that data prepare wrote).`,
+    Say what FILE is and holds: its kind, rows, fields, a summary and the first N rows
+    (default 2). Reads any file flowgrpo reads or writes: SampleRows (rows per source), plain
+    {question, answer} rows, TRL SFT rows, a run's rollouts/step-<n>.parquet, metrics.jsonl,
+    eval/<name>.json, flowgrpo eval --out's JSON.`,
 } as const;
 const ALIASES: Record<string, keyof typeof ACTIONS> = { show: 'inspect' };
 
@@ -80,11 +83,13 @@ export const dataCommand: Command = {
       if (!Number.isInteger(n) || n < 0) throw new UsageError('--rows must be a whole number');
       const path = resolve(io.cwd, file);
       requireFile(path, `data ${given} FILE`);
-      const rows = await readSampleRows(path);
-      const counts: Record<string, number> = {};
-      for (const r of rows) counts[r.source] = (counts[r.source] ?? 0) + 1;
-      io.stdout(`${rows.length} rows\n${table(counts)}\n`);
-      for (const r of rows.slice(0, n)) io.stdout(`${terminalSafeJson(r)}\n`);
+      const d = await describeFile(path, n);
+      const safe = (text: string) => terminalSafe(text, { oneLine: true });
+      io.stdout(
+        `${safe(d.kind)}\n${d.rows} ${d.unit}\nfields: ${safe(d.fields.join(', ') || '(none)')}\n` +
+          d.summary.map((line) => `${safe(line)}\n`).join(''),
+      );
+      for (const r of d.first) io.stdout(`${terminalSafeJson(r)}\n`);
       return 0;
     }
     throw new UsageError(
