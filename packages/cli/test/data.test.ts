@@ -15,7 +15,9 @@ describe('flowgrpo data: usage', () => {
     expect(io.err).toContain('flowgrpo data prepare');
     const io2 = captureIO(tmpdir());
     expect(await runCli(['data', 'frobnicate'], io2)).toBe(2);
-    expect(io2.err).toContain("unknown data action 'frobnicate' (actions: prepare, inspect, sft-from-rollouts)");
+    expect(io2.err).toContain(
+      "unknown data action 'frobnicate' (actions: prepare, inspect, sft-from-rollouts)",
+    );
   });
 
   it("<action> --help prints that action's help; show is inspect's other name", async () => {
