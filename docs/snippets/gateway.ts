@@ -43,7 +43,8 @@ export async function client(): Promise<void> {
   const rollout = (await fetch('http://127.0.0.1:8000/v1/rollouts/episode-1').then((x) =>
     x.json(),
   )) as { calls: { prompt_token_ids: number[]; token_ids: number[]; logprobs: number[] }[] };
-  console.log(rollout.calls[0].token_ids, rollout.calls[0].logprobs);
+  const [first] = rollout.calls;
+  console.log(first?.token_ids, first?.logprobs);
   await fetch('http://127.0.0.1:8000/v1/rollouts/episode-1/reward', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -2,7 +2,7 @@
 // (docs/**/*.md, the generated docs/api aside), the READMEs (README.md, packages/*/README.md,
 // examples/*/README.md) and the package docs (packages/*/docs/**/*.md) must be preceded by
 // `<!-- snippet: docs/snippets/<file>.ts#<region> -->` and equal that region of the file, which
-// `pnpm typecheck` compiles (root tsconfig.json includes docs/snippets). A whole file of the packed
+// `pnpm typecheck` compiles with a strict app's settings (scripts/typecheck-snippets.mjs). A whole file of the packed
 // app may stand in for a region (`<!-- snippet: test-app/app/src/<file>.ts -->`): the app test
 // compiles it against the packed packages and runs it. `node scripts/docs-snippets.mjs` copies the
 // regions into the markdown. And the API reference script runs (on one package, to keep the test

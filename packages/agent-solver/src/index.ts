@@ -1,8 +1,9 @@
 // Public API of @flowgrpo/agent: LLM engines (OpenAI-compatible servers, local transformers.js),
 // structured output, the Flow solver and its events, the tag agent, policy engines and server
-// pools for rollouts, and the rollout recorders. Retry and backoff internals, the semaphore, the
-// JSON Schema conversion, the solver's prompts and zod schemas stay internal; the test server
-// lives behind the `@flowgrpo/agent/testing` subpath.
+// pools for rollouts, and the rollout recorders; the prompts of the Flow roles and of the tag
+// agent (so SFT data can match what GRPO shows the model). Retry and backoff internals, the
+// semaphore, the JSON Schema conversion and the solver's zod schemas stay internal; the test
+// server lives behind the `@flowgrpo/agent/testing` subpath.
 
 export { LLMResponseTooLargeError } from './engines/capped-fetch.js';
 export {
@@ -77,7 +78,16 @@ export {
   type SolveResult,
   type SolveStep,
 } from './solver/flow-solver.js';
-export type { PromptContext } from './solver/prompts.js';
+export {
+  analyzerMessages,
+  compactPlannerPrompt,
+  executorMessages,
+  generatorMessages,
+  type PromptContext,
+  plannerMessages,
+  policyPlannerMessages,
+  verifierMessages,
+} from './solver/prompts.js';
 export type {
   MemoryVerification,
   NextStep,

@@ -116,8 +116,11 @@ export const GrpoRunSchema = z
   .object({
     trainer: z.literal('grpo'),
     ...common,
-    /** How train_file / eval_file are read: SampleRows, or a raw layout @flowgrpo/core normalises. */
-    data_format: z.enum(DATA_FORMATS).default('sample_rows'),
+    /**
+     * How train_file / eval_file are read: SampleRows, plain rows, or a raw layout @flowgrpo/core
+     * normalises; absent: SampleRows or plain rows, told apart by the first row.
+     */
+    data_format: z.enum(DATA_FORMATS).optional(),
     agent: AgentSchema,
     reward: z.enum(REWARDS),
     /** The judge's endpoint for reward 'judge' (default: agent.engine). */

@@ -4,7 +4,9 @@ import {
   DataFormatError,
   type DatasetFormat,
   loadDataset,
+  plainRowShape,
   readJsonlAll,
+  readJsonlRecords,
   readParquetRows,
   readSampleRows,
   type SampleRow,
@@ -13,28 +15,79 @@ import type { SFTExample } from '@flowgrpo/trainer';
 import { requireFile } from './user-paths.js';
 
 // The data files of a run, read with @flowgrpo/core's loaders: GRPO takes SampleRows (the seeds'
-// schema, .jsonl or .parquet) or a raw layout core normalises (gsm8k, nq, …); SFT takes TRL's
+// schema, .jsonl or .parquet), plain rows (`{question, answer}`, TRL's prompt/completion or
+// messages: detected when the run names no format) or a raw layout core normalises (gsm8k, nq, …); SFT takes TRL's
 // dataset formats — conversational `messages`, `prompt` + `completion`, or plain `text`.
 
 /** Dataset rows for GRPO and evaluation. */
 export async function readQueryRows(
   path: string,
-  format: 'sample_rows' | string = 'sample_rows',
+  format: 'sample_rows' | string | undefined,
   what = 'the data file',
+  log?: (line: string) => void,
 ): Promise<SampleRow[]> {
   requireFile(path, what);
+  const resolved = format ?? (await detectQueryFormat(path, log));
   const rows =
-    format === 'sample_rows'
+    resolved === 'sample_rows'
       ? await readSampleRows(path)
-      : await loadDataset(path, format as DatasetFormat);
+      : await loadDataset(path, resolved as DatasetFormat);
   if (rows.length === 0) throw new DataFormatError('the file holds no rows', { file: path });
   return rows;
 }
 
-async function readRecords(path: string): Promise<Record<string, unknown>[]> {
+/**
+ * The format of a data file whose run names none ("data_format" absent, no --data-format), from
+ * its first row: a SampleRow carries `extra_info`; a plain row `question`, TRL's `prompt` or
+ * TRL's `messages`. The plain case is logged, as the reference answers then come from a
+ * normaliser the user did not name.
+ */
+async function detectQueryFormat(
+  path: string,
+  log: ((line: string) => void) | undefined,
+): Promise<'sample_rows' | 'plain'> {
+  const first = (await readRecords(path, 1))[0];
+  if (first === undefined || (typeof first.extra_info === 'object' && first.extra_info !== null))
+    return 'sample_rows';
+  const shape = plainRowShape(first);
+  if (shape === undefined) {
+    const present = Object.keys(first).join(', ') || 'none';
+    throw new DataFormatError(
+      `row 0 is neither a SampleRow (extra_info.ground_truth, …) nor a plain row ` +
+        `(question + answer, prompt + completion, or messages); fields present: ${present}`,
+      { file: path },
+      {
+        hint: 'write {"question", "answer"} rows, or set "data_format" (gsm8k, nq, …) for a raw layout',
+      },
+    );
+  }
+  log?.(
+    `data: ${path}: plain rows (${PLAIN_SHAPES[shape]}), read as data_format "plain": the ` +
+      `reference answer is 'answer' (else the completion), "#### N" → N`,
+  );
+  return 'plain';
+}
+
+const PLAIN_SHAPES = {
+  question: 'question + answer',
+  prompt: "TRL's prompt + completion",
+  messages: "TRL's messages",
+} as const;
+
+/** The records of a .jsonl or .parquet file (the first `limit` of them when given). */
+async function readRecords(path: string, limit?: number): Promise<Record<string, unknown>[]> {
   const ext = extname(path).toLowerCase();
-  if (ext === '.jsonl') return readJsonlAll<Record<string, unknown>>(path);
-  if (ext === '.parquet') return (await readParquetRows(path)) as Record<string, unknown>[];
+  if (ext === '.jsonl') {
+    if (limit === undefined) return readJsonlAll<Record<string, unknown>>(path);
+    const out: Record<string, unknown>[] = [];
+    for await (const { value } of readJsonlRecords(path)) {
+      if (out.length >= limit) break;
+      out.push(value as Record<string, unknown>);
+    }
+    return out;
+  }
+  if (ext === '.parquet')
+    return (await readParquetRows(path, { rowEnd: limit })) as Record<string, unknown>[];
   throw new DataFormatError(`unknown extension '${ext}' (expected .jsonl or .parquet)`, {
     file: path,
   });

@@ -11,11 +11,13 @@ describe('flowgrpo data: usage', () => {
   it('rejects a missing or unknown action with the usage and exit code 2', async () => {
     const io = captureIO(tmpdir());
     expect(await runCli(['data'], io)).toBe(2);
-    expect(io.err).toContain('data needs an action: prepare or inspect');
+    expect(io.err).toContain('data needs an action: prepare, inspect or sft-from-rollouts');
     expect(io.err).toContain('flowgrpo data prepare');
     const io2 = captureIO(tmpdir());
     expect(await runCli(['data', 'frobnicate'], io2)).toBe(2);
-    expect(io2.err).toContain("unknown data action 'frobnicate' (actions: prepare, inspect)");
+    expect(io2.err).toContain(
+      "unknown data action 'frobnicate' (actions: prepare, inspect, sft-from-rollouts)",
+    );
   });
 
   it("<action> --help prints that action's help; show is inspect's other name", async () => {
@@ -55,7 +57,9 @@ describe('flowgrpo data: usage', () => {
       const io = captureIO(dir);
       expect(await runCli(['data', action, 'rows.jsonl', '--rows', '1'], io)).toBe(0);
       // 3 rows written above: 2 gsm8k, 1 nq; --rows 1 prints the first.
-      expect(io.out).toMatch(/^3 rows\n\s+gsm8k\s+2\n\s+nq\s+1\n\{"id":0,"question":"q0",/);
+      expect(io.out).toMatch(
+        /^SampleRows \(GRPO \/ eval data\)\n3 rows\nfields: .*\nrows per source:\n\s+gsm8k\s+2\n\s+nq\s+1\n\{"id":0,"question":"q0",/,
+      );
     }
   });
 
@@ -135,7 +139,9 @@ describe.skipIf(skipWithoutShared('flowgrpo data prepare on the real data sets')
 
       const show = captureIO(tmpdir());
       expect(await runCli(['data', 'show', join(out, 'val.parquet'), '--rows', '1'], show)).toBe(0);
-      expect(show.out).toMatch(/^30 rows\n\s+aime\s+30\n\{"id":0,/);
+      expect(show.out).toMatch(
+        /^SampleRows \(GRPO \/ eval data\)\n30 rows\nfields: .*\nrows per source:\n\s+aime\s+30\n\{"id":0,/,
+      );
     });
   },
 );

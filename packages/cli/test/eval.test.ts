@@ -148,6 +148,21 @@ describe('flowgrpo eval', () => {
     expect(io.out).toMatch(/^base\s/m);
   });
 
+  it('reads plain {question, answer} rows (GSM8K answers) and says what it detected', async () => {
+    const plain = writeJsonl(join(tmp, 'plain.jsonl'), [
+      { question: 'What is 1 + 2?', answer: '1 + 2 = 3\n#### 3' },
+      { question: 'What is 2 + 2?', answer: '4' },
+    ]);
+    const out = join(tmp, 'plain-results.json');
+    const io = captureIO(tmp);
+    const args = ['eval', '--model', model, '--data', plain, '--agent', 'tag', '--out', out];
+    expect(await runCli([...args, '--max-turns', '1', '--max-tokens', '4'], io), io.err).toBe(0);
+    expect(io.err).toContain(`data: ${plain}: plain rows (question + answer)`);
+    const json = JSON.parse(readFileSync(out, 'utf8')) as { n: number; results: Row[] };
+    expect(json.n).toBe(2);
+    expect(Object.keys(json.results[0]!.per_source)).toEqual(['plain']);
+  });
+
   it('names what is missing or wrong', async () => {
     const noAgent = captureIO(tmp);
     expect(await runCli(['eval', '--model', model, '--data', data], noAgent)).toBe(2);

@@ -62,6 +62,12 @@ export {
   normalizeSearchR1,
   normalizeSearchR1Row,
 } from './datasets/normalizers/nq.js';
+export {
+  normalizePlain,
+  normalizePlainRow,
+  type PlainRowShape,
+  plainRowShape,
+} from './datasets/normalizers/plain.js';
 export type { NormalizeOptions } from './datasets/normalizers/row-fields.js';
 export {
   type ParquetReadOptions,

@@ -15,7 +15,9 @@ import {
   normalizeHotpotQa,
   normalizeMath500,
   normalizeNq,
+  normalizePlain,
   normalizeSearchR1,
+  plainRowShape,
   SampleRowSchema,
   writeParquet,
 } from '../src/index.js';
@@ -436,3 +438,118 @@ describe.skipIf(skipWithoutShared('real data sets'))(
     });
   },
 );
+
+describe('plain rows: {question, answer}, TRL prompt/completion and messages', () => {
+  it('takes the reference from answer; GSM8K "#### N" makes N the reference, the rest the chain', () => {
+    const rows = normalizePlain([
+      { question: ' What is 2+3? ', answer: ' 5 ' },
+      {
+        id: 'q7',
+        question: 'Twice 1,040 plus 40?',
+        answer: 'Twice is <<2*1040=2080>>2080.\n#### 2,120',
+      },
+    ]);
+    expect(rows.map((r) => SampleRowSchema.parse(r))).toEqual([
+      {
+        id: 0,
+        question: 'What is 2+3?',
+        chain: '',
+        result: '5',
+        source: 'plain',
+        extra_info: { ground_truth: '5', idx: 0 },
+      },
+      {
+        id: 1,
+        question: 'Twice 1,040 plus 40?',
+        chain: 'Twice is 2080.',
+        result: '2120',
+        source: 'plain',
+        extra_info: {
+          ground_truth: '2120',
+          idx: 1,
+          original_id: 'q7',
+          answer_raw: 'Twice is <<2*1040=2080>>2080.\n#### 2,120',
+        },
+      },
+    ]);
+  });
+
+  it("TRL's prompt (+ completion or answer) and messages: the last user turn asks", () => {
+    const rows = normalizePlain([
+      { prompt: 'What is 6*7?', completion: '6*7 = 42\n#### 42' },
+      {
+        prompt: [
+          { role: 'system', content: 'Be brief.' },
+          { role: 'user', content: 'Capital of France?' },
+        ],
+        completion: [{ role: 'assistant', content: 'Paris' }],
+      },
+      { prompt: 'Name a prime.', completion: 'I think 9.', answer: 7 },
+      {
+        messages: [
+          { role: 'user', content: 'Hi' },
+          { role: 'assistant', content: 'Hello' },
+          { role: 'user', content: 'What is 1+1?' },
+          { role: 'assistant', content: 'It is 2.\n#### 2' },
+        ],
+      },
+    ]);
+    expect(rows.map((r) => [r.question, r.result, r.chain])).toEqual([
+      ['What is 6*7?', '42', '6*7 = 42'],
+      ['Capital of France?', 'Paris', ''],
+      ['Name a prime.', '7', ''],
+      ['What is 1+1?', '2', 'It is 2.'],
+    ]);
+    expect(plainRowShape({ question: 'q' })).toBe('question');
+    expect(plainRowShape({ prompt: [] })).toBe('prompt');
+    expect(plainRowShape({ messages: [] })).toBe('messages');
+    expect(plainRowShape({ extra_info: {} })).toBeUndefined();
+  });
+
+  it('a row without a question or without a reference answer names the row and what it lacks', () => {
+    expectRowError(
+      () => normalizePlain([{ question: 'a', answer: '1' }, { question: 'b' }]),
+      /^plain row 1: no reference answer: a \{question, answer\} row needs 'answer'$/,
+    );
+    expectRowError(
+      () => normalizePlain([{ prompt: 'p' }]),
+      /plain row 0: no reference answer: a 'prompt' row needs 'answer' or 'completion'/,
+    );
+    expectRowError(
+      () => normalizePlain([{ messages: [{ role: 'assistant', content: 'x' }] }]),
+      /plain row 0: messages has no user message/,
+    );
+    expectRowError(
+      () => normalizePlain([{ text: 'hello' }]),
+      /plain row 0: no 'question', 'prompt' or 'messages' \(fields present: text\)/,
+    );
+  });
+
+  it('loadDataset reads plain rows from Parquet (TRL messages as a list of structs)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-plain-'));
+    try {
+      const file = join(dir, 'plain.parquet');
+      await writeParquet(file, [
+        {
+          messages: [
+            { role: 'user', content: 'What is 3*3?' },
+            { role: 'assistant', content: '#### 9' },
+          ],
+        },
+        {
+          messages: [
+            { role: 'user', content: 'What is 2*2?' },
+            { role: 'assistant', content: '#### 4' },
+          ],
+        },
+      ]);
+      const rows = await loadDataset(file, 'plain');
+      expect(rows.map((r) => [r.question, r.extra_info.ground_truth, r.extra_info.idx])).toEqual([
+        ['What is 3*3?', '9', 0],
+        ['What is 2*2?', '4', 1],
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -43,39 +43,39 @@ import { Semaphore } from './semaphore.js';
 export interface OpenAIEngineOptions {
   model: string;
   /** e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama); default OpenAI's. */
-  baseURL?: string;
+  baseURL?: string | undefined;
   /**
    * Default: $OPENAI_API_KEY when talking to OpenAI itself (no baseURL), else "EMPTY" — an OpenAI
    * key is never sent to another server unless passed here explicitly.
    */
-  apiKey?: string;
-  defaultHeaders?: Record<string, string>;
+  apiKey?: string | undefined;
+  defaultHeaders?: Record<string, string> | undefined;
   /** Per-attempt timeout covering the whole response (default 120 s); GenerateOptions.timeoutMs overrides. */
-  timeoutMs?: number;
-  retry?: RetryOptions;
+  timeoutMs?: number | undefined;
+  retry?: RetryOptions | undefined;
   /** Requests on the wire at once from this engine (default 8). */
-  maxConcurrency?: number;
+  maxConcurrency?: number | undefined;
   /**
    * How generateObject sends the schema (default 'json_schema'); see StructuredOutputMode.
    * 'auto' starts with 'json_schema' and, when the server rejects the request with 400/422,
    * switches this engine to 'prompt' for good and repeats the call.
    */
-  structuredOutput?: StructuredOutputMode | 'auto';
+  structuredOutput?: StructuredOutputMode | 'auto' | undefined;
   /** Corrective calls after an invalid structured reply (default 1). */
-  maxCorrections?: number;
+  maxCorrections?: number | undefined;
   /** Sampling defaults applied when a call does not set them. */
-  defaults?: Omit<GenerateOptions, 'signal' | 'timeoutMs'>;
+  defaults?: Omit<GenerateOptions, 'signal' | 'timeoutMs'> | undefined;
   /**
    * Name of the length limit field: OpenAI's reasoning models only take `max_completion_tokens`;
    * vLLM, SGLang, Ollama and llama.cpp read `max_tokens` (default).
    */
-  maxTokensParam?: 'max_tokens' | 'max_completion_tokens';
+  maxTokensParam?: 'max_tokens' | 'max_completion_tokens' | undefined;
   /** Extra request fields sent as is (e.g. vLLM's `top_k`, `chat_template_kwargs`). */
-  extraBody?: Record<string, unknown>;
+  extraBody?: Record<string, unknown> | undefined;
   /** A fetch implementation for the client (tests, proxies). */
-  fetch?: ClientOptions['fetch'];
+  fetch?: ClientOptions['fetch'] | undefined;
   /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
-  maxResponseBytes?: number;
+  maxResponseBytes?: number | undefined;
 }
 
 type ChatBody = ChatCompletionCreateParamsNonStreaming & Record<string, unknown>;

@@ -18,29 +18,31 @@ import type { Semaphore } from './semaphore.js';
 
 export interface RetryOptions {
   /** Retries after the first attempt (default 3). */
-  maxRetries?: number;
+  maxRetries?: number | undefined;
   /** Delay before the first retry (default 500 ms); doubles (`multiplier`) per retry. */
-  initialDelayMs?: number;
+  initialDelayMs?: number | undefined;
   /** Cap on one backoff delay (default 30 s). */
-  maxDelayMs?: number;
+  maxDelayMs?: number | undefined;
   /** Growth factor of the delay per retry (default 2). */
-  multiplier?: number;
+  multiplier?: number | undefined;
   /**
    * Fraction of each delay drawn at random (default 0.5): the delay is
    * `base × (1 − jitter × U[0,1))`, so concurrent clients do not retry in lockstep.
    */
-  jitter?: number;
+  jitter?: number | undefined;
   /** Longest `retry-after` honoured (default 60 s); longer hints are clamped to it. */
-  maxRetryAfterMs?: number;
+  maxRetryAfterMs?: number | undefined;
   /**
    * Waits out the delay before a retry (default: a timer that the caller's abort ends early).
    * A simulation or a test passes its own to see the delays chosen without waiting for them.
    */
-  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  sleep?: ((ms: number, signal?: AbortSignal) => Promise<void>) | undefined;
 }
 
-export type ResolvedRetryOptions = Required<Omit<RetryOptions, 'sleep'>> &
-  Pick<RetryOptions, 'sleep'>;
+// Every number set (NonNullable: the options' fields also take an explicit `undefined`).
+export type ResolvedRetryOptions = {
+  [K in Exclude<keyof RetryOptions, 'sleep'>]-?: NonNullable<RetryOptions[K]>;
+} & Pick<RetryOptions, 'sleep'>;
 
 export function resolveRetryOptions(options: RetryOptions = {}): ResolvedRetryOptions {
   return {

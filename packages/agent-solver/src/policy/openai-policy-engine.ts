@@ -41,36 +41,36 @@ export interface OpenAIPolicyEngineOptions {
   /** One or several servers, each like http://host:8000/v1. */
   baseURLs: string | string[];
   /** Sent to every server (vLLM's --api-key); default "EMPTY". */
-  apiKey?: string;
-  defaultHeaders?: Record<string, string>;
+  apiKey?: string | undefined;
+  defaultHeaders?: Record<string, string> | undefined;
   /** Per-attempt timeout (default 300 s: long rollouts). */
-  timeoutMs?: number;
-  retry?: RetryOptions;
+  timeoutMs?: number | undefined;
+  retry?: RetryOptions | undefined;
   /** Requests in flight across all servers (default 64). */
-  maxConcurrency?: number;
-  balance?: BalanceStrategy;
+  maxConcurrency?: number | undefined;
+  balance?: BalanceStrategy | undefined;
   /** How long a failing server is skipped before being tried again (default 10 s). */
-  serverCooldownMs?: number;
+  serverCooldownMs?: number | undefined;
   /** The clock the server cooldowns are measured with (default Date.now; tests pass their own). */
-  now?: () => number;
-  tokenizer?: PolicyTokenizer;
+  now?: (() => number) | undefined;
+  tokenizer?: PolicyTokenizer | undefined;
   /**
    * How `messages` prompts are sent: 'server' uses /chat/completions (the server applies the chat
    * template); 'local' renders them with tokenizer.applyChatTemplate and uses /completions.
    */
-  chatTemplate?: 'server' | 'local';
+  chatTemplate?: 'server' | 'local' | undefined;
   /**
    * LoRA routes: 'vllm' → `<baseURL>/load_lora_adapter` (i.e. /v1/…, needs
    * VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); 'sglang' → `/load_lora_adapter` at the server root.
    */
-  loraRoutes?: 'vllm' | 'sglang';
+  loraRoutes?: 'vllm' | 'sglang' | undefined;
   /** How updateAdapter reloads an adapter under an unchanged name (default 'replace'). */
-  adapterUpdate?: 'replace' | 'inplace';
+  adapterUpdate?: 'replace' | 'inplace' | undefined;
   /** Extra request fields sent as is (e.g. `top_k`, `skip_special_tokens`). */
-  extraBody?: Record<string, unknown>;
-  fetch?: ClientOptions['fetch'];
+  extraBody?: Record<string, unknown> | undefined;
+  fetch?: ClientOptions['fetch'] | undefined;
   /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
-  maxResponseBytes?: number;
+  maxResponseBytes?: number | undefined;
 }
 
 export class OpenAIPolicyEngine implements PolicyEngine {

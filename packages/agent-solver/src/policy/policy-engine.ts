@@ -60,7 +60,7 @@ export interface AdapterRef {
 
 export interface PolicyEngine {
   readonly model: string;
-  readonly tokenizer?: PolicyTokenizer;
+  readonly tokenizer?: PolicyTokenizer | undefined;
   generate(request: PolicyGenerateRequest): Promise<PolicyGenerateResult>;
   /** Makes later generations use `adapter` (the trainer calls it after each optimizer step). */
   updateAdapter?(adapter: AdapterRef): Promise<void>;

@@ -4,7 +4,9 @@ import { type NextStep, NO_TOOL, type QueryAnalysis } from './schemas.js';
 
 // Our prompts for the Flow roles. They carry the same inputs as the seeds' (query, tool names,
 // tool metadata, the memory as JSON, the analysis) and ask for the same fields; the wording is
-// ours. Each builder returns chat messages so any engine can render them.
+// ours. Each builder returns chat messages so any engine can render them. They are public so
+// that SFT data can be built with exactly the text GRPO's rollouts will show the model
+// (docs/guides/agent.md shows each one rendered for an example question).
 
 /** What every role prompt may show about the run. */
 export interface PromptContext {
@@ -38,6 +40,10 @@ function historyText(actions: Record<string, MemoryAction>): string {
   return Object.keys(actions).length === 0 ? '(none yet)' : json(actions);
 }
 
+/**
+ * The query analyst's prompt (FlowSolver's optional first call): asks for the QueryAnalysis
+ * fields (concise_summary, required_skills, relevant_tools, additional_considerations).
+ */
 export function analyzerMessages(c: PromptContext): ChatMessage[] {
   return [
     { role: 'system', content: SYSTEM },
@@ -81,6 +87,10 @@ function plannerInstructions(c: PromptContext, step: number, maxSteps: number): 
   ].join('\n');
 }
 
+/**
+ * The planner's prompt for an engine with structured output (FlowSolver): the question, the
+ * analysis, the tools, the steps so far, and the NextStep fields to write. `step` counts from 1.
+ */
 export function plannerMessages(c: PromptContext, step: number, maxSteps: number): ChatMessage[] {
   return [
     { role: 'system', content: SYSTEM },
@@ -89,8 +99,9 @@ export function plannerMessages(c: PromptContext, step: number, maxSteps: number
 }
 
 /**
- * The trainable planner's prompt: it writes free text, so the expected JSON object is spelled out
- * (no response_format reaches a policy server).
+ * The trainable planner's prompt (FlowRollout's default `plannerPrompt`, the one Flow-GRPO
+ * trains): the planner's instructions plus the JSON object to reply with, spelled out because no
+ * response_format reaches a policy server. The rollouts record it rendered (`Turn.promptText`).
  */
 export function policyPlannerMessages(
   c: PromptContext,
@@ -152,6 +163,7 @@ export function executorMessages(
   ];
 }
 
+/** The verifier's prompt: is the work so far enough to answer? (`analysis`, `stop_signal`). */
 export function verifierMessages(c: PromptContext): ChatMessage[] {
   return [
     { role: 'system', content: SYSTEM },
@@ -176,6 +188,7 @@ export function verifierMessages(c: PromptContext): ChatMessage[] {
   ];
 }
 
+/** The final writer's prompt: a step-by-step summary, then a last line `Answer: …`. */
 export function generatorMessages(c: PromptContext): ChatMessage[] {
   return [
     { role: 'system', content: SYSTEM },

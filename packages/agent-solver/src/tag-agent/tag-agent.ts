@@ -353,7 +353,12 @@ function isHit(v: JsonValue): boolean {
   );
 }
 
-/** Our protocol prompt (Search-R1 / ARTIST tags), listing the callable tools. */
+/**
+ * The tag agent's prompt (TagAgent's default `prompt`): our protocol (Search-R1 / ARTIST tags:
+ * `<think>`, `<search>`, `<tool_call>`, `<answer>`) as a system message listing the callable
+ * tools, and the question as the user message. TagAgent renders it with the tokenizer's chat
+ * template (`renderPrompt`); tool results come back inside `<information>` / `<tool_response>`.
+ */
 export function defaultTagPrompt(
   question: string,
   available: { search: boolean; tools: readonly Tool[] },

@@ -1,9 +1,13 @@
-import { resolve } from 'node:path';
-import { prepareCombinedTrainSet, readSampleRows } from '@flowgrpo/core';
-import { type Command, stringOption, UsageError } from '../command.js';
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { DataFormatError, prepareCombinedTrainSet, writeJsonl } from '@flowgrpo/core';
+import { loadTokenizer } from '@flowgrpo/trainer';
+import { type Command, numberOption, stringOption, UsageError } from '../command.js';
+import { describeFile } from '../inspect-file.js';
+import { rolloutFiles, sftFromRollouts } from '../sft-from-rollouts.js';
 import { resolveDataDir } from '../shared-data.js';
 import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
-import { requireFile } from '../user-paths.js';
+import { requireFile, requireFolder } from '../user-paths.js';
 
 // One help text per action: `flowgrpo data --help` shows them all, `flowgrpo data <action>
 // --help` the one asked for. `show` is the former name of `inspect`, still accepted.
@@ -13,8 +17,16 @@ const ACTIONS = {
     re-index, and write DIR/combined_train.parquet and DIR/val.parquet (default out/data).
     The raw sets are read from --data-dir, else $FLOWGRPO_SHARED/data, else ../shared/data.`,
   inspect: `flowgrpo data inspect FILE [--rows N]      (also: data show)
-    Print the row count per source and the first N rows (default 2) of a SampleRow
-    .parquet/.jsonl file (e.g. one that data prepare wrote).`,
+    Say what FILE is and holds: its kind, rows, fields, a summary and the first N rows
+    (default 2). Reads any file flowgrpo reads or writes: SampleRows (rows per source), plain
+    {question, answer} rows, TRL SFT rows, a run's rollouts/step-<n>.parquet, metrics.jsonl,
+    eval/<name>.json, flowgrpo eval --out's JSON.`,
+  'sft-from-rollouts': `flowgrpo data sft-from-rollouts ROLLOUTS.parquet|RUN_DIR --out FILE.jsonl
+      [--min-reward R] [--tokenizer DIR] [--overwrite]
+    Turn the recorded rollouts whose reward is >= R (default 1) into SFT rows in TRL's
+    prompt-completion format, the prompt exactly as the policy saw it: one row per planner turn
+    of a Flow rollout, one per tag-agent rollout (decoded with --tokenizer, the model folder).
+    RUN_DIR reads every RUN_DIR/rollouts/*.parquet. flowgrpo train (trainer "sft") reads FILE.`,
 } as const;
 const ALIASES: Record<string, keyof typeof ACTIONS> = { show: 'inspect' };
 
@@ -39,7 +51,7 @@ function table(counts: Record<string, number>): string {
 
 export const dataCommand: Command = {
   name: 'data',
-  summary: 'prepare and inspect training data (combined train set, validation set)',
+  summary: 'prepare and inspect training data; turn successful rollouts into SFT rows',
   usage,
   actionUsage(action) {
     const name = actionName(action);
@@ -50,6 +62,9 @@ export const dataCommand: Command = {
     out: { type: 'string' },
     seed: { type: 'string' },
     rows: { type: 'string' },
+    'min-reward': { type: 'string' },
+    tokenizer: { type: 'string' },
+    overwrite: { type: 'boolean' },
   },
   async run(args, io) {
     const [given, file] = args.positionals;
@@ -80,17 +95,49 @@ export const dataCommand: Command = {
       if (!Number.isInteger(n) || n < 0) throw new UsageError('--rows must be a whole number');
       const path = resolve(io.cwd, file);
       requireFile(path, `data ${given} FILE`);
-      const rows = await readSampleRows(path);
-      const counts: Record<string, number> = {};
-      for (const r of rows) counts[r.source] = (counts[r.source] ?? 0) + 1;
-      io.stdout(`${rows.length} rows\n${table(counts)}\n`);
-      for (const r of rows.slice(0, n)) io.stdout(`${terminalSafeJson(r)}\n`);
+      const d = await describeFile(path, n);
+      const safe = (text: string) => terminalSafe(text, { oneLine: true });
+      io.stdout(
+        `${safe(d.kind)}\n${d.rows} ${d.unit}\nfields: ${safe(d.fields.join(', ') || '(none)')}\n` +
+          d.summary.map((line) => `${safe(line)}\n`).join(''),
+      );
+      for (const r of d.first) io.stdout(`${terminalSafeJson(r)}\n`);
+      return 0;
+    }
+    if (action === 'sft-from-rollouts') {
+      if (!file) throw new UsageError(`data ${given} needs ROLLOUTS.parquet or RUN_DIR`);
+      const outArg = stringOption(args, 'out');
+      if (!outArg) throw new UsageError(`data ${given} needs --out FILE.jsonl`);
+      const source = resolve(io.cwd, file);
+      if (!existsSync(source)) requireFile(source, `data ${given} ROLLOUTS.parquet|RUN_DIR`);
+      const out = resolve(io.cwd, outArg);
+      requireFolder(dirname(out), '--out (its folder)');
+      // The user's file is never replaced unless they say so.
+      if (existsSync(out) && args.values.overwrite !== true)
+        throw new UsageError(`--out ${out} exists`, {
+          hint: 'pass --overwrite to replace it, or choose another --out',
+        });
+      const minReward = numberOption(args, 'min-reward') ?? 1;
+      const tokArg = stringOption(args, 'tokenizer');
+      const tokenizer = tokArg ? await loadTokenizer(resolve(io.cwd, tokArg)) : undefined;
+      const c = await sftFromRollouts(rolloutFiles(source), minReward, tokenizer);
+      if (c.rows.length === 0)
+        throw new DataFormatError(
+          `no rollout of ${c.trajectories} in ${c.files.length} file(s) has reward >= ${minReward}`,
+          { file: source },
+          { hint: 'lower --min-reward, or give the rollouts of a later step or a longer run' },
+        );
+      await writeJsonl(out, c.rows);
+      io.stdout(
+        `${c.rows.length} SFT rows from ${c.kept} of ${c.trajectories} rollouts ` +
+          `(reward >= ${minReward}, ${c.files.length} file(s)) → ${out}\n`,
+      );
       return 0;
     }
     throw new UsageError(
       given === undefined
-        ? 'data needs an action: prepare or inspect'
-        : `unknown data action '${given}' (actions: prepare, inspect)`,
+        ? 'data needs an action: prepare, inspect or sft-from-rollouts'
+        : `unknown data action '${given}' (actions: prepare, inspect, sft-from-rollouts)`,
     );
   },
 };

@@ -60,8 +60,10 @@ reported at once.
 
   --model PATH          HF model folder or artifacts directory (default: the config's model)
   --tokenizer PATH      folder with tokenizer.json (default: the model folder)
-  --data FILE           SampleRows (.jsonl / .parquet; default: the config's eval_file)
-  --data-format F       sample_rows (default) or a raw layout: gsm8k, nq, aime, math500, …
+  --data FILE           SampleRows or plain {question, answer} rows (.jsonl / .parquet; default:
+                        the config's eval_file)
+  --data-format F       sample_rows, plain or a raw layout: gsm8k, nq, aime, math500, … (default:
+                        SampleRows or plain rows, detected from the first row)
   --adapter [NAME=]PATH a PEFT adapter folder or a checkpoint-<step> folder; repeat to compare
                         several (NAME defaults to the folder's name)
   --base                also evaluate the base model (the default when no --adapter is given)
@@ -209,7 +211,9 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     io,
   );
 
-  const rows = await readQueryRows(data, dataFormat, dataArg ? '--data' : 'eval_file');
+  const rows = await readQueryRows(data, dataFormat, dataArg ? '--data' : 'eval_file', (line) =>
+    io.stderr(`${line}\n`),
+  );
   const dataset = limit === undefined ? rows : rows.slice(0, limit);
   const kind = modelKind(model);
   const decoderConfig =

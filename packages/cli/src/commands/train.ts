@@ -34,7 +34,8 @@ beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the ru
                  artifacts directory (from flowgrpo export)
   "tokenizer"    folder with tokenizer.json (default: the model folder)
   "base_model"   base_model_name_or_path in adapter_config.json (default: the model path)
-  "train_file"   .jsonl or .parquet — GRPO: SampleRows (or "data_format": gsm8k, nq, …);
+  "train_file"   .jsonl or .parquet — GRPO: SampleRows, or plain rows: {"question", "answer"},
+                 TRL's "prompt" + "completion" or "messages" (detected; "#### N" → N);
                  SFT: TRL formats, rows with "messages", "prompt" + "completion", or "text"
   "eval_file"    held-out rows in the same format (GRPO: accuracy; SFT: eval loss)
   "device"       cpu | auto | cuda | webgpu (default cpu); auto takes CUDA, then WebGPU on a GPU
@@ -49,7 +50,8 @@ GRPO only:
                   "max_total_tokens": N, "tool_timeout_s": 60, "engine": ENDPOINT}
   "reward"       "exact_match" | "f1" | "math" | "judge"
   "judge"        ENDPOINT (default: agent.engine)
-  "data_format"  "sample_rows" (default) or a dataset normaliser (gsm8k, nq, …: flowgrpo data)
+  "data_format"  "sample_rows", "plain" or a dataset normaliser (gsm8k, nq, …: flowgrpo data);
+                 absent: SampleRows or plain rows, detected from the first row
   "rollout"      {"engine": "local"} (default) or {"engine": "openai", "base_urls": [...],
                   "model": served name, "lora_routes": "vllm" | "sglang", "chat_template":
                   "server" | "local", "api_key_env", "max_concurrency", "timeout_s"} — rollouts
@@ -141,8 +143,10 @@ async function trainLocked(
         );
     } else {
       const g = rc.run;
-      const trainDataset = await readQueryRows(g.train_file, g.data_format);
-      const evalDataset = g.eval_file ? await readQueryRows(g.eval_file, g.data_format) : undefined;
+      const trainDataset = await readQueryRows(g.train_file, g.data_format, 'train_file', log);
+      const evalDataset = g.eval_file
+        ? await readQueryRows(g.eval_file, g.data_format, 'eval_file', log)
+        : undefined;
       const remote = rolloutEngine(g.rollout, tokenizer, io.env);
       const r = await new GRPOTrainer({
         ...common,

@@ -8,6 +8,7 @@ import { normalizeGsm8kRow } from './normalizers/gsm8k.js';
 import { normalizeHotpotQaRow } from './normalizers/hotpotqa.js';
 import { normalizeMath500Row } from './normalizers/math500.js';
 import { normalizeNqRow, normalizeSearchR1Row } from './normalizers/nq.js';
+import { normalizePlainRow } from './normalizers/plain.js';
 import type { NormalizeOptions } from './normalizers/row-fields.js';
 import { readParquetFields, readParquetRows } from './parquet-read.js';
 
@@ -61,6 +62,10 @@ export const DATASET_FORMATS = {
   hotpotqa: {
     normalize: normalizeHotpotQaRow,
     columns: ['_id', 'id', 'question', 'answer', 'supporting_facts', 'type', 'level'],
+  },
+  plain: {
+    normalize: normalizePlainRow,
+    columns: ['id', 'question', 'answer', 'prompt', 'completion', 'messages'],
   },
 } as const satisfies Record<string, FormatEntry>;
 

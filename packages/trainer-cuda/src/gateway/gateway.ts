@@ -57,27 +57,27 @@ const ROLLOUT_ID = /^[A-Za-z0-9._:@-]{1,200}$/;
 export interface PolicyGatewayOptions {
   host: PolicyHost;
   /** Interface to listen on (default 127.0.0.1: nothing beyond this machine). */
-  hostname?: string;
+  hostname?: string | undefined;
   /** Port (default 0: any free port; `url` says which). */
-  port?: number;
+  port?: number | undefined;
   /** When set, every route but /health needs `Authorization: Bearer <apiKey>`. */
-  apiKey?: string;
+  apiKey?: string | undefined;
   /** Largest request body (default 8 MiB). */
-  maxBodyBytes?: number;
+  maxBodyBytes?: number | undefined;
   /** Generations running at once (default 256); more wait in a queue. */
-  maxConcurrency?: number;
+  maxConcurrency?: number | undefined;
   /** Requests waiting for a generation slot (default 4096); more get 429. */
-  maxQueue?: number;
+  maxQueue?: number | undefined;
   /** max_tokens when a request leaves it out (default 1024, and never past the context). */
-  defaultMaxTokens?: number;
+  defaultMaxTokens?: number | undefined;
   /** Variables every chat template render gets (e.g. { enable_thinking: false }). */
-  chatTemplateVariables?: Record<string, unknown>;
+  chatTemplateVariables?: Record<string, unknown> | undefined;
   /** Where calls are recorded (default: a new RolloutRecorder). */
-  recorder?: RolloutRecorder;
+  recorder?: RolloutRecorder | undefined;
   /** Serve /v1/load_lora_adapter and /v1/unload_lora_adapter (default true). */
-  loraUpdates?: boolean;
+  loraUpdates?: boolean | undefined;
   /** Called once per recorded call. */
-  onCall?: (rolloutId: string, call: RecordedCall) => void;
+  onCall?: ((rolloutId: string, call: RecordedCall) => void) | undefined;
   /**
    * The sampling a trainer imposes on a model's calls that belong to a named rollout (a rollout
    * id in the header, the /rollouts/<id> path or metadata: the calls it may train on), or
