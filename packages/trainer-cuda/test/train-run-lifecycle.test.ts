@@ -308,8 +308,11 @@ describe('failed rollouts are never silent', () => {
       expect(l).toContain('8/8 rollouts failed');
       expect(l).toContain('exceeds the 512 positions');
     }
-    // The failed rollouts are kept for inspection.
+    // The failed rollouts are kept for inspection, and the stopped run has its report.
     expect(readdirSync(join(dir, 'rollouts'))).toHaveLength(2);
+    const report = readFileSync(join(dir, 'report.html'), 'utf8');
+    expect(report).toContain('class="failures"');
+    expect(report).toContain('CONTEXT_LENGTH_EXCEEDED');
   }, 120_000);
 
   it('some failing rollouts are counted and the run goes on', async () => {
