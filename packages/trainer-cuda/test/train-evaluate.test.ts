@@ -156,7 +156,7 @@ describe('evaluate(): failed rollouts and faulty rewards', () => {
       (e: unknown) => e,
     );
     expect(RolloutsFailedError.isInstance(error)).toBe(true);
-    expect((error as RolloutsFailedError).hint).toContain('--trajectories');
+    expect((error as RolloutsFailedError).hint).toContain('evaluate again');
     expect((error as RolloutsFailedError).hint).not.toContain('parquet');
   });
 

@@ -173,9 +173,9 @@ export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
   await Promise.all(Array.from({ length: width }, worker));
   const failures = countRolloutFailures(results.map((r) => r.trajectory));
   if (failures.total > 0 && failures.failed === failures.total)
-    // An evaluation writes no rollouts/*.parquet: the trajectories are where the errors are.
+    // An evaluation writes no rollouts/*.parquet and no results: the message is the account.
     throw new RolloutsFailedError(`evaluation '${o.name ?? 'policy'}'`, failures, {
-      hint: 'fix the cause above (each failed trajectory records its error: flowgrpo eval --out FILE --trajectories keeps them)',
+      hint: 'fix the cause named above (the first message of each error code), then evaluate again',
     });
   const perSource: Record<string, EvalSummary> = {};
   for (const source of [...new Set(results.map((r) => r.source))].sort())
