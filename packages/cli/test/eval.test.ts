@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  createTinyQwen2,
   type EvalResult,
   initLoraParams,
   loadDecoderConfig,
@@ -161,6 +162,28 @@ describe('flowgrpo eval', () => {
     const json = JSON.parse(readFileSync(out, 'utf8')) as { n: number; results: Row[] };
     expect(json.n).toBe(2);
     expect(Object.keys(json.results[0]!.per_source)).toEqual(['plain']);
+  });
+
+  it("builds the graphs with the run config's max_positions", async () => {
+    // A model whose own positions hold none of the agent's prompts, trained with them raised:
+    // evaluating with the same config must not fall back to the model's 64.
+    const short = join(tmp, 'tiny-64');
+    await createTinyQwen2(short, {
+      seed: 'cli-eval',
+      hiddenSize: 32,
+      layers: 1,
+      heads: 2,
+      maxPositionEmbeddings: 64,
+    });
+    const run = grpoConfig(tmp, short, { eval_file: data, max_completion_length: 4 });
+    const tooShort = captureIO(tmp);
+    const cfgShort = writeConfig(join(tmp, 'grpo-64.json'), run);
+    expect(await runCli(['eval', '--config', cfgShort, '--limit', '2'], tooShort)).toBe(1);
+    expect(tooShort.err).toContain('[CONTEXT_LENGTH_EXCEEDED]');
+    const raised = captureIO(tmp);
+    const cfg = writeConfig(join(tmp, 'grpo-raised.json'), { ...run, max_positions: 1024 });
+    expect(await runCli(['eval', '--config', cfg, '--limit', '2'], raised), raised.err).toBe(0);
+    expect(raised.out).toMatch(/^base\s/m);
   });
 
   it('names what is missing or wrong', async () => {

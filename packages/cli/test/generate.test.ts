@@ -181,5 +181,9 @@ describe('deviceLine', () => {
     expect(deviceLine('cpu', 'auto', 4)).toBe('device: cpu (--device auto; 4 threads)\n');
     expect(deviceLine('cuda', 'auto', undefined)).toBe('device: cuda (--device auto)\n');
     expect(deviceLine('webgpu', 'webgpu', 2)).toBe('device: webgpu\n');
+    // What auto picked is said with its reason, as train and eval say it.
+    expect(deviceLine('cpu', 'auto', 1, 'auto: no CUDA execution provider')).toBe(
+      'device: cpu (auto: no CUDA execution provider; 1 thread)\n',
+    );
   });
 });

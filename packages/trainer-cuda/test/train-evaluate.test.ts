@@ -148,6 +148,18 @@ describe('evaluate(): failed rollouts and faulty rewards', () => {
     expect((error as RolloutsFailedError).hint).toBe('start it');
   });
 
+  it("a failure that knows no fix gets the evaluation's: where its errors are, not a Parquet it never wrote", async () => {
+    const silent: RolloutAgent = {
+      run: () => Promise.reject(new RangeError('the tool server is down')),
+    };
+    const error = await evaluate({ agent: silent, dataset, reward: exact }).catch(
+      (e: unknown) => e,
+    );
+    expect(RolloutsFailedError.isInstance(error)).toBe(true);
+    expect((error as RolloutsFailedError).hint).toContain('evaluate again');
+    expect((error as RolloutsFailedError).hint).not.toContain('parquet');
+  });
+
   it('some failing are counted by code; they count as wrong', async () => {
     const r = await evaluate({ agent: agent((q) => q === 'b'), dataset, reward: exact });
     expect(r.accuracy).toBe(0.75);

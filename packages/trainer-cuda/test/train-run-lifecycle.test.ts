@@ -119,6 +119,29 @@ describe('output_dir: HF rules and the run lock', () => {
     expect((e as ConfigError).key).toBe('overwrite_output_dir');
   });
 
+  it('a resume_from_checkpoint path that is no checkpoint is refused before anything, naming the ones there are', () => {
+    const dir = copyOfFinished('resume-typo');
+    const before = snapshot(dir);
+    const e = (() => {
+      try {
+        claimOutputDir({
+          output_dir: dir,
+          resume_from_checkpoint: join(dir, 'checkpoint-99'),
+          overwrite_output_dir: false,
+          trainer: 'grpo',
+        });
+      } catch (error) {
+        return error;
+      }
+    })();
+    expect(ConfigError.isInstance(e)).toBe(true);
+    expect((e as ConfigError).key).toBe('resume_from_checkpoint');
+    expect((e as ConfigError).message).toContain('checkpoint-99');
+    expect((e as ConfigError).hint).toMatch(/checkpoint-\d/);
+    expect(snapshot(dir)).toEqual(before);
+    expect(existsSync(join(dir, LOCK_FILE))).toBe(false);
+  });
+
   it('an output_dir that is a file, or under a file, is NotADirectoryError naming it', () => {
     const file = join(root, 'a-file');
     writeFileSync(file, 'x');
@@ -308,8 +331,11 @@ describe('failed rollouts are never silent', () => {
       expect(l).toContain('8/8 rollouts failed');
       expect(l).toContain('exceeds the 512 positions');
     }
-    // The failed rollouts are kept for inspection.
+    // The failed rollouts are kept for inspection, and the stopped run has its report.
     expect(readdirSync(join(dir, 'rollouts'))).toHaveLength(2);
+    const report = readFileSync(join(dir, 'report.html'), 'utf8');
+    expect(report).toContain('class="failures"');
+    expect(report).toContain('CONTEXT_LENGTH_EXCEEDED');
   }, 120_000);
 
   it('some failing rollouts are counted and the run goes on', async () => {

@@ -68,7 +68,8 @@ reported at once.
                         several (NAME defaults to the folder's name)
   --base                also evaluate the base model (the default when no --adapter is given)
   --config FILE         a train run config: its agent, reward, judge, tokenizer, model,
-                        eval_file, max_completion_length and max_turns are the defaults here
+                        eval_file, max_positions, max_completion_length and max_turns are the
+                        defaults here
   --agent flow|tag      the agent (flow needs --base-url and --engine-model for its fixed roles)
   --tools LIST          comma-separated tool names (default calculator for flow, none for tag)
   --max-turns N         policy turns per question (default 5)
@@ -168,6 +169,8 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   if (!data) throw new UsageError('--data (or a --config with eval_file) is required');
   const tokArg = stringOption(args, 'tokenizer');
   const tokenizerPath = tokArg ? resolve(io.cwd, tokArg) : rc?.run.tokenizer;
+  // The run's positions: a model trained with a raised max_positions is evaluated with them too.
+  const maxPositions = rc?.run.max_positions;
   const device = (stringOption(args, 'device') ?? rc?.run.device ?? 'cpu') as DeviceName;
   if (!(DEVICES as readonly string[]).includes(device))
     throw new UsageError(`--device must be ${DEVICES.join(', ')}, got '${device}'`);
@@ -200,6 +203,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     {
       model,
       tokenizer: tokenizerPath,
+      maxPositions,
       device,
       data: [
         { key: dataArg ? '--data' : 'eval_file', path: data, kind: 'query', format: dataFormat },
@@ -259,6 +263,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
       const lora = group.find((p) => p.adapter)?.adapter?.lora;
       const { dir, manifest } = await ensureArtifacts(model, join(tmp ?? '', `group-${g++}`), {
         ...(lora && { lora }),
+        ...(maxPositions !== undefined && { maxPositions }),
         graphs: ['decode'],
       });
       const tokenizer = await resolveTokenizer(model, tokenizerPath, manifest.config.vocabSize);

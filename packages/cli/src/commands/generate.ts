@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
 import {
   buildDecoderArtifacts,
+  chooseDevice,
   DecoderArtifacts,
   DecoderGenerator,
   eosTokenIds,
@@ -31,10 +32,19 @@ const usage = `Usage:
   Prints the prompt followed by the completion (as llama2.c's run.c does), and on stderr the
   device it ran on, e.g. "device: cpu (2 threads)".`;
 
-/** The stderr line that says where the model ran (the device 'auto' resolved to, CPU threads). */
-export function deviceLine(device: string, requested: string, threads: number | undefined): string {
+/**
+ * The stderr line that says where the model ran: the device 'auto' resolved to and why (`why`,
+ * as train and eval say it), the CPU threads.
+ */
+export function deviceLine(
+  device: string,
+  requested: string,
+  threads: number | undefined,
+  why?: string,
+): string {
   const notes: string[] = [];
-  if (requested !== device) notes.push(`--device ${requested}`);
+  if (why !== undefined) notes.push(why);
+  else if (requested !== device) notes.push(`--device ${requested}`);
   if (device === 'cpu') {
     notes.push(
       threads === undefined
@@ -95,9 +105,9 @@ export const generateCommand: Command = {
     if (!modelArg) throw new UsageError('--model is required');
     const prompt = stringOption(args, 'prompt') ?? args.positionals[0];
     if (prompt === undefined) throw new UsageError('--prompt is required');
-    const device = stringOption(args, 'device') ?? 'cpu';
-    if (!['cpu', 'auto', 'cuda', 'webgpu'].includes(device))
-      throw new UsageError(`--device must be cpu, auto, cuda or webgpu, got '${device}'`);
+    const requested = stringOption(args, 'device') ?? 'cpu';
+    if (!['cpu', 'auto', 'cuda', 'webgpu'].includes(requested))
+      throw new UsageError(`--device must be cpu, auto, cuda or webgpu, got '${requested}'`);
     const temperature = numberOption(args, 'temperature') ?? 1;
     if (temperature < 0) throw new UsageError('--temperature must be >= 0');
     const topP = numberOption(args, 'top-p');
@@ -135,6 +145,10 @@ export const generateCommand: Command = {
       vocabSize: weights.config.vocabSize,
     });
 
+    // 'auto' is resolved here, as train and eval do, so the line below can say why it picked
+    // what it did (never a software WebGPU adapter) and the CPU gets its fused graph.
+    const auto = requested === 'auto' ? await chooseDevice('auto') : undefined;
+    const device = auto?.device ?? requested;
     const dir = await mkdtemp(join(tmpdir(), 'flowgrpo-generate-'));
     try {
       // On the CPU the fused generate graph (its decode loop runs inside ONNX Runtime); on a GPU
@@ -153,7 +167,7 @@ export const generateCommand: Command = {
       });
       try {
         const ran = artifacts.session(graph).device;
-        io.stderr(deviceLine(ran, device, ran === 'cpu' ? intraOpThreads : threads));
+        io.stderr(deviceLine(ran, requested, ran === 'cpu' ? intraOpThreads : threads, auto?.why));
         const promptIds = Array.from(
           tokenizer.encode(prompt, { addBos: args.values['no-bos'] !== true }),
         );

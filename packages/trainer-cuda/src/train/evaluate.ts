@@ -173,7 +173,10 @@ export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
   await Promise.all(Array.from({ length: width }, worker));
   const failures = countRolloutFailures(results.map((r) => r.trajectory));
   if (failures.total > 0 && failures.failed === failures.total)
-    throw new RolloutsFailedError(`evaluation '${o.name ?? 'policy'}'`, failures);
+    // An evaluation writes no rollouts/*.parquet and no results: the message is the account.
+    throw new RolloutsFailedError(`evaluation '${o.name ?? 'policy'}'`, failures, {
+      hint: 'fix the cause named above (the first message of each error code), then evaluate again',
+    });
   const perSource: Record<string, EvalSummary> = {};
   for (const source of [...new Set(results.map((r) => r.source))].sort())
     perSource[source] = summarize(

@@ -524,12 +524,15 @@ export class GRPOTrainer {
         await this.#run.writeRollouts(state.global_step, trajectories);
         lastBatch = trajectories;
         // Every rollout of several steps in a row failed: a broken setup, which more steps would
-        // not mend. The checkpoints written so far stay as they are.
-        if (failedSteps >= c.max_failed_rollout_steps)
+        // not mend. The checkpoints written so far stay as they are; report.html is written so
+        // the failures can be read per step and per trajectory without decoding the Parquet.
+        if (failedSteps >= c.max_failed_rollout_steps) {
+          await this.#writeReport(lastBatch);
           throw new RolloutsFailedError(
             `every rollout of the last ${failedSteps} steps failed (max_failed_rollout_steps: ${c.max_failed_rollout_steps}); last at step ${state.global_step}`,
             failures,
           );
+        }
         bar.update(state.global_step, {
           reward: Number(record.reward),
           acc: Number(record.accuracy),
@@ -552,15 +555,7 @@ export class GRPOTrainer {
         finalEval = await this.evaluate(o.evalDataset, 'final');
         this.#run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
       }
-      const reportPath = join(this.#run.dir, 'report.html');
-      const report = await this.#run.guard(reportPath, () =>
-        writeReport(this.#run.dir, {
-          title: `GRPO run — ${this.#run.dir}`,
-          metrics: this.#run.readMetrics(),
-          ...(finalEval && { evals: [finalEval] }),
-          trajectories: lastBatch.slice(0, 32),
-        }),
-      );
+      const report = await this.#writeReport(lastBatch, finalEval);
       return {
         globalStep: state.global_step,
         checkpoint: lastCheckpoint,
@@ -572,6 +567,18 @@ export class GRPOTrainer {
     } finally {
       await this.close();
     }
+  }
+
+  /** report.html from metrics.jsonl so far, the last batch's trajectories and the final eval. */
+  #writeReport(lastBatch: readonly Trajectory[], finalEval?: EvalResult): Promise<string> {
+    return this.#run.guard(join(this.#run.dir, 'report.html'), () =>
+      writeReport(this.#run.dir, {
+        title: `GRPO run — ${this.#run.dir}`,
+        metrics: this.#run.readMetrics(),
+        ...(finalEval && { evals: [finalEval] }),
+        trajectories: lastBatch.slice(0, 32),
+      }),
+    );
   }
 
   /** Evaluates the current policy (greedy) on `dataset`. */

@@ -111,7 +111,10 @@ function oneLine(s: string): string {
   return line.length > 300 ? `${line.slice(0, 299)}…` : line;
 }
 
-/** Every rollout of several steps in a row (or of an evaluation) failed. */
+/**
+ * Every rollout of several steps in a row (or of an evaluation) failed. The fix is the first
+ * failure's own when it knows one, else `options.hint` (where the failed rollouts can be read).
+ */
 export class RolloutsFailedError extends FlowGrpoError {
   static override readonly code = 'ROLLOUTS_FAILED';
   readonly failures: RolloutFailures;
@@ -119,9 +122,9 @@ export class RolloutsFailedError extends FlowGrpoError {
     const first = failures.kinds[0];
     super(`${what}: ${describeRolloutFailures(failures)}`, {
       hint:
-        options.hint ??
         first?.hint ??
-        'fix the cause above (decode one failed rollout from rollouts/*.parquet for the details)',
+        options.hint ??
+        'fix the cause above (report.html lists each failed rollout with its error; rollouts/*.parquet holds them all)',
     });
     this.failures = failures;
   }

@@ -267,6 +267,20 @@ function checkRules(
     );
   recoverOverwrite(dir, log);
   const checkpoints = listCheckpoints(dir);
+  // A path is checked here, before anything is built: a typo would otherwise surface as a raw
+  // ENOENT from trainer_state.json once the artifacts are ready.
+  const from = o.resume_from_checkpoint;
+  if (typeof from === 'string' && from && !existsSync(join(from, 'trainer_state.json')))
+    throw new ConfigError(
+      `resume_from_checkpoint: ${resolve(from)} is not a checkpoint folder (${existsSync(from) ? 'no trainer_state.json in it' : 'it does not exist'})`,
+      { key: 'resume_from_checkpoint' },
+      {
+        hint:
+          checkpoints.length > 0
+            ? `name one of ${dir}'s checkpoints (${checkpoints.map((c) => `checkpoint-${c.step}`).join(', ')}), or set it to true for the latest (--resume)`
+            : 'name a checkpoint-<step> folder of a run, or set it to true to continue the latest in output_dir (--resume)',
+      },
+    );
   if (o.resume_from_checkpoint === false && !o.overwrite_output_dir && checkpoints.length > 0)
     throw refuseFreshRun(
       dir,
