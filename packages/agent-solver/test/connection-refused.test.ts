@@ -68,6 +68,8 @@ describe('a refused connection', () => {
     expect(e.status).toBeUndefined();
     expect(e.message).toContain(`http://127.0.0.1:${port}/v1`);
     expect(e.message).toContain('connection refused (ECONNREFUSED)');
+    // The fix travels with the error (a rollout's failure line prints it): what to check.
+    expect(e.hint).toMatch(/is running and reachable \(base_url\)/);
     expect(counter.calls()).toBe(1);
   });
 

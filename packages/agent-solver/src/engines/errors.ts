@@ -27,13 +27,28 @@ export class LLMRequestError extends FlowGrpoError {
     },
     options?: FlowGrpoErrorOptions,
   ) {
-    super(message, options);
+    // A failed call inside a rollout is reported on the step's line with its fix: say what to
+    // check from what the server did (nothing, refused us, did not know the model, failed).
+    super(message, { ...options, hint: options?.hint ?? requestFix(fields) });
     this.status = fields.status;
     this.body = fields.body;
     this.attempts = fields.attempts;
     this.retryable = fields.retryable;
     this.baseURL = fields.baseURL;
   }
+}
+
+function requestFix(f: { status?: number; baseURL?: string }): string {
+  const server = f.baseURL ? `the server at ${f.baseURL}` : 'the server';
+  if (f.status === undefined)
+    return `check that ${server} is running and reachable (base_url), then run again`;
+  if (f.status === 401 || f.status === 403)
+    return `check the API key for ${server} (api_key_env names the variable that holds it)`;
+  if (f.status === 404)
+    return `check base_url (it usually ends in /v1) and that ${server} serves the model named`;
+  if (f.status === 429 || f.status >= 500)
+    return `${server} is overloaded or failing: lower max_concurrency, raise the timeout, or try later`;
+  return `${server} refused the request: its error body above says why`;
 }
 
 /** No complete answer arrived within the timeout (on every attempt). */
