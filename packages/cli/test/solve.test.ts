@@ -53,6 +53,26 @@ async function solveSquare(...extra: string[]) {
 }
 
 describe('flowgrpo solve (in process)', () => {
+  it('an answer made after the planning calls failed is printed, but exits 1 with the cause', async () => {
+    // Every structured call (analyzer, planner, verifier) is refused; the plain final-answer
+    // call works: the run stops with 'error' and still answers — no success.
+    server.setFallback(
+      'chat',
+      reply.dynamic((r) =>
+        r.body.response_format?.json_schema
+          ? reply.error(400, 'schema not supported')
+          : reply.text('Answer: 144'),
+      ),
+    );
+    const io = captureIO(tmpdir());
+    const argv = ['solve', 'What is 12 squared?', '--base-url', server.baseURL, '--model', 'qwen'];
+    const code = await runCli([...argv, '--tools', 'calculator'], io);
+    expect(io.out).toContain('144');
+    expect(io.err).toMatch(/^\[LLM_REQUEST_ERROR\] the run stopped early \(\w+\): /m);
+    expect(io.err).toContain('fix: ');
+    expect(code).toBe(1);
+  });
+
   it('prints the trace and the final answer', async () => {
     const { io, code } = await solveSquare();
     expect(io.err).toBe('');

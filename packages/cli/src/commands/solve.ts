@@ -317,6 +317,19 @@ export const solveCommand: Command = {
       return 1;
     }
     if (!json) io.stdout(terminalSafe(summary(result)));
+    // An answer reached after a role failed (the analyzer or planner call, say) stopped with
+    // 'error': it is printed, but the run is no success — exit 1 with the first failure's code.
+    if (result.stopReason === 'error') {
+      const first = result.errors.find((e) => e.role !== 'tools') ?? result.errors[0];
+      io.stderr(
+        errorLines(
+          first?.code ?? 'SOLVE_ERROR',
+          `the run stopped early${first ? ` (${first.role}): ${first.message}` : ''}; the answer above was made without it`,
+          `check that ${baseURL} is running and serves '${model}' (--base-url, --model), then ask again`,
+        ),
+      );
+      return 1;
+    }
     return 0;
   },
 };
