@@ -27,7 +27,7 @@ export class ContextLengthExceededError extends FlowGrpoError {
 
 /** The fix of a prompt that does not fit `maxPositions`. */
 function contextLengthHint(maxPositions: number): string {
-  return `raise max_positions above ${maxPositions} (the artifacts are rebuilt; at most the model's max_position_embeddings), shorten the prompt, or lower max_completion_length`;
+  return `raise max_positions above ${maxPositions} (the artifacts are rebuilt; positions past the model's max_position_embeddings were never trained), shorten the prompt, or lower max_completion_length`;
 }
 
 /** A prompt or stop token id is outside the model's vocabulary: tokenizer and model disagree. */
