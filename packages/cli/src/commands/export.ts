@@ -25,6 +25,7 @@ import {
   stringOption,
   UsageError,
 } from '../command.js';
+import { resolveModelArg } from '../hub-names.js';
 import { modelKind } from '../model-artifacts.js';
 import { requireFolder } from '../user-paths.js';
 
@@ -109,7 +110,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
   if (!modelArg) throw new UsageError('--model is required');
   const outArg = stringOption(args, 'out');
   if (!outArg) throw new UsageError('--out is required');
-  const model = resolve(io.cwd, modelArg);
+  const model = await resolveModelArg(modelArg, io, '--model');
   const out = resolve(io.cwd, outArg);
   if (modelKind(model) !== 'hf')
     throw new ConfigError(`--model ${model} must be a HF model folder (it holds artifacts)`, {

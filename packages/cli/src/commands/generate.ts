@@ -12,6 +12,7 @@ import {
   loadTokenizer,
 } from '@flowgrpo/trainer';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
+import { resolveModelArg } from '../hub-names.js';
 import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
 
 const usage = `Usage:
@@ -119,7 +120,7 @@ export const generateCommand: Command = {
     const threads = intOption(args, 'threads');
     if (threads === 0) throw new UsageError('--threads must be at least 1');
 
-    const modelPath = resolve(io.cwd, modelArg);
+    const modelPath = await resolveModelArg(modelArg, io, '--model');
     const isDir = (await stat(modelPath).catch(() => undefined))?.isDirectory();
     if (isDir === undefined) throw new FileNotFoundError(modelPath);
     if (isDir) {

@@ -27,6 +27,7 @@ import {
   stringOption,
   UsageError,
 } from '../command.js';
+import { resolveModelArg } from '../hub-names.js';
 import {
   ensureArtifacts,
   loraFromOptions,
@@ -266,7 +267,7 @@ export const serveCommand: Command = {
       const file = resolve(cwd, trainFile);
       const config = parseConfig(GRPOConfigSchema, readJsonFile(file, '--train'), trainFile);
       config.output_dir = resolve(dirname(file), config.output_dir);
-      const model = resolve(cwd, modelArg);
+      const model = await resolveModelArg(modelArg, io, '--model');
       const { dir: artifacts, manifest } = await ensureArtifacts(
         model,
         join(config.output_dir, 'artifacts'),
@@ -338,7 +339,7 @@ export const serveCommand: Command = {
       for (const [n, p] of Object.entries(adapters)) await host.loadAdapter(n, p);
     } else {
       if (!modelArg) throw new UsageError('--model is required (or --upstream)');
-      const model = resolve(cwd, modelArg);
+      const model = await resolveModelArg(modelArg, io, '--model');
       const lora = loraShape(args, adapters);
       const dir = resolve(
         cwd,

@@ -9,6 +9,7 @@ import {
   SFTTrainer,
 } from '@flowgrpo/trainer';
 import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
+import { resolveRunSources } from '../hub-names.js';
 import { ensureArtifacts, loraFromOptions, resolveTokenizer } from '../model-artifacts.js';
 import { preflight, trainPlan } from '../preflight.js';
 import { agentFactory, rewardFunction, rolloutEngine } from '../run-agent.js';
@@ -206,11 +207,13 @@ export const trainCommand: Command = {
     const device = stringOption(args, 'device');
     if (device !== undefined && !(DEVICES as readonly string[]).includes(device))
       throw new UsageError(`--device must be ${DEVICES.join(', ')}, got '${device}'`);
-    const rc = loadRunConfig(file, io.cwd, {
+    const given = loadRunConfig(file, io.cwd, {
       ...(args.values.resume === true && { resume: true }),
       ...(args.values.overwrite === true && { overwrite: true }),
       ...(device && { device: device as DeviceName }),
     });
+    // Hub names (model, tokenizer, train_file, dataset_name…) fetched into the HF cache first.
+    const rc = { ...given, run: await resolveRunSources(given.run, io) } as RunConfig;
     // Every check before anything is built or written; 'auto' resolved once, here.
     const { device: chosen } = await preflight(trainPlan(rc, rc.run.device ?? 'cpu'), io);
     return train(rc, chosen, io);
