@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { FileNotFoundError } from '../errors.js';
 import { downloadHubDataset, type HubDatasetOptions } from './dataset.js';
-import { HubError } from './errors.js';
+import { HubError, HubNotFoundError } from './errors.js';
 import { downloadHubModel } from './model.js';
 import { parseHubRepoId } from './repo-id.js';
 import type { HubOptions } from './snapshot.js';
@@ -30,6 +30,16 @@ function missing(path: string, what: string, example: string): FileNotFoundError
   });
 }
 
+/** A 404 for a name that is no local path either: says both places were looked in. */
+function neitherLocalNorHub(e: unknown, local: string, name: string, kind: string): unknown {
+  if (!HubNotFoundError.isInstance(e)) return e;
+  return new HubNotFoundError(
+    `${name} is neither a local path (no ${local}) nor a ${kind} on the hub (${e.message})`,
+    { repo: e.repo },
+    { cause: e, hint: e.hint },
+  );
+}
+
 /** A model folder: `nameOrPath` itself when it exists, else the hub model's snapshot folder. */
 export async function resolveModelSource(
   nameOrPath: string,
@@ -40,7 +50,11 @@ export async function resolveModelSource(
   if (existsSync(local)) return local;
   if (!parseHubRepoId(nameOrPath))
     throw missing(local, options.what ?? 'the model path', 'Qwen/Qwen2.5-0.5B-Instruct');
-  return (await downloadHubModel(nameOrPath, options)).dir;
+  try {
+    return (await downloadHubModel(nameOrPath, options)).dir;
+  } catch (e) {
+    throw neitherLocalNorHub(e, local, nameOrPath, 'model');
+  }
 }
 
 /**
@@ -56,7 +70,9 @@ export async function resolveDataSource(
   if (existsSync(local)) return local;
   if (!parseHubRepoId(nameOrPath))
     throw missing(local, options.what ?? 'the data file', 'openai/gsm8k');
-  const ds = await downloadHubDataset(nameOrPath, options);
+  const ds = await downloadHubDataset(nameOrPath, options).catch((e: unknown) => {
+    throw neitherLocalNorHub(e, local, nameOrPath, 'data set');
+  });
   if (ds.paths.length > 1)
     throw new HubError(
       `${ds.repo} split '${options.split ?? 'train'}' is stored in ${ds.paths.length} files (${ds.files.join(', ')}); ${options.what ?? 'a data file'} names one file`,
