@@ -30,7 +30,7 @@ const shared = sharedDir();
 const dataDir = values['data-dir'] ?? (shared ? join(shared, 'data') : undefined);
 if (!dataDir && !(values.math && values.nq)) {
   console.log(
-    'data-prep: skipped — no data folder: ../shared (or $FLOWGRPO_SHARED) is absent; pass --data-dir, or --math and --nq with the full HF Parquet files',
+    'data-prep: skipped — no data folder: ../shared (or $FLOWGRPO_SHARED) is absent; pass --data-dir, or --math and --nq with the hub files: pnpm flowgrpo data fetch openai/gsm8k --config main (math) and pnpm flowgrpo data fetch PeterJinGo/nq_hotpotqa_train (Search-R1's NQ + HotpotQA training set) print their paths (README: where the data comes from)',
   );
   process.exit(0);
 }
