@@ -38,6 +38,7 @@ const usage = `Usage:
       Writes a HF model folder with the adapter merged into the weights
       (W + alpha/r · B·A, as PEFT's merge_and_unload), plus the tokenizer and generation files:
       loadable by transformers, vLLM and flowgrpo without PEFT.
+  HF_FOLDER may be a Hugging Face Hub name org/name[@revision] (docs/guides/hub.md).
 
   --adapter PATH         a PEFT adapter folder, or a checkpoint-<step> folder of a run
   --lora-r N             LoRA rank (without --adapter; default: no LoRA inputs)

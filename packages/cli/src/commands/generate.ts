@@ -18,8 +18,9 @@ import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
 const usage = `Usage:
   flowgrpo generate --model PATH [--tokenizer PATH] --prompt TEXT [options]
       Generate text with a local decoder through its ONNX prefill/decode graphs.
-      PATH is a HF model folder (config.json + safetensors + tokenizer.json) or a llama2.c .bin
-      checkpoint (then --tokenizer names its tokenizer .bin).
+      PATH is a HF model folder (config.json + safetensors + tokenizer.json), a Hugging Face
+      Hub name org/name[@revision] (downloaded into $HF_HOME/hub: docs/guides/hub.md) or a
+      llama2.c .bin checkpoint (then --tokenizer names its tokenizer .bin).
   Options:
     --max-new-tokens N   tokens to generate (default 256)
     --temperature T      0 = greedy (default 1)

@@ -50,7 +50,8 @@ const usage = `Usage:
       The same gateway in front of vLLM / SGLang servers: prompts are rendered here and sent as
       token ids to /v1/completions; token ids and logprobs come back and are recorded.
   Options:
-    --model PATH              HF model folder or artifacts directory (local mode)
+    --model PATH              HF model folder, artifacts directory or hub name org/name
+                              (local mode; docs/guides/hub.md)
     --tokenizer PATH          folder with tokenizer.json (default: the model folder)
     --served-model-name NAME  the base model's name in requests (default: the folder's name)
     --lora NAME=PATH          serve a PEFT adapter as model NAME (repeatable)

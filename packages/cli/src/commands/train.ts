@@ -31,14 +31,18 @@ written its first checkpoint). One run at a time per output_dir (output_dir/.flo
 run.json holds the trainer's keys as TRL names them (learning_rate, max_steps, num_generations,
 beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the run's own:
   "trainer"      "sft" | "grpo"
-  "model"        HF model folder (artifacts are built into output_dir/artifacts) or an
-                 artifacts directory (from flowgrpo export)
-  "tokenizer"    folder with tokenizer.json (default: the model folder)
+  "model"        HF model folder (artifacts are built into output_dir/artifacts), an
+                 artifacts directory (from flowgrpo export), or a Hugging Face Hub name
+                 org/name[@revision] downloaded into $HF_HOME/hub (docs/guides/hub.md)
+  "tokenizer"    folder with tokenizer.json or a hub name (default: the model folder)
   "base_model"   base_model_name_or_path in adapter_config.json (default: the model path)
   "train_file"   .jsonl or .parquet — GRPO: SampleRows, or plain rows: {"question", "answer"},
                  TRL's "prompt" + "completion" or "messages" (detected; "#### N" → N);
                  SFT: TRL formats, rows with "messages", "prompt" + "completion", or "text"
   "eval_file"    held-out rows in the same format (GRPO: accuracy; SFT: eval loss)
+                 train_file / eval_file may name a hub data set org/name[@revision] (its
+                 train / test split); or TRL's "dataset_name" with "dataset_config",
+                 "dataset_train_split" (default train) and "dataset_test_split" (sets eval_file)
   "device"       cpu | auto | cuda | webgpu (default cpu); auto takes CUDA, then WebGPU on a GPU
                  (never a software Vulkan driver such as lavapipe), then the CPU
   "max_positions"  RoPE table rows when building artifacts (default min(max_position_embeddings,
