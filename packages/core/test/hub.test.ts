@@ -76,6 +76,17 @@ beforeAll(async () => {
       files: { 'config.json': '{}', 'model.safetensors': shard(3) },
     },
     {
+      type: 'model',
+      repo: 'evil/index',
+      commit: 'f'.repeat(40),
+      files: {
+        'config.json': '{}',
+        'model.safetensors.index.json': JSON.stringify({
+          weight_map: { a: '../../../../../escaped.safetensors' },
+        }),
+      },
+    },
+    {
       type: 'dataset',
       repo: 'openai/gsm8k',
       commit: 'd'.repeat(40),
@@ -227,6 +238,17 @@ describe('downloadHubModel', () => {
     expect(HubOfflineError.isInstance(e)).toBe(true);
     expect((e as Error).message).toContain('HF_HUB_OFFLINE=1');
     expect(hub.requests.length).toBe(from);
+  });
+});
+
+describe('file names from the hub', () => {
+  it('a name that climbs out of the snapshot is refused before anything is written', async () => {
+    const env = envFor();
+    const e = await downloadHubModel('evil/index', { env }).catch((x: unknown) => x);
+    expect(HubIntegrityError.isInstance(e)).toBe(true);
+    expect((e as Error).message).toContain('"../../../../../escaped.safetensors"');
+    expect(existsSync(join(env.HF_HOME, 'escaped.safetensors'))).toBe(false);
+    expect(hub.requests.some((r) => r.path.includes('escaped'))).toBe(false);
   });
 });
 

@@ -53,6 +53,14 @@ export async function downloadHubFile(
   req: HubFileRequest,
 ): Promise<{ path: string; downloaded: boolean }> {
   const { settings, repo, file } = req;
+  // File names come from the hub's listing (and a model's index): one that climbs out of the
+  // snapshot folder would write over the user's files.
+  if (file.startsWith('/') || file.split(/[\\/]/).some((part) => part === '..' || part === ''))
+    throw new HubIntegrityError(
+      `${repo} lists a file named ${JSON.stringify(file)}, which is no path inside the repo; it was not downloaded`,
+      { repo },
+      { hint: 'check HF_ENDPOINT: it must serve the Hugging Face Hub API' },
+    );
   const target = join(snapshotFolder(req.repoFolder, req.commit), file);
   if (existsSync(target)) return { path: target, downloaded: false };
 
@@ -72,6 +80,13 @@ export async function downloadHubFile(
       { hint: 'check HF_ENDPOINT: it must serve the Hugging Face Hub API' },
     );
   const etag = unquote(etagHeader);
+  // The ETag names the blob file: it must be a plain name (a hash), never a path.
+  if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(etag))
+    throw new HubIntegrityError(
+      `the hub sent the ETag ${JSON.stringify(etag)} for ${repo}/${file}, which is no hash`,
+      { repo },
+      { hint: 'check HF_ENDPOINT: it must serve the Hugging Face Hub API' },
+    );
   const sizeHeader = head.headers.get('x-linked-size') ?? head.headers.get('content-length');
   const size = sizeHeader === null ? undefined : Number(sizeHeader);
   const location = head.headers.get('location');
