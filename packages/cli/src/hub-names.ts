@@ -1,6 +1,13 @@
 import { resolve } from 'node:path';
-import { type HubProgress, isHubName, resolveDataSource, resolveModelSource } from '@flowgrpo/core';
+import {
+  FlowGrpoError,
+  type HubProgress,
+  isHubName,
+  resolveDataSource,
+  resolveModelSource,
+} from '@flowgrpo/core';
 import type { CliIO } from './command.js';
+import { PreflightError, type PreflightProblem } from './preflight.js';
 import { cliProgress } from './run-progress.js';
 
 // Hub names in the CLI's options and run configs: `--model Qwen/Qwen2.5-0.5B-Instruct`,
@@ -56,22 +63,39 @@ interface RunSources {
 /**
  * The run with every hub name replaced by its local path. A hub model also becomes the
  * adapter's base_model_name_or_path (unless base_model says otherwise), as PEFT writes it.
+ * Every key is tried, and what failed is reported together as preflight reports its problems
+ * (one problem as itself: `[HUB_GATED] model: …`), before anything is built or written.
  */
 export async function resolveRunSources<T extends RunSources>(run: T, io: CliIO): Promise<T> {
   const out: T = { ...run };
+  const problems: PreflightProblem[] = [];
+  const attempt = async (key: string, resolveKey: () => Promise<void>) => {
+    try {
+      await resolveKey();
+    } catch (e) {
+      if (!FlowGrpoError.isInstance(e)) throw e;
+      problems.push({ code: e.code, message: `${key}: ${e.message}`, hint: e.hint });
+    }
+  };
   if (isHubName(run.model, io.cwd)) out.base_model ??= run.model;
-  out.model = await resolveModelArg(run.model, io, 'model');
-  if (run.tokenizer) out.tokenizer = await resolveModelArg(run.tokenizer, io, 'tokenizer');
-  const config = run.dataset_config;
-  if (run.train_file)
-    out.train_file = await resolveDataArg(run.train_file, io, 'train_file', {
-      config,
-      split: run.dataset_train_split ?? 'train',
+  await attempt('model', async () => {
+    out.model = await resolveModelArg(run.model, io, 'model');
+  });
+  const { tokenizer, train_file, eval_file, dataset_config: config } = run;
+  if (tokenizer)
+    await attempt('tokenizer', async () => {
+      out.tokenizer = await resolveModelArg(tokenizer, io, 'tokenizer');
     });
-  if (run.eval_file)
-    out.eval_file = await resolveDataArg(run.eval_file, io, 'eval_file', {
-      config,
-      split: run.dataset_test_split ?? 'test',
+  if (train_file)
+    await attempt('train_file', async () => {
+      const split = run.dataset_train_split ?? 'train';
+      out.train_file = await resolveDataArg(train_file, io, 'train_file', { config, split });
     });
+  if (eval_file)
+    await attempt('eval_file', async () => {
+      const split = run.dataset_test_split ?? 'test';
+      out.eval_file = await resolveDataArg(eval_file, io, 'eval_file', { config, split });
+    });
+  if (problems.length > 0) throw new PreflightError(problems);
   return out;
 }

@@ -68,9 +68,26 @@ describe('hub names in flowgrpo train', () => {
     const cfg = writeConfig(join(dir, 'run.json'), grpoConfig(dir, 'meta/gated'));
     const io = captureIO(dir, env());
     expect(await runCli(['train', '--config', cfg], io)).toBe(1);
-    expect(io.err).toContain('[HUB_GATED] meta/gated is gated or private');
+    expect(io.err).toContain('[HUB_GATED] model: meta/gated is gated or private');
     expect(io.err).toContain(`accept the licence at ${hub.url}/meta/gated and set HF_TOKEN`);
     expect(readdirSync(dir)).toEqual(['run.json', 'train-rows.jsonl']);
+  });
+
+  it('every hub name that fails is reported at once, each with its fix', async () => {
+    const dir = join(tmp, 'several');
+    mkdirSync(dir);
+    const { train_file: _, ...config } = grpoConfig(dir, 'meta/gated', {
+      dataset_name: 'math/sums',
+      dataset_train_split: 'validation',
+    });
+    const cfg = writeConfig(join(dir, 'run.json'), config);
+    const io = captureIO(dir, env());
+    expect(await runCli(['train', '--config', cfg], io)).toBe(1);
+    expect(io.err).toContain('[PREFLIGHT_FAILED] 2 problems found');
+    expect(io.err).toContain('[HUB_GATED] model: meta/gated is gated or private');
+    expect(io.err).toContain(
+      "[HUB_ERROR] train_file: data set math/sums (config default) has no split 'validation' (its files name: test, train)",
+    );
   });
 
   it('a name neither local nor on the hub is HUB_NOT_FOUND naming both', async () => {
@@ -80,7 +97,7 @@ describe('hub names in flowgrpo train', () => {
     const io = captureIO(dir, env());
     expect(await runCli(['train', '--config', cfg], io)).toBe(1);
     expect(io.err).toContain(
-      `[HUB_NOT_FOUND] nobody/nothing is neither a local path (no ${join(dir, 'nobody', 'nothing')}) nor a model on the hub`,
+      `[HUB_NOT_FOUND] model: nobody/nothing is neither a local path (no ${join(dir, 'nobody', 'nothing')}) nor a model on the hub`,
     );
   });
 });
