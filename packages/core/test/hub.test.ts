@@ -151,6 +151,37 @@ describe('downloadHubModel', () => {
     expect(hub.downloads().length).toBe(before);
   });
 
+  it('draws a progress bar per downloaded file, to its size', async () => {
+    const bars: { label: string; total: number; last: number; stopped: boolean }[] = [];
+    const progress = {
+      start(label: string, total: number) {
+        const bar = { label, total, last: -1, stopped: false };
+        bars.push(bar);
+        return {
+          update: (v: number) => {
+            bar.last = v;
+          },
+          stop: () => {
+            bar.stopped = true;
+          },
+        };
+      },
+    };
+    await downloadHubModel('tiny/model', { env: envFor(), progress });
+    const weightsBar = bars.find((b) => b.label === 'model.safetensors');
+    expect(weightsBar).toEqual({
+      label: 'model.safetensors',
+      total: weights.length,
+      last: weights.length,
+      stopped: true,
+    });
+    expect(bars.map((b) => b.label).sort()).toEqual([
+      'config.json',
+      'model.safetensors',
+      'tokenizer.json',
+    ]);
+  });
+
   it('downloads the shards a model.safetensors.index.json names', async () => {
     const snap = await downloadHubModel('tiny/sharded', { env: envFor() });
     expect(snap.files).toEqual([
