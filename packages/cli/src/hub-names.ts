@@ -30,7 +30,9 @@ export async function resolveModelArg(
 ): Promise<string> {
   // Not a hub name: the path as given, for the checks downstream to name what is wrong with it.
   if (!isHubName(nameOrPath, io.cwd)) return resolve(io.cwd, nameOrPath);
-  const dir = await resolveModelSource(nameOrPath, hubOptions(io, what));
+  // A tokenizer option needs the tokenizer files only, not the model's weights.
+  const tokenizerOnly = what === 'tokenizer' || what === '--tokenizer';
+  const dir = await resolveModelSource(nameOrPath, { ...hubOptions(io, what), tokenizerOnly });
   io.stderr(`${what}: ${nameOrPath} → ${dir}\n`);
   return dir;
 }

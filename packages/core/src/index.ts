@@ -135,7 +135,7 @@ export {
   HubNotFoundError,
   HubOfflineError,
 } from './hub/errors.js';
-export { downloadHubModel, type HubSnapshot } from './hub/model.js';
+export { downloadHubModel, downloadHubTokenizer, type HubSnapshot } from './hub/model.js';
 export { type HubRepoId, type HubRepoType, parseHubRepoId } from './hub/repo-id.js';
 export {
   isHubName,

@@ -13,6 +13,7 @@ import { type FakeHub, startFakeHub } from '../../../test-utils/fake-hub.js';
 import {
   downloadHubDataset,
   downloadHubModel,
+  downloadHubTokenizer,
   HubGatedError,
   HubIntegrityError,
   HubNotFoundError,
@@ -180,6 +181,27 @@ describe('downloadHubModel', () => {
       'model.safetensors',
       'tokenizer.json',
     ]);
+  });
+
+  it('a tokenizer alone: its files only, never the weights', async () => {
+    const env = envFor();
+    const before = hub.downloads().length;
+    const snap = await downloadHubTokenizer('tiny/model', { env });
+    expect(snap.files).toEqual(['tokenizer.json']);
+    expect(
+      hub
+        .downloads()
+        .slice(before)
+        .some((r) => r.path.startsWith('/lfs/')),
+    ).toBe(false);
+    expect(
+      await resolveModelSource('tiny/model', {
+        env,
+        cwd: join(dir, 'no-such-cwd'),
+        tokenizerOnly: true,
+      }),
+    ).toBe(snap.dir);
+    expect(existsSync(join(snap.dir, 'model.safetensors'))).toBe(false);
   });
 
   it('downloads the shards a model.safetensors.index.json names', async () => {

@@ -8,13 +8,8 @@ import { type HubOptions, openHubRevision } from './snapshot.js';
 // safetensors weights (one file, or the shards a model.safetensors.index.json names) — never
 // the .bin / .h5 / .onnx copies many repos also hold.
 
-const METADATA = [
-  'config.json',
-  'generation_config.json',
-  'tokenizer.json',
-  'tokenizer_config.json',
-  'special_tokens_map.json',
-];
+const TOKENIZER = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json'];
+const METADATA = ['config.json', 'generation_config.json', ...TOKENIZER];
 const INDEX = 'model.safetensors.index.json';
 
 export interface HubSnapshot {
@@ -71,6 +66,34 @@ export async function downloadHubModel(
     revision: rev.revision,
     commit: rev.commit,
     files: wanted,
+    downloaded,
+  };
+}
+
+/**
+ * Only the tokenizer files of the model `org/name[@revision]` (tokenizer.json,
+ * tokenizer_config.json, special_tokens_map.json): a tokenizer without the weights.
+ */
+export async function downloadHubTokenizer(
+  id: string | HubRepoId,
+  options: HubOptions = {},
+): Promise<HubSnapshot> {
+  const rev = await openHubRevision(id, 'model', options);
+  if (!rev.files.includes('tokenizer.json'))
+    throw new HubError(
+      `${rev.repo}@${rev.revision} has no tokenizer.json${rev.offline ? ' in the cached snapshot' : ''}`,
+      { repo: rev.repo },
+      { hint: 'name a repo with a fast tokenizer (tokenizer.json)' },
+    );
+  const files = TOKENIZER.filter((f) => rev.files.includes(f));
+  const downloaded: string[] = [];
+  for (const file of files) if (await rev.fetch(file)) downloaded.push(file);
+  return {
+    dir: rev.dir,
+    repo: rev.repo,
+    revision: rev.revision,
+    commit: rev.commit,
+    files,
     downloaded,
   };
 }

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { FileNotFoundError } from '../errors.js';
 import { downloadHubDataset, type HubDatasetOptions } from './dataset.js';
 import { HubError, HubNotFoundError } from './errors.js';
-import { downloadHubModel } from './model.js';
+import { downloadHubModel, downloadHubTokenizer } from './model.js';
 import { parseHubRepoId } from './repo-id.js';
 import type { HubOptions } from './snapshot.js';
 
@@ -40,18 +40,22 @@ function neitherLocalNorHub(e: unknown, local: string, name: string, kind: strin
   );
 }
 
-/** A model folder: `nameOrPath` itself when it exists, else the hub model's snapshot folder. */
+/**
+ * A model folder: `nameOrPath` itself when it exists, else the hub model's snapshot folder.
+ * `tokenizerOnly`: the hub model's tokenizer files only, not its weights.
+ */
 export async function resolveModelSource(
   nameOrPath: string,
-  options: ResolveOptions & HubOptions = {},
+  options: ResolveOptions & HubOptions & { tokenizerOnly?: boolean | undefined } = {},
 ): Promise<string> {
   const cwd = options.cwd ?? process.cwd();
   const local = resolve(cwd, nameOrPath);
   if (existsSync(local)) return local;
   if (!parseHubRepoId(nameOrPath))
     throw missing(local, options.what ?? 'the model path', 'Qwen/Qwen2.5-0.5B-Instruct');
+  const download = options.tokenizerOnly ? downloadHubTokenizer : downloadHubModel;
   try {
-    return (await downloadHubModel(nameOrPath, options)).dir;
+    return (await download(nameOrPath, options)).dir;
   } catch (e) {
     throw neitherLocalNorHub(e, local, nameOrPath, 'model');
   }

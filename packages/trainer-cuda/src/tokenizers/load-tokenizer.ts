@@ -7,13 +7,16 @@ import type { Tokenizer } from './tokenizer.js';
 /**
  * A folder with `tokenizer.json` (+ `tokenizer_config.json`) loads as an HfTokenizer; a file as
  * a llama2.c `tok*.bin`, reading at most `vocabSize` tokens (the model's, as run.c does). A hub
- * model name (`org/name[@revision]`, no local path of that name) is fetched into the HF cache.
+ * model name (`org/name[@revision]`, no local path of that name) has its tokenizer files (not
+ * its weights) fetched into the HF cache.
  */
 export async function loadTokenizer(
   pathOrHubName: string,
   options: { vocabSize?: number } = {},
 ): Promise<Tokenizer> {
-  const path = isHubName(pathOrHubName) ? await resolveModelSource(pathOrHubName) : pathOrHubName;
+  const path = isHubName(pathOrHubName)
+    ? await resolveModelSource(pathOrHubName, { tokenizerOnly: true })
+    : pathOrHubName;
   if ((await stat(path)).isDirectory()) return HfTokenizer.fromDir(path);
   return Llama2cTokenizer.load(path, options.vocabSize);
 }
