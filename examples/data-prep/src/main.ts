@@ -30,7 +30,7 @@ const shared = sharedDir();
 const dataDir = values['data-dir'] ?? (shared ? join(shared, 'data') : undefined);
 if (!dataDir && !(values.math && values.nq)) {
   console.log(
-    'data-prep: skipped — no data folder: ../shared (or $FLOWGRPO_SHARED) is absent; pass --data-dir, or --math and --nq with the full HF Parquet files',
+    'data-prep: skipped — no data folder: ../shared (or $FLOWGRPO_SHARED) is absent; pass --data-dir, or the full sets from the hub: --math with the Parquet shards of zwhe99/DeepMath-103K and --nq with the NQ train file of RUC-NLPIR/FlashRAG_datasets; pnpm flowgrpo data fetch zwhe99/DeepMath-103K and pnpm flowgrpo data fetch RUC-NLPIR/FlashRAG_datasets --config nq print their paths (README: where the data comes from)',
   );
   process.exit(0);
 }

@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/trainer';
+import { GSM8K_HUB, gsm8kFiles } from './data-source.js';
 import { runGsm8k } from './run.js';
 import { sharedDir } from './shared.js';
 
@@ -31,16 +32,18 @@ const { values } = parseCommandLine(usage, {
     out: { type: 'string', default: join('out', 'gsm8k-calculator') },
   },
 });
-const shared = sharedDir();
-if (!shared) {
+const data = await gsm8kFiles(sharedDir(), (reason) =>
   console.log(
-    'gsm8k-calculator: skipped — GSM8K is read from ../shared/data/gsm8k (or $FLOWGRPO_SHARED), which is absent',
-  );
-  process.exit(0);
-}
+    `gsm8k-calculator: skipped — GSM8K is read from ../shared/data/gsm8k (or $FLOWGRPO_SHARED), which is absent, ` +
+      `else downloaded from the hub as ${GSM8K_HUB.name} (config ${GSM8K_HUB.config}), which failed: ${reason}. ` +
+      `Get it with: pnpm flowgrpo data fetch ${GSM8K_HUB.name} --config ${GSM8K_HUB.config} (and --split test) on a machine with the network, or point FLOWGRPO_SHARED at a shared folder`,
+  ),
+);
+if (!data) process.exit(0);
 console.log('flowgrpo example: gsm8k-calculator — SFT → GRPO → evaluation → export\n');
+console.log(`GSM8K from ${data.from}`);
 await runGsm8k({
-  sharedDir: shared,
+  data,
   out: values.out,
   quick: values.quick,
   ...(values.model && { model: values.model }),

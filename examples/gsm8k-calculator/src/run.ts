@@ -40,8 +40,8 @@ import { CalculatorAgent, DemonstrationPolicy } from './calculator-agent.js';
 import { accuracyReward, hasThinkTags, multiDimensionReward } from './rewards.js';
 
 export interface Gsm8kRunOptions {
-  /** The shared folder (data/gsm8k/train.jsonl, test.jsonl). */
-  sharedDir: string;
+  /** GSM8K's train and test files (JSONL or the hub's Parquet; see data-source.ts). */
+  data: { train: string; test: string };
   out: string;
   quick?: boolean;
   /** An HF model folder, e.g. Qwen2.5-1.5B-Instruct; default a tiny Qwen2 from `seed`. */
@@ -160,8 +160,8 @@ export async function runGsm8k(o: Gsm8kRunOptions): Promise<Gsm8kRunResult> {
   mkdirSync(out, { recursive: true });
 
   // ---- 1. data in the agent format ------------------------------------------------------------
-  const trainAll = await loadDataset(join(o.sharedDir, 'data', 'gsm8k', 'train.jsonl'), 'gsm8k');
-  const testAll = await loadDataset(join(o.sharedDir, 'data', 'gsm8k', 'test.jsonl'), 'gsm8k');
+  const trainAll = await loadDataset(o.data.train, 'gsm8k');
+  const testAll = await loadDataset(o.data.test, 'gsm8k');
   const demoRows = trainAll.slice(0, s.demonstrations);
   const grpoRows = trainAll.slice(s.demonstrations, s.demonstrations + s.grpoQuestions);
   const test: SampleRow[] = testAll.slice(0, o.testQuestions ?? s.testQuestions);

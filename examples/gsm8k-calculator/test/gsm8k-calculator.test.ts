@@ -75,7 +75,10 @@ describe.skipIf(skipWithoutShared('gsm8k-calculator --quick (GSM8K in ../shared/
 
     it('runs SFT → GRPO → the base/SFT/GRPO table → merged export', async () => {
       result = await runGsm8k({
-        sharedDir: sharedPath(),
+        data: {
+          train: sharedPath('data', 'gsm8k', 'train.jsonl'),
+          test: sharedPath('data', 'gsm8k', 'test.jsonl'),
+        },
         out: join(tmp, 'quick'),
         quick: true,
         log: (l) => lines.push(l),

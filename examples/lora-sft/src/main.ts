@@ -32,7 +32,7 @@ const tokenizer =
   (shared && join(shared, 'models', 'stories260K', 'tok512.bin'));
 if (!model || !tokenizer) {
   console.log(
-    'lora-sft: skipped — stories260K is read from ../shared/models (or $FLOWGRPO_SHARED), which is absent; pass --model and --tokenizer',
+    'lora-sft: skipped — stories260K is read from ../shared/models (or $FLOWGRPO_SHARED), which is absent; download stories260K/stories260K.bin and stories260K/tok512.bin from the hub repo karpathy/tinyllamas and pass --model and --tokenizer (README: where the data comes from)',
   );
   process.exit(0);
 }

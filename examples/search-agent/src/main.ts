@@ -40,7 +40,7 @@ if (values.corpus !== 'hotpotqa' && values.corpus !== 'wiki-sample') {
 const shared = sharedDir();
 if (!shared) {
   console.log(
-    'search-agent: skipped — the HotpotQA questions and passages are in ../shared/data (or $FLOWGRPO_SHARED), which is absent',
+    'search-agent: skipped — the HotpotQA questions and passages are in ../shared/data (or $FLOWGRPO_SHARED), which is absent; they are 500 rows of the hub data set hotpotqa/hotpot_qa (config distractor, split validation): pnpm flowgrpo data fetch hotpotqa/hotpot_qa --config distractor --split validation (README: where the data comes from)',
   );
   process.exit(0);
 }

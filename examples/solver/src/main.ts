@@ -59,7 +59,7 @@ if (values.wiki === 'offline' && !corpus) {
   format = 'hotpotqa';
   if (!corpus || !existsSync(corpus)) {
     console.log(
-      'solver: skipped — the offline Wikipedia is read from ../shared/data/hotpotqa (or $FLOWGRPO_SHARED), which is absent; pass --corpus FILE or --wiki live',
+      'solver: skipped — the offline Wikipedia is read from ../shared/data/hotpotqa (or $FLOWGRPO_SHARED), which is absent; pass --corpus FILE or --wiki live (the passages are those of the hub data set hotpotqa/hotpot_qa, config distractor, split validation: README, where the data comes from)',
     );
     process.exit(0);
   }

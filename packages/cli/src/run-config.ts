@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { ConfigError, DATASET_FORMATS, didYouMean } from '@flowgrpo/core';
+import { ConfigError, DATASET_FORMATS, didYouMean, isHubName } from '@flowgrpo/core';
 import { builtinToolAlias } from '@flowgrpo/tools';
 import {
   type GRPOConfig,
@@ -103,8 +103,14 @@ const common = {
   tokenizer: z.string().min(1).optional(),
   /** base_model_name_or_path written into adapter_config.json (default: the model path). */
   base_model: z.string().min(1).optional(),
+  /** A data file, or a hub data set `org/name[@revision]` (its train split; eval_file: test). */
   train_file: z.string().min(1),
   eval_file: z.string().min(1).optional(),
+  /** TRL's names for a hub data set: train_file (and eval_file with a test split) from it. */
+  dataset_name: z.string().min(1).optional(),
+  dataset_config: z.string().min(1).optional(),
+  dataset_train_split: z.string().min(1).optional(),
+  dataset_test_split: z.string().min(1).optional(),
   device: z.enum(DEVICES).optional(),
   /** Rows of the RoPE tables when building artifacts (default min(max_position_embeddings, 32768)). */
   max_positions: positiveInt.optional(),
@@ -235,6 +241,22 @@ function withFix(file: string): typeof parseConfig {
   };
 }
 
+/**
+ * TRL's dataset_name (+ dataset_config, dataset_train_split, dataset_test_split) as the data
+ * files: train_file is the data set (its train split), eval_file too when a test split is named.
+ */
+function datasetFiles(runPart: Record<string, unknown>, file: string): void {
+  if (runPart.train_file !== undefined)
+    throw new ConfigError(
+      `${file}: dataset_name and train_file both name the training data`,
+      { key: 'dataset_name' },
+      { hint: 'keep one: dataset_name (a hub data set) or train_file (a file or a hub name)' },
+    );
+  runPart.train_file = runPart.dataset_name;
+  if (runPart.dataset_test_split !== undefined && runPart.eval_file === undefined)
+    runPart.eval_file = runPart.dataset_name;
+}
+
 function readRunConfig(
   path: string,
   cwd: string,
@@ -265,6 +287,7 @@ function readRunConfig(
   if (overrides.resume) trainerPart.resume_from_checkpoint = true;
   if (overrides.overwrite) trainerPart.overwrite_output_dir = true;
   if (overrides.device) runPart.device = overrides.device;
+  if (typeof runPart.dataset_name === 'string') datasetFiles(runPart, file);
   const abs = (p: string) => resolve(cwd, p);
   // The trainer resolves output_dir against process.cwd(); the CLI's cwd is what the user meant.
   if (typeof trainerPart.output_dir === 'string')
@@ -291,7 +314,9 @@ function readRunConfig(
       { key: 'judge' },
       { hint: 'add "judge": {"base_url": …, "model": …}, or an agent.engine' },
     );
-  return { kind, run: absolutePaths(run, abs), config, file } as RunConfig | EvalRunConfig;
+  // Hub names (org/name that is no local path) stay as they are: resolveRunSources fetches them.
+  const absOrHub = (p: string) => (isHubName(p, cwd) ? p : abs(p));
+  return { kind, run: absolutePaths(run, absOrHub), config, file } as RunConfig | EvalRunConfig;
 }
 
 /** Reads run.json for training: JSON errors name the file, config errors the key; paths absolute. */

@@ -11,12 +11,12 @@ describe('flowgrpo data: usage', () => {
   it('rejects a missing or unknown action with the usage and exit code 2', async () => {
     const io = captureIO(tmpdir());
     expect(await runCli(['data'], io)).toBe(2);
-    expect(io.err).toContain('data needs an action: prepare, inspect or sft-from-rollouts');
+    expect(io.err).toContain('data needs an action: prepare, fetch, inspect or sft-from-rollouts');
     expect(io.err).toContain('flowgrpo data prepare');
     const io2 = captureIO(tmpdir());
     expect(await runCli(['data', 'frobnicate'], io2)).toBe(2);
     expect(io2.err).toContain(
-      "unknown data action 'frobnicate' (actions: prepare, inspect, sft-from-rollouts)",
+      "unknown data action 'frobnicate' (actions: prepare, fetch, inspect, sft-from-rollouts)",
     );
   });
 

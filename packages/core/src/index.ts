@@ -1,6 +1,7 @@
 // Public API of @flowgrpo/core: the data types and their zod schemas (trajectories, sample rows,
 // the LLM engine contract), typed errors, the seeded RNG, tensors and dtype conversions,
-// safetensors, and the data-set readers, writers and normalisers. Schema plumbing between
+// safetensors, the data-set readers, writers and normalisers, and the Hugging Face Hub client
+// (hub names → HF's cache layout). Schema plumbing between
 // Parquet, Arrow and JS rows, safetensors header parsing and per-row normaliser helpers stay
 // internal.
 
@@ -124,6 +125,26 @@ export {
   type FlowGrpoErrorOptions,
   ValidationError,
 } from './errors.js';
+export { datasetSplitFiles, downloadHubDataset, type HubDatasetOptions } from './hub/dataset.js';
+export type { HubProgress } from './hub/download.js';
+export {
+  HubError,
+  HubGatedError,
+  HubIntegrityError,
+  HubNetworkError,
+  HubNotFoundError,
+  HubOfflineError,
+} from './hub/errors.js';
+export { downloadHubModel, downloadHubTokenizer, type HubSnapshot } from './hub/model.js';
+export { type HubRepoId, type HubRepoType, parseHubRepoId } from './hub/repo-id.js';
+export {
+  isHubName,
+  type ResolveOptions,
+  resolveDataSource,
+  resolveModelSource,
+} from './hub/resolve.js';
+export { type HubSettings, hubSettings } from './hub/settings.js';
+export type { HubOptions } from './hub/snapshot.js';
 export {
   addUsage,
   type ChatMessage,

@@ -1,9 +1,16 @@
 import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { DataFormatError, prepareCombinedTrainSet, writeJsonl } from '@flowgrpo/core';
+import {
+  DataFormatError,
+  downloadHubDataset,
+  downloadHubModel,
+  prepareCombinedTrainSet,
+  writeJsonl,
+} from '@flowgrpo/core';
 import { loadTokenizer } from '@flowgrpo/trainer';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { describeFile } from '../inspect-file.js';
+import { cliProgress } from '../run-progress.js';
 import { rolloutFiles, sftFromRollouts } from '../sft-from-rollouts.js';
 import { resolveDataDir } from '../shared-data.js';
 import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
@@ -16,6 +23,11 @@ const ACTIONS = {
     Normalise the math + search training sets to SampleRows, combine, shuffle with the seed,
     re-index, and write DIR/combined_train.parquet and DIR/val.parquet (default out/data).
     The raw sets are read from --data-dir, else $FLOWGRPO_SHARED/data, else ../shared/data.`,
+  fetch: `flowgrpo data fetch ORG/NAME[@REVISION] [--config C] [--split S] [--type dataset|model]
+    Download a hub data set's split (default train; only that split's files) or, with
+    --type model, a model's config, tokenizer and safetensors into the HF cache ($HF_HOME/hub,
+    shared with Python's huggingface_hub) and print the local paths. Honours HF_ENDPOINT,
+    HF_HOME / HF_HUB_CACHE, HF_TOKEN and HF_HUB_OFFLINE (docs/guides/hub.md).`,
   inspect: `flowgrpo data inspect FILE [--rows N]      (also: data show)
     Say what FILE is and holds: its kind, rows, fields, a summary and the first N rows
     (default 2). Reads any file flowgrpo reads or writes: SampleRows (rows per source), plain
@@ -51,7 +63,8 @@ function table(counts: Record<string, number>): string {
 
 export const dataCommand: Command = {
   name: 'data',
-  summary: 'prepare and inspect training data; turn successful rollouts into SFT rows',
+  summary:
+    'prepare, fetch (from the hub) and inspect training data; turn successful rollouts into SFT rows',
   usage,
   actionUsage(action) {
     const name = actionName(action);
@@ -65,6 +78,9 @@ export const dataCommand: Command = {
     'min-reward': { type: 'string' },
     tokenizer: { type: 'string' },
     overwrite: { type: 'boolean' },
+    config: { type: 'string' },
+    split: { type: 'string' },
+    type: { type: 'string' },
   },
   async run(args, io) {
     const [given, file] = args.positionals;
@@ -87,6 +103,32 @@ export const dataCommand: Command = {
             : '') +
           `done in ${secs} s\n`,
       );
+      return 0;
+    }
+    if (action === 'fetch') {
+      if (!file) throw new UsageError(`data ${given} needs a hub name (org/name[@revision])`);
+      const type = stringOption(args, 'type') ?? 'dataset';
+      if (type !== 'dataset' && type !== 'model')
+        throw new UsageError(`--type must be dataset or model, got '${type}'`);
+      const options = { env: io.env, progress: cliProgress(io) };
+      if (type === 'model') {
+        const snap = await downloadHubModel(file, options);
+        io.stderr(
+          `${snap.repo}@${snap.commit}: ${snap.downloaded.length} of ${snap.files.length} files downloaded\n`,
+        );
+        io.stdout(`${snap.dir}\n`);
+        return 0;
+      }
+      const split = stringOption(args, 'split') ?? 'train';
+      const ds = await downloadHubDataset(file, {
+        ...options,
+        config: stringOption(args, 'config'),
+        split,
+      });
+      io.stderr(
+        `${ds.repo}@${ds.commit} split ${split}: ${ds.downloaded.length} of ${ds.files.length} files downloaded\n`,
+      );
+      for (const p of ds.paths) io.stdout(`${p}\n`);
       return 0;
     }
     if (action === 'inspect') {
@@ -136,8 +178,8 @@ export const dataCommand: Command = {
     }
     throw new UsageError(
       given === undefined
-        ? 'data needs an action: prepare, inspect or sft-from-rollouts'
-        : `unknown data action '${given}' (actions: prepare, inspect, sft-from-rollouts)`,
+        ? 'data needs an action: prepare, fetch, inspect or sft-from-rollouts'
+        : `unknown data action '${given}' (actions: prepare, fetch, inspect, sft-from-rollouts)`,
     );
   },
 };

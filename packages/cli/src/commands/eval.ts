@@ -26,6 +26,7 @@ import {
   stringOption,
   UsageError,
 } from '../command.js';
+import { resolveDataArg, resolveModelArg, resolveRunSources } from '../hub-names.js';
 import { ensureArtifacts, modelKind, resolveTokenizer } from '../model-artifacts.js';
 import { preflight } from '../preflight.js';
 import { agentFactory, rewardFunction } from '../run-agent.js';
@@ -58,10 +59,13 @@ ROLLOUTS_FAILED, exit 1. The model, tokenizer, data, device, tools and the agent
 (they must fit the model's positions with --max-tokens to spare) are checked first, every problem
 reported at once.
 
-  --model PATH          HF model folder or artifacts directory (default: the config's model)
-  --tokenizer PATH      folder with tokenizer.json (default: the model folder)
-  --data FILE           SampleRows or plain {question, answer} rows (.jsonl / .parquet; default:
-                        the config's eval_file)
+  --model PATH          HF model folder, artifacts directory or hub model org/name[@revision]
+                        (default: the config's model)
+  --tokenizer PATH      folder with tokenizer.json or a hub model (default: the model folder)
+  --data FILE           SampleRows or plain {question, answer} rows (.jsonl / .parquet), or a
+                        hub data set org/name[@revision] (default: the config's eval_file)
+  --dataset-config C    with a hub --data: the data set's config (gsm8k: main)
+  --split S             with a hub --data: the split (default test)
   --data-format F       sample_rows, plain or a raw layout: gsm8k, nq, aime, math500, … (default:
                         SampleRows or plain rows, detected from the first row)
   --adapter [NAME=]PATH a PEFT adapter folder or a checkpoint-<step> folder; repeat to compare
@@ -160,15 +164,39 @@ function adapterArgs(args: ParsedArgs, cwd: string): { name: string; path: strin
 
 async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   const configFile = stringOption(args, 'config');
-  const rc = configFile ? loadEvalConfig(configFile, io.cwd) : undefined;
+  const given = configFile ? loadEvalConfig(configFile, io.cwd) : undefined;
   const modelArg = stringOption(args, 'model');
-  const model = modelArg ? resolve(io.cwd, modelArg) : rc?.run.model;
-  if (!model) throw new UsageError('--model (or --config) is required');
   const dataArg = stringOption(args, 'data');
-  const data = dataArg ? resolve(io.cwd, dataArg) : rc?.run.eval_file;
-  if (!data) throw new UsageError('--data (or a --config with eval_file) is required');
   const tokArg = stringOption(args, 'tokenizer');
-  const tokenizerPath = tokArg ? resolve(io.cwd, tokArg) : rc?.run.tokenizer;
+  // Hub names fetched into the HF cache; an option given replaces the config's key first, so
+  // nothing the run will not use is downloaded.
+  const rc: EvalRunConfig | undefined =
+    given &&
+    ({
+      ...given,
+      run: await resolveRunSources(
+        {
+          ...given.run,
+          train_file: undefined,
+          ...(modelArg && { model: modelArg }),
+          ...(tokArg && { tokenizer: tokArg }),
+          ...(dataArg && { eval_file: undefined }),
+        },
+        io,
+      ),
+    } as EvalRunConfig);
+  const model = rc ? rc.run.model : modelArg && (await resolveModelArg(modelArg, io, '--model'));
+  if (!model) throw new UsageError('--model (or --config) is required');
+  const data = dataArg
+    ? await resolveDataArg(dataArg, io, '--data', {
+        config: stringOption(args, 'dataset-config'),
+        split: stringOption(args, 'split') ?? 'test',
+      })
+    : rc?.run.eval_file;
+  if (!data) throw new UsageError('--data (or a --config with eval_file) is required');
+  const tokenizerPath = rc
+    ? rc.run.tokenizer
+    : tokArg && (await resolveModelArg(tokArg, io, '--tokenizer'));
   // The run's positions: a model trained with a raised max_positions is evaluated with them too.
   const maxPositions = rc?.run.max_positions;
   const device = (stringOption(args, 'device') ?? rc?.run.device ?? 'cpu') as DeviceName;
@@ -348,6 +376,8 @@ export const evalCommand: Command = {
   usage,
   options: {
     model: { type: 'string' },
+    'dataset-config': { type: 'string' },
+    split: { type: 'string' },
     tokenizer: { type: 'string' },
     data: { type: 'string' },
     'data-format': { type: 'string' },

@@ -25,6 +25,7 @@ import {
   stringOption,
   UsageError,
 } from '../command.js';
+import { resolveModelArg } from '../hub-names.js';
 import { modelKind } from '../model-artifacts.js';
 import { requireFolder } from '../user-paths.js';
 
@@ -37,6 +38,7 @@ const usage = `Usage:
       Writes a HF model folder with the adapter merged into the weights
       (W + alpha/r · B·A, as PEFT's merge_and_unload), plus the tokenizer and generation files:
       loadable by transformers, vLLM and flowgrpo without PEFT.
+  HF_FOLDER may be a Hugging Face Hub name org/name[@revision] (docs/guides/hub.md).
 
   --adapter PATH         a PEFT adapter folder, or a checkpoint-<step> folder of a run
   --lora-r N             LoRA rank (without --adapter; default: no LoRA inputs)
@@ -109,7 +111,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
   if (!modelArg) throw new UsageError('--model is required');
   const outArg = stringOption(args, 'out');
   if (!outArg) throw new UsageError('--out is required');
-  const model = resolve(io.cwd, modelArg);
+  const model = await resolveModelArg(modelArg, io, '--model');
   const out = resolve(io.cwd, outArg);
   if (modelKind(model) !== 'hf')
     throw new ConfigError(`--model ${model} must be a HF model folder (it holds artifacts)`, {

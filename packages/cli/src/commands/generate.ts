@@ -12,13 +12,15 @@ import {
   loadTokenizer,
 } from '@flowgrpo/trainer';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
+import { resolveModelArg } from '../hub-names.js';
 import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
 
 const usage = `Usage:
   flowgrpo generate --model PATH [--tokenizer PATH] --prompt TEXT [options]
       Generate text with a local decoder through its ONNX prefill/decode graphs.
-      PATH is a HF model folder (config.json + safetensors + tokenizer.json) or a llama2.c .bin
-      checkpoint (then --tokenizer names its tokenizer .bin).
+      PATH is a HF model folder (config.json + safetensors + tokenizer.json), a Hugging Face
+      Hub name org/name[@revision] (downloaded into $HF_HOME/hub: docs/guides/hub.md) or a
+      llama2.c .bin checkpoint (then --tokenizer names its tokenizer .bin).
   Options:
     --max-new-tokens N   tokens to generate (default 256)
     --temperature T      0 = greedy (default 1)
@@ -119,7 +121,7 @@ export const generateCommand: Command = {
     const threads = intOption(args, 'threads');
     if (threads === 0) throw new UsageError('--threads must be at least 1');
 
-    const modelPath = resolve(io.cwd, modelArg);
+    const modelPath = await resolveModelArg(modelArg, io, '--model');
     const isDir = (await stat(modelPath).catch(() => undefined))?.isDirectory();
     if (isDir === undefined) throw new FileNotFoundError(modelPath);
     if (isDir) {

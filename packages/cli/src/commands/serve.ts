@@ -27,6 +27,7 @@ import {
   stringOption,
   UsageError,
 } from '../command.js';
+import { resolveModelArg } from '../hub-names.js';
 import {
   ensureArtifacts,
   loraFromOptions,
@@ -49,7 +50,8 @@ const usage = `Usage:
       The same gateway in front of vLLM / SGLang servers: prompts are rendered here and sent as
       token ids to /v1/completions; token ids and logprobs come back and are recorded.
   Options:
-    --model PATH              HF model folder or artifacts directory (local mode)
+    --model PATH              HF model folder, artifacts directory or hub name org/name
+                              (local mode; docs/guides/hub.md)
     --tokenizer PATH          folder with tokenizer.json (default: the model folder)
     --served-model-name NAME  the base model's name in requests (default: the folder's name)
     --lora NAME=PATH          serve a PEFT adapter as model NAME (repeatable)
@@ -266,7 +268,7 @@ export const serveCommand: Command = {
       const file = resolve(cwd, trainFile);
       const config = parseConfig(GRPOConfigSchema, readJsonFile(file, '--train'), trainFile);
       config.output_dir = resolve(dirname(file), config.output_dir);
-      const model = resolve(cwd, modelArg);
+      const model = await resolveModelArg(modelArg, io, '--model');
       const { dir: artifacts, manifest } = await ensureArtifacts(
         model,
         join(config.output_dir, 'artifacts'),
@@ -338,7 +340,7 @@ export const serveCommand: Command = {
       for (const [n, p] of Object.entries(adapters)) await host.loadAdapter(n, p);
     } else {
       if (!modelArg) throw new UsageError('--model is required (or --upstream)');
-      const model = resolve(cwd, modelArg);
+      const model = await resolveModelArg(modelArg, io, '--model');
       const lora = loraShape(args, adapters);
       const dir = resolve(
         cwd,

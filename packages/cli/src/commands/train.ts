@@ -9,6 +9,7 @@ import {
   SFTTrainer,
 } from '@flowgrpo/trainer';
 import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
+import { resolveRunSources } from '../hub-names.js';
 import { ensureArtifacts, loraFromOptions, resolveTokenizer } from '../model-artifacts.js';
 import { preflight, trainPlan } from '../preflight.js';
 import { agentFactory, rewardFunction, rolloutEngine } from '../run-agent.js';
@@ -30,14 +31,18 @@ written its first checkpoint). One run at a time per output_dir (output_dir/.flo
 run.json holds the trainer's keys as TRL names them (learning_rate, max_steps, num_generations,
 beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the run's own:
   "trainer"      "sft" | "grpo"
-  "model"        HF model folder (artifacts are built into output_dir/artifacts) or an
-                 artifacts directory (from flowgrpo export)
-  "tokenizer"    folder with tokenizer.json (default: the model folder)
+  "model"        HF model folder (artifacts are built into output_dir/artifacts), an
+                 artifacts directory (from flowgrpo export), or a Hugging Face Hub name
+                 org/name[@revision] downloaded into $HF_HOME/hub (docs/guides/hub.md)
+  "tokenizer"    folder with tokenizer.json or a hub name (default: the model folder)
   "base_model"   base_model_name_or_path in adapter_config.json (default: the model path)
   "train_file"   .jsonl or .parquet — GRPO: SampleRows, or plain rows: {"question", "answer"},
                  TRL's "prompt" + "completion" or "messages" (detected; "#### N" → N);
                  SFT: TRL formats, rows with "messages", "prompt" + "completion", or "text"
   "eval_file"    held-out rows in the same format (GRPO: accuracy; SFT: eval loss)
+                 train_file / eval_file may name a hub data set org/name[@revision] (its
+                 train / test split); or TRL's "dataset_name" with "dataset_config",
+                 "dataset_train_split" (default train) and "dataset_test_split" (sets eval_file)
   "device"       cpu | auto | cuda | webgpu (default cpu); auto takes CUDA, then WebGPU on a GPU
                  (never a software Vulkan driver such as lavapipe), then the CPU
   "max_positions"  RoPE table rows when building artifacts (default min(max_position_embeddings,
@@ -206,11 +211,13 @@ export const trainCommand: Command = {
     const device = stringOption(args, 'device');
     if (device !== undefined && !(DEVICES as readonly string[]).includes(device))
       throw new UsageError(`--device must be ${DEVICES.join(', ')}, got '${device}'`);
-    const rc = loadRunConfig(file, io.cwd, {
+    const given = loadRunConfig(file, io.cwd, {
       ...(args.values.resume === true && { resume: true }),
       ...(args.values.overwrite === true && { overwrite: true }),
       ...(device && { device: device as DeviceName }),
     });
+    // Hub names (model, tokenizer, train_file, dataset_name…) fetched into the HF cache first.
+    const rc = { ...given, run: await resolveRunSources(given.run, io) } as RunConfig;
     // Every check before anything is built or written; 'auto' resolved once, here.
     const { device: chosen } = await preflight(trainPlan(rc, rc.run.device ?? 'cpu'), io);
     return train(rc, chosen, io);

@@ -1,0 +1,133 @@
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FakeHub, startFakeHub } from '../../../test-utils/fake-hub.js';
+import { runCli } from '../src/main.js';
+import { captureIO } from './support.js';
+import { grpoConfig, tinyModel, writeConfig } from './train-fixtures.js';
+
+// Hub names through the CLI, against a local stand-in of the Hub's HTTP API (HF_ENDPOINT): a run
+// config naming its model `tiny/qwen2` and its data TRL's way (dataset_name + splits) trains;
+// a gated model and a missing one fail before anything is built, saying what to do; with
+// HF_HUB_OFFLINE the cache answers without a request.
+
+const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-cli-hub-'));
+let hub: FakeHub;
+const rows = (from: number, n: number) =>
+  Array.from({ length: n }, (_, k) => {
+    const i = from + k;
+    return JSON.stringify({ question: `What is ${i} + ${i + 1}?`, answer: `#### ${2 * i + 1}` });
+  }).join('\n');
+
+beforeAll(async () => {
+  const src = await tinyModel(join(tmp, 'src'));
+  const files = Object.fromEntries(readdirSync(src).map((f) => [f, readFileSync(join(src, f))]));
+  hub = await startFakeHub([
+    { type: 'model', repo: 'tiny/qwen2', commit: '1'.repeat(40), files },
+    { type: 'model', repo: 'meta/gated', commit: '2'.repeat(40), files, token: 'hf_ok' },
+    {
+      type: 'dataset',
+      repo: 'math/sums',
+      commit: '3'.repeat(40),
+      files: { 'data/train.jsonl': rows(0, 4), 'data/test.jsonl': rows(10, 2), 'README.md': '#' },
+    },
+  ]);
+});
+afterAll(async () => {
+  await hub?.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+describe('hub names in flowgrpo train', () => {
+  const env = () => ({ HF_ENDPOINT: hub.url, HF_HOME: join(tmp, 'hf') });
+
+  it('trains with model: org/name and dataset_name, into the HF cache; the adapter names the hub model', async () => {
+    const dir = join(tmp, 'run');
+    mkdirSync(dir);
+    const { train_file: _, ...config } = grpoConfig(dir, 'tiny/qwen2', {
+      dataset_name: 'math/sums',
+      dataset_test_split: 'test',
+    });
+    const cfg = writeConfig(join(dir, 'run.json'), config);
+    const io = captureIO(dir, env());
+    expect(await runCli(['train', '--config', cfg], io), io.err).toBe(0);
+    const snapshots = join(tmp, 'hf', 'hub', 'models--tiny--qwen2', 'snapshots', '1'.repeat(40));
+    expect(io.err).toContain(`model: tiny/qwen2 → ${snapshots}`);
+    expect(io.err).toContain('train_file: math/sums (split train) →');
+    expect(io.err).toContain('eval_file: math/sums (split test) →');
+    const adapter = JSON.parse(
+      readFileSync(join(dir, 'run-grpo', 'checkpoint-2', 'adapter_config.json'), 'utf8'),
+    );
+    expect(adapter.base_model_name_or_path).toBe('tiny/qwen2');
+  });
+
+  it('a gated model fails before anything is built: accept the licence, set HF_TOKEN', async () => {
+    const dir = join(tmp, 'gated');
+    mkdirSync(dir);
+    const cfg = writeConfig(join(dir, 'run.json'), grpoConfig(dir, 'meta/gated'));
+    const io = captureIO(dir, env());
+    expect(await runCli(['train', '--config', cfg], io)).toBe(1);
+    expect(io.err).toContain('[HUB_GATED] model: meta/gated is gated or private');
+    expect(io.err).toContain(`accept the licence at ${hub.url}/meta/gated and set HF_TOKEN`);
+    expect(readdirSync(dir)).toEqual(['run.json', 'train-rows.jsonl']);
+  });
+
+  it('every hub name that fails is reported at once, each with its fix', async () => {
+    const dir = join(tmp, 'several');
+    mkdirSync(dir);
+    const { train_file: _, ...config } = grpoConfig(dir, 'meta/gated', {
+      dataset_name: 'math/sums',
+      dataset_train_split: 'validation',
+    });
+    const cfg = writeConfig(join(dir, 'run.json'), config);
+    const io = captureIO(dir, env());
+    expect(await runCli(['train', '--config', cfg], io)).toBe(1);
+    expect(io.err).toContain('[PREFLIGHT_FAILED] 2 problems found');
+    expect(io.err).toContain('[HUB_GATED] model: meta/gated is gated or private');
+    expect(io.err).toContain(
+      "[HUB_ERROR] train_file: data set math/sums (config default) has no split 'validation' (its files name: test, train)",
+    );
+  });
+
+  it('a name neither local nor on the hub is HUB_NOT_FOUND naming both', async () => {
+    const dir = join(tmp, 'missing');
+    mkdirSync(dir);
+    const cfg = writeConfig(join(dir, 'run.json'), grpoConfig(dir, 'nobody/nothing'));
+    const io = captureIO(dir, env());
+    expect(await runCli(['train', '--config', cfg], io)).toBe(1);
+    expect(io.err).toContain(
+      `[HUB_NOT_FOUND] model: nobody/nothing is neither a local path (no ${join(dir, 'nobody', 'nothing')}) nor a model on the hub`,
+    );
+  });
+});
+
+describe('flowgrpo data fetch', () => {
+  it('downloads a split, then HF_HUB_OFFLINE=1 serves it from the cache with no request', async () => {
+    const env = { HF_ENDPOINT: hub.url, HF_HOME: join(tmp, 'hf-fetch') };
+    const io = captureIO(tmp, env);
+    expect(await runCli(['data', 'fetch', 'math/sums', '--split', 'test'], io), io.err).toBe(0);
+    const path = join(
+      tmp,
+      'hf-fetch',
+      'hub',
+      'datasets--math--sums',
+      'snapshots',
+      '3'.repeat(40),
+      'data',
+      'test.jsonl',
+    );
+    expect(io.out).toBe(`${path}\n`);
+    const seen = hub.requests.length;
+    const offline = captureIO(tmp, { ...env, HF_HUB_OFFLINE: '1' });
+    expect(
+      await runCli(['data', 'fetch', 'math/sums', '--split', 'test'], offline),
+      offline.err,
+    ).toBe(0);
+    expect(offline.out).toBe(`${path}\n`);
+    const missing = captureIO(tmp, { ...env, HF_HUB_OFFLINE: '1' });
+    expect(await runCli(['data', 'fetch', 'tiny/qwen2', '--type', 'model'], missing)).toBe(1);
+    expect(missing.err).toContain('[HUB_OFFLINE]');
+    expect(hub.requests.length).toBe(seen);
+  });
+});

@@ -1,0 +1,39 @@
+import { FlowGrpoError, type FlowGrpoErrorOptions } from '../errors.js';
+
+// What can go wrong between a hub name and files on disk. Each names the repo (and file) and
+// says what to do, so `flowgrpo train` with `model: org/name` fails with one readable line.
+
+/** Any failure resolving a Hugging Face Hub name; `repo` is `org/name`. */
+export class HubError extends FlowGrpoError {
+  static override readonly code: string = 'HUB_ERROR';
+  readonly repo: string;
+  constructor(message: string, fields: { repo: string }, options?: FlowGrpoErrorOptions) {
+    super(message, options);
+    this.repo = fields.repo;
+  }
+}
+
+/** The hub answered 404: no such repo, revision or file (or a private repo without a token). */
+export class HubNotFoundError extends HubError {
+  static override readonly code = 'HUB_NOT_FOUND';
+}
+
+/** The hub answered 401/403: a gated or private repo and no (or an unaccepted) token. */
+export class HubGatedError extends HubError {
+  static override readonly code = 'HUB_GATED';
+}
+
+/** HF_HUB_OFFLINE is set and what was asked for is not in the cache. */
+export class HubOfflineError extends HubError {
+  static override readonly code = 'HUB_OFFLINE';
+}
+
+/** The hub could not be reached, or a download broke off (the partial file is kept to resume). */
+export class HubNetworkError extends HubError {
+  static override readonly code = 'HUB_NETWORK';
+}
+
+/** A downloaded file's bytes do not match the hash the hub announced (its ETag). */
+export class HubIntegrityError extends HubError {
+  static override readonly code = 'HUB_INTEGRITY';
+}
