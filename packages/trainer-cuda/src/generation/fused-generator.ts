@@ -58,9 +58,10 @@ export interface FusedGenerationOptions extends PrefillLimits {
 }
 
 /**
- * Rows in flight from which generation moves to worker threads: from batch 16 of stories260K,
- * two one-thread batchers of half the rows ran ×1.5–1.9 faster than one of all (docs/
- * performance.md); a lone request would only wait for the workers to start.
+ * Rows in flight from which generation moves to worker threads: from there on, for a small model,
+ * one-thread batchers of part of the rows each ran faster together than one batcher of all
+ * (docs/performance.md, "Figures behind the defaults"); a lone request would only wait for the
+ * workers to start.
  */
 export const WORKERS_FROM = 16;
 
@@ -185,9 +186,9 @@ function openPool(art: DecoderArtifacts, session: Session, o: FusedGenerationOpt
 
 /**
  * Weights up to this size run the generate graph on one thread unless told otherwise: a small
- * model's decode is bound by per-kernel overhead, which more threads only add to (stories260K at
- * batch 32: one thread 2× faster than two); a large one's by memory bandwidth, which two threads
- * double (Qwen2.5-0.5B shape: 7.1 → 12.9 tok/s). docs/performance.md has the measurements.
+ * model's decode is bound by per-kernel overhead, which more threads only add to; a large one's
+ * by memory bandwidth, which more threads raise (docs/performance.md, "Threads" and "Figures
+ * behind the defaults").
  */
 export const ONE_THREAD_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
 
