@@ -56,8 +56,8 @@ export interface WorkerGeneratorOptions {
 
 export class DecoderGenerator {
   readonly manifest: ArtifactsManifest;
-  #backend: GenerationBackend;
-  #artifacts: DecoderArtifacts | undefined;
+  readonly #backend: GenerationBackend;
+  readonly #artifacts: DecoderArtifacts | undefined;
   #fused: Promise<FusedGenerator | undefined> | undefined;
   readonly #steps: StepGenerator;
   /** The decode session of the standard path, opened on first use when it was not. */

@@ -159,39 +159,9 @@ export class StepGenerator implements BatchGenerator {
       });
 
     for (;;) {
-      const next: number[] = [];
-      live.forEach((ri, b) => {
+      const next = live.map((ri, b) => {
         const r = rows[ri]!;
-        if (r.done) {
-          next.push(pad);
-          return;
-        }
-        try {
-          const s = sampleToken(logits, r.request, r.rng, b * V, V);
-          r.tokens.push(s.token);
-          r.logprobs.push(s.logprob);
-          next.push(s.token);
-          if (r.stopIds.has(s.token)) {
-            r.done = true;
-            r.finish = 'stop';
-            r.stopTokenId = s.token;
-          } else if (r.stopStrings.length > 0) {
-            const text = shared.decode!(r.tokens);
-            const hit = firstStop(text, r.stopStrings);
-            if (hit) {
-              r.done = true;
-              r.finish = 'stop';
-              r.stopString = hit.stop;
-              r.text = text.slice(0, hit.index);
-            }
-          }
-        } catch (e) {
-          // This row's own sampling or stop-string decode threw: it fails, the batch goes on.
-          r.error = e;
-          r.done = true;
-          if (next.length === b) next.push(pad);
-        }
-        if (r.tokens.length >= r.request.maxNewTokens) r.done = true;
+        return r.done ? pad : sampleRow(r, logits, b * V, V, pad, shared.decode);
       });
       if (live.every((ri) => rows[ri]!.done)) break;
 
@@ -225,20 +195,61 @@ export class StepGenerator implements BatchGenerator {
       });
     }
 
-    for (const r of rows) {
-      if (r.error !== undefined) {
-        settled[r.index] = { status: 'rejected', reason: r.error };
-        continue;
-      }
-      try {
-        settled[r.index] = {
-          status: 'fulfilled',
-          value: generationOutput(r.prompt, r, shared.decode),
-        };
-      } catch (reason) {
-        settled[r.index] = { status: 'rejected', reason };
+    for (const r of rows) settled[r.index] = outcome(r, shared.decode);
+    return settled;
+  }
+}
+
+/**
+ * Samples row r's next token from the logits at `offset` and checks its stops; returns the id to
+ * feed next (`pad` when the row failed before it had one). A throw of the row's own sampling or
+ * stop-string decode fails the row, not the batch.
+ */
+function sampleRow(
+  r: Row,
+  logits: Float32Array,
+  offset: number,
+  V: number,
+  pad: number,
+  decode: SharedGenerateOptions['decode'],
+): number {
+  let fed = pad;
+  try {
+    const s = sampleToken(logits, r.request, r.rng, offset, V);
+    r.tokens.push(s.token);
+    r.logprobs.push(s.logprob);
+    fed = s.token;
+    if (r.stopIds.has(s.token)) {
+      r.done = true;
+      r.finish = 'stop';
+      r.stopTokenId = s.token;
+    } else if (r.stopStrings.length > 0) {
+      const text = decode!(r.tokens);
+      const hit = firstStop(text, r.stopStrings);
+      if (hit) {
+        r.done = true;
+        r.finish = 'stop';
+        r.stopString = hit.stop;
+        r.text = text.slice(0, hit.index);
       }
     }
-    return settled;
+  } catch (e) {
+    r.error = e;
+    r.done = true;
+  }
+  if (r.tokens.length >= r.request.maxNewTokens) r.done = true;
+  return fed;
+}
+
+/** A finished row's result: its own error, or its output (whose decode may throw too). */
+function outcome(
+  r: Row,
+  decode: SharedGenerateOptions['decode'],
+): PromiseSettledResult<GenerationOutput> {
+  if (r.error !== undefined) return { status: 'rejected', reason: r.error };
+  try {
+    return { status: 'fulfilled', value: generationOutput(r.prompt, r, decode) };
+  } catch (reason) {
+    return { status: 'rejected', reason };
   }
 }
