@@ -42,8 +42,9 @@ export const projects: TestProjectInlineConfiguration[] = [
     pkg(`example-${name}`, `examples/${name}`, { testTimeout: 180_000 }),
   ),
   // Each example's --quick path (examples/<name>/test), one project per example. The timeout only
-  // guards against a hang: agentic-grpo's --quick takes ~70 s alone on 2 cores and ~170 s with
-  // another training run beside it, and CI machines may be busier still.
+  // guards against a hang: agentic-grpo's --quick, the longest, more than doubles with another
+  // training run beside it (docs/performance.md, "Test durations"), and CI machines may be busier
+  // still.
   ...['solver', 'data-prep', 'gsm8k-calculator', 'search-agent', 'agentic-grpo', 'lora-sft'].map(
     (name) => pkg(`example-${name}`, `examples/${name}`, { testTimeout: 600_000 }),
   ),
@@ -51,8 +52,8 @@ export const projects: TestProjectInlineConfiguration[] = [
   // and the API reference script runs.
   pkg('docs', 'docs', { testTimeout: 180_000 }),
   // The GPU measurement's bundle (scripts/gpu/bundle.sh, ~40 MiB: xz of node and ORT, cached in
-  // node_modules/.cache) and its --cpu-smoke run: a minute or two on 2 busy cores, the first
-  // bundle longer; the timeout only guards against a hang.
+  // node_modules/.cache) and its --cpu-smoke run, the first bundle the longest (docs/
+  // performance.md, "Test durations"); the timeout only guards against a hang.
   {
     extends: true,
     resolve: { conditions: sourceConditions },

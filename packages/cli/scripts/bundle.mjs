@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // Bundles the CLI into one ES module, dist/flowgrpo.js — the `flowgrpo` bin. Node then parses one
 // file holding only the modules the CLI reaches, instead of resolving and evaluating every module
-// of every workspace package one by one (about 0.5 s of a `flowgrpo generate` run before; the
-// measurements are in docs/performance.md). ONNX Runtime stays external (a native addon), and so
-// does @huggingface/transformers (an optional peer, imported on demand). The trainer's session
-// worker is a second entry, dist/session-worker-main.js, where SessionWorker looks for it (next to
-// the module that starts it).
+// of every workspace package one by one (most of a short `flowgrpo generate` run's start-up
+// before: docs/performance.md, "Whole-process flowgrpo generate"). ONNX Runtime stays external
+// (a native addon), and so does @huggingface/transformers (an optional peer, imported on
+// demand). The trainer's session worker is a second entry, dist/session-worker-main.js, where
+// SessionWorker looks for it (next to the module that starts it).
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 
-// Rollout records (DESIGN.md §3). Token arrays are typed arrays in memory; the schemas accept
-// typed arrays or plain number arrays (JSON) and always produce typed arrays.
+// Rollout records: a trajectory's turns, tool calls and rewards (docs/architecture.md, "The
+// loop"). Token arrays are typed arrays in memory; the schemas accept typed arrays or plain number
+// arrays (JSON) and always produce typed arrays.
 
 const int32Array = z
   .union([z.instanceof(Int32Array), z.array(z.number().int())])

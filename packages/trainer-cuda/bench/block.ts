@@ -1,5 +1,5 @@
 // One attention block with LoRA on q and v, forward + backward (gradients w.r.t. the four LoRA
-// matrices only, appended by the IR's `grad`), as DESIGN.md §8 measures it: causal mask as an
+// matrices only, appended by the IR's `grad`), the bar set for generated graphs: causal mask as an
 // additive input, one session run per step. Compared with the raw ORT MatMul rate measured in the
 // same process on the block's largest product ([B·T, D]·[D, D]); the bar for a generated graph is
 // ~60–75% of that rate on the CPU EP. WebGPU runs (when a Vulkan device exists) are reported
@@ -272,7 +272,7 @@ export async function benchBlock(): Promise<BenchSection> {
   }
   notes.push(
     'GFLOP/s = analytic matmul FLOPs / median ms; "matmul" = raw ORT MatMul [B·T, D]·[D, D] ' +
-      'in this process on the same device, timed in rounds interleaved with the block runs; DESIGN.md §8 bar: fwd+bwd at ~60–75% of it on the CPU',
+      'in this process on the same device, timed in rounds interleaved with the block runs; the bar for generated graphs: fwd+bwd at ~60–75% of it on the CPU',
   );
   if (webgpu.available) notes.push('webgpu here may be lavapipe (CPU-emulated): not judged');
   notes.push(...(await profileTopOps(CONFIGS[1]!)));

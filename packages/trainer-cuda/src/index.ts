@@ -54,18 +54,20 @@ export { type TeacherOptions, TeacherPolicy } from './demo/teacher.js';
 export * from './gateway/index.js';
 // Generation: batched sampling with logprobs, and the agent-facing policy engine.
 export {
-  type DecoderGenerateOptions,
   DecoderGenerator,
-  type FusedGenerationOptions,
-  type GenerationBackend,
-  type GenerationOutput,
-  type GenerationRequest,
   type WorkerGeneratorOptions,
 } from './generation/decoder-generator.js';
 export {
   ContextLengthExceededError,
   TokenOutOfVocabularyError,
 } from './generation/errors.js';
+export type { FusedGenerationOptions } from './generation/fused-generator.js';
+export type { GenerationBackend } from './generation/generation-backend.js';
+export type {
+  DecoderGenerateOptions,
+  GenerationOutput,
+  GenerationRequest,
+} from './generation/generation-request.js';
 export {
   LocalPolicyEngine,
   type LocalPolicyEngineOptions,

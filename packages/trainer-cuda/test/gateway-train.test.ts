@@ -145,7 +145,8 @@ describe('GRPOTrainer through the gateway (tiny byte-level model, CPU)', () => {
     const steps = logs.filter((m) => typeof m.reward === 'number');
     expect(steps).toHaveLength(2);
     for (const m of steps) {
-      // Every recorded call's sampled logprobs equal the trainer's recomputation (DESIGN §5.7).
+      // Every recorded call's sampled logprobs equal the trainer's recomputation: the policy
+      // that generated and the one that trains are the same model, to float rounding.
       expect(m['logprob_mismatch/max'] as number).toBeLessThanOrEqual(1e-4);
       expect(m['train/tokens'] as number).toBeGreaterThan(0);
       expect(Number.isFinite(m.loss as number)).toBe(true);

@@ -1,10 +1,10 @@
 import type { BatchRow, FusedBatcher } from './fused-batcher.js';
 
 // Continuous batching on several cores. One FusedBatcher runs its chunks one after another, and a
-// small model's chunk gains little from intra-op threads: its kernels are too small to split
-// (stories260K at batch 32: two threads ×1.2–1.4 of one). Batchers in separate worker threads do
-// not share kernels, so they run side by side — two of them ×1.6–1.9 on two cores
-// (docs/performance.md) — and this thread stays free for tools and HTTP meanwhile.
+// small model's chunk gains little from intra-op threads: its kernels are too small to split, and
+// the threads meet at every kernel. Batchers in separate worker threads do not share kernels, so
+// they run side by side, one per core (docs/performance.md, "Worker batchers") — and this thread
+// stays free for tools and HTTP meanwhile.
 //
 // The pool starts with the batcher on this thread. When the rows in flight first reach `from`
 // (a rollout phase; not a lone request, which a worker would only delay) it opens the worker

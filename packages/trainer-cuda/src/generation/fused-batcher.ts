@@ -25,7 +25,8 @@ import { firstStop } from './stop-strings.js';
 // A request's tokens depend only on its own logits and its own random stream (one uniform per
 // sampled token, drawn from the row's RNG as sampling.ts draws it), never on its batch-mates.
 // (Its logits can still move in the last bits with the batch it runs in, so a near-tie could
-// flip; the log-probs it returns were seen to vary at ~1e-6 between runs: docs/performance.md.)
+// flip; the log-probs it returns were seen to vary in the last bits between runs:
+// docs/performance.md, "Continuous batching".)
 // Rows with top-k / top-p sample on the host from the `logits` output: while one is in the batch,
 // chunks are one token long.
 //
@@ -103,8 +104,9 @@ export interface FusedBatcherOptions extends PrefillLimits {
 
 /**
  * Batch size from which an 'auto' graph runs its split-cache loop. On the CPU EP the concat loop
- * measured faster for stories260K up to B = 32 (docs/performance.md), so only larger batches
- * (where the per-token copy of a long cache dominates) take the split loop.
+ * measured faster for a small model at the batch sizes of a rollout phase (docs/performance.md,
+ * "The KV cache"), so only larger batches (where the per-token copy of a long cache dominates)
+ * take the split loop.
  */
 export const SPLIT_CACHE_FROM = 48;
 

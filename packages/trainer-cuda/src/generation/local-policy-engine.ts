@@ -12,12 +12,12 @@ import { loraFitsBuilt } from '../lora/lora-config.js';
 import { loadLoraAdapter } from '../lora/lora-weights.js';
 import { eosTokenIds } from '../models/config.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
-import {
-  type DecoderGenerateOptions,
-  DecoderGenerator,
-  type GenerationOutput,
-  type GenerationRequest,
-} from './decoder-generator.js';
+import { DecoderGenerator } from './decoder-generator.js';
+import type {
+  DecoderGenerateOptions,
+  GenerationOutput,
+  GenerationRequest,
+} from './generation-request.js';
 
 // The agent's PolicyEngine over the local ONNX graphs: text, chat messages (rendered with the
 // tokenizer's chat template) or token ids in; the prompt ids, sampled ids and their logprobs out,

@@ -57,10 +57,10 @@ export interface CreateSessionOptions {
 
 /**
  * flowgrpo's defaults for ORT's memory settings, from `pnpm bench train-memory`
- * (docs/performance.md; undefined leaves onnxruntime's own default). The memory pattern (one
- * pre-planned block per input shape) held the 896-wide LoRA train step's peak at 1.3× PyTorch's;
- * without it the peak is ~1.0× and the step no slower. The arena stays on: off, it cost speed
- * and saved less.
+ * (docs/performance.md, "Training memory"; undefined leaves onnxruntime's own default). The
+ * memory pattern (one pre-planned block per input shape) held a LoRA train step's peak well above
+ * PyTorch's; without it the peak is PyTorch's and the step no slower. The arena stays on: off, it
+ * cost speed and saved less.
  */
 export const MEMORY_DEFAULTS: { enableCpuMemArena?: boolean; enableMemPattern?: boolean } = {
   enableMemPattern: false,

@@ -12,7 +12,7 @@ import { basename, join } from 'node:path';
 import { type Trajectory, writeTrajectoriesParquet } from '@flowgrpo/core';
 import { asRunWriteError } from './run-write-error.js';
 
-// The run directory (DESIGN.md §5.9): config.json, metrics.jsonl (one JSON line per logged step,
+// The run directory (packages/trainer-cuda/docs/trainers.md): config.json, metrics.jsonl (one JSON line per logged step,
 // TRL's metric names plus flowgrpo's), rollouts/step-<n>.parquet (one row per turn), eval/*.json,
 // checkpoint-<n>/ (checkpoint.ts) and report.html (report.ts). A write the file system refuses
 // (full disk, permissions) is a RunWriteError naming the file and the last complete checkpoint.
