@@ -31,6 +31,7 @@ import { type GenerateRunner, localRunner, workerRunner } from './generate-runne
 import { checkPrefillLimits, type PrefillLimits, prefillWidth } from './prefill-pieces.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 import { firstStop } from './stop-strings.js';
+import type { TokenListener } from './token-stream.js';
 
 // Batched generation. With a `generate` graph in the artifacts (and the CPU EP), requests go to a
 // FusedBatcher: continuous batching, the decode loop inside the graph (fused-batcher.ts,
@@ -88,6 +89,10 @@ export interface GenerationRequest extends SamplingParams {
   stopStrings?: readonly string[];
   /** Same seed, prompt and options → same tokens, whatever else is in the batch. */
   seed?: number | bigint | string;
+  /** Streaming: called with each token as it is sampled (token-stream.ts). */
+  onToken?: TokenListener | undefined;
+  /** Aborting it ends the request at its next token, rejected with the signal's reason. */
+  signal?: AbortSignal | undefined;
 }
 
 interface RowRequest extends Omit<GenerationRequest, 'seed'> {
@@ -586,6 +591,8 @@ export class DecoderGenerator {
               rng: q.rng,
               decode,
               lora,
+              ...(q.onToken && { onToken: q.onToken }),
+              ...(q.signal && { signal: q.signal }),
               fail: reject,
               done: (r) => {
                 const out: GenerationOutput = {
@@ -708,6 +715,11 @@ export class DecoderGenerator {
       const next: number[] = [];
       live.forEach((ri, b) => {
         const r = rows[ri]!;
+        if (!r.done && r.request.signal?.aborted) {
+          // Its client went away: the row fails and leaves, its batch-mates go on.
+          r.error = r.request.signal.reason;
+          r.done = true;
+        }
         if (r.done) {
           next.push(pad);
           return;
@@ -717,6 +729,7 @@ export class DecoderGenerator {
           r.tokens.push(s.token);
           r.logprobs.push(s.logprob);
           next.push(s.token);
+          r.request.onToken?.(s.token, s.logprob);
           if (r.stopIds.has(s.token)) {
             r.done = true;
             r.finish = 'stop';
