@@ -1,5 +1,5 @@
 // Token-by-token streaming through the policy gateway, with the real openai SDK against the real
-// server on 127.0.0.1 over a real tiny model: chunks leave while the engine is still sampling,
+// server on 127.0.0.1 over a real tiny model, on both generation paths: chunks leave while the engine is still sampling,
 // the deltas add up to the non-streamed reply on every endpoint (and the recorded call is the
 // same), a character split across tokens never streams half-written, nothing past a stop string
 // streams, and a client that goes away stops its own generation and no other.
@@ -20,8 +20,8 @@ import {
   LocalPolicyEngine,
   type StreamingPolicyRequest,
 } from '../src/generation/local-policy-engine.js';
-import type { TinyModel } from '../src/index.js';
-import { tinyGatewayModel } from './support/gateway-fixtures.js';
+import { buildDecoderArtifacts, type TinyModel } from '../src/index.js';
+import { GATEWAY_LORA, tinyGatewayModel } from './support/gateway-fixtures.js';
 
 /** One generation as the engine saw it: tokens it streamed, and how it ended. */
 interface Generation {
@@ -89,39 +89,57 @@ class ScriptedStream implements PolicyEngine {
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-stream-'));
 let model: TinyModel;
-let artifacts: DecoderArtifacts;
-let engine: WatchedEngine;
-let script: ScriptedStream;
-let gw: PolicyGateway;
-let client: OpenAI;
+/** The standard prefill/decode graphs, and the fused generate graph with its continuous batcher. */
+const dirs: Record<'standard' | 'fused', string> = {
+  standard: '',
+  fused: join(root, 'fused-artifacts'),
+};
 
 beforeAll(async () => {
   const t = await tinyGatewayModel(root);
   model = t.model;
-  artifacts = await DecoderArtifacts.open(t.artifacts, { graphs: ['decode'], device: 'cpu' });
-  engine = new WatchedEngine(new LocalPolicyEngine({ artifacts, tokenizer: model.tokenizer }));
-  script = new ScriptedStream(model, '');
-  const host = new EnginePolicyHost({
-    tokenizer: model.tokenizer,
-    engines: { tiny: engine, script },
-    maxContext: artifacts.manifest.maxPositions,
+  dirs.standard = t.artifacts;
+  buildDecoderArtifacts(t.model.weights, dirs.fused, {
+    lora: GATEWAY_LORA,
+    graphs: ['decode', 'generate'],
+    maxPositions: 1024,
   });
-  gw = await createPolicyGateway({ host });
-  client = new OpenAI({ baseURL: gw.baseURL, apiKey: 'unused', maxRetries: 0 });
 }, 120_000);
 
-afterAll(async () => {
-  await gw?.close();
-  await artifacts?.release();
-  rmSync(root, { recursive: true, force: true });
-});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const messages = [{ role: 'user' as const, content: 'Tell me a story.' }];
 // Sampled with a seed: the same tokens every time. (Greedy decoding of this random tiny model
 // repeats one newline, which would make every comparison here trivially true.)
 const seeded = { model: 'tiny', temperature: 1, seed: 7 };
 
-describe('streaming through the openai SDK', () => {
+describe.each(['standard', 'fused'] as const)('streaming on the %s path', (path) => {
+  let artifacts: DecoderArtifacts;
+  let engine: WatchedEngine;
+  let script: ScriptedStream;
+  let gw: PolicyGateway;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    artifacts = await DecoderArtifacts.open(dirs[path], { graphs: ['decode'], device: 'cpu' });
+    const local = new LocalPolicyEngine({ artifacts, tokenizer: model.tokenizer });
+    expect(await local.generator.usesFusedGraph()).toBe(path === 'fused');
+    engine = new WatchedEngine(local);
+    script = new ScriptedStream(model, '');
+    const host = new EnginePolicyHost({
+      tokenizer: model.tokenizer,
+      engines: { tiny: engine, script },
+      maxContext: artifacts.manifest.maxPositions,
+    });
+    gw = await createPolicyGateway({ host });
+    client = new OpenAI({ baseURL: gw.baseURL, apiKey: 'unused', maxRetries: 0 });
+  }, 120_000);
+
+  afterAll(async () => {
+    await gw?.close();
+    await artifacts?.release();
+  });
+
   it('sends the first chunk while the engine has not finished the request', async () => {
     let open!: () => void;
     engine.gate = new Promise((r) => {
