@@ -262,6 +262,51 @@ describe.each(['standard', 'fused'] as const)('streaming on the %s path', (path)
     expect(deltas.length).toBeGreaterThan(3);
   });
 
+  it('streams the text before a tool call, never the call block, then the call in one delta', async () => {
+    script.text =
+      'Let me look.\n<tool_call>\n{"name": "lookup", "arguments": {"query": "x"}}\n</tool_call>';
+    const tools = [
+      {
+        type: 'function' as const,
+        function: {
+          name: 'lookup',
+          parameters: { type: 'object', properties: { query: { type: 'string' } } },
+        },
+      },
+    ];
+    const body = { model: 'script', messages, tools };
+    const whole = (await client.chat.completions.create(body)).choices[0]!;
+    const stream = await client.chat.completions.create({ ...body, stream: true });
+    const content: string[] = [];
+    const calls: { id?: string; name?: string; args: string }[] = [];
+    let finish: string | null = null;
+    for await (const c of stream) {
+      const choice = c.choices[0];
+      if (!choice) continue;
+      if (choice.delta.content) content.push(choice.delta.content);
+      for (const tc of choice.delta.tool_calls ?? []) {
+        calls[tc.index] ??= { args: '' };
+        const call = calls[tc.index]!;
+        if (tc.id) call.id = tc.id;
+        if (tc.function?.name) call.name = tc.function.name;
+        call.args += tc.function?.arguments ?? '';
+      }
+      finish = choice.finish_reason ?? finish;
+    }
+    expect(content.join('')).toBe('Let me look.');
+    expect(content.join('')).toBe(whole.message.content);
+    expect(content.some((d) => d.includes('<'))).toBe(false);
+    expect(calls).toEqual([
+      {
+        id: expect.stringMatching(/^call_/),
+        name: 'lookup',
+        args: '{"query": "x"}',
+      },
+    ]);
+    expect(finish).toBe('tool_calls');
+    expect(whole.message.tool_calls![0]!.function.arguments).toBe('{"query": "x"}');
+  });
+
   it('never streams past a stop string, nor the start of one', async () => {
     const body = { ...seeded, messages, max_tokens: 40 };
     const whole = (await client.chat.completions.create(body)).choices[0]!.message.content!;
