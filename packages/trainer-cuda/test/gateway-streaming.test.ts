@@ -304,7 +304,8 @@ describe.each(['standard', 'fused'] as const)('streaming on the %s path', (path)
       },
     ]);
     expect(finish).toBe('tool_calls');
-    expect(whole.message.tool_calls![0]!.function.arguments).toBe('{"query": "x"}');
+    const parsed = whole.message.tool_calls![0]!;
+    expect(parsed.type === 'function' && parsed.function.arguments).toBe('{"query": "x"}');
   });
 
   it('never streams past a stop string, nor the start of one', async () => {

@@ -1,9 +1,10 @@
 import { TOOL_CALL_OPEN } from './tool-calls.js';
 
 // Streamed text, token by token, that never has to be taken back: what the client has been sent
-// is always a prefix of the reply's final content. Each sampled token re-decodes the completion
-// (the decode of a prefix can differ from the prefix of the decode, as a detokenizer joins
-// pieces), then holds back
+// is always a prefix of the reply's final content. The completion is detokenized incrementally,
+// as vLLM does (each new piece is the decode of a short window of tokens minus the decode of its
+// start, so a detokenizer that joins pieces — a SentencePiece space, bytes of one character —
+// sees them joined, and a token costs a few tokens' decode, not the whole reply's), and holds back
 //   - the newest token: it may be the stop token that ends the reply (an engine's stop ids need
 //     not be special tokens), which the reply's text leaves out;
 //   - a character still being written: a token that ends inside a UTF-8 sequence decodes to
@@ -33,6 +34,11 @@ export class TextStream {
   readonly #o: TextStreamOptions;
   readonly #stops: string[];
   readonly #ids: number[] = [];
+  /** The prefill and the text of the tokens read so far (ids before #readAt). */
+  #text: string;
+  /** The detokenization window: it starts at #prefixAt; tokens from #readAt on are unread. */
+  #prefixAt = 0;
+  #readAt = 0;
   #sent = '';
   /** Nothing more is streamed: a stop string or a tool call has begun. */
   #frozen = false;
@@ -40,29 +46,34 @@ export class TextStream {
   constructor(o: TextStreamOptions) {
     this.#o = o;
     this.#stops = (o.stop ?? []).filter((s) => s.length > 0);
-  }
-
-  /** The text sent so far. */
-  get sent(): string {
-    return this.#sent;
+    this.#text = o.prefill ?? '';
   }
 
   /** Adds a sampled token; returns the text that may now be sent ('' when none). */
   push(id: number): string {
     this.#ids.push(id);
     if (this.#frozen) return '';
-    const text = (this.#o.prefill ?? '') + this.#o.decode(this.#ids.slice(0, -1));
-    let end = text.length;
-    while (end > 0 && text[end - 1] === REPLACEMENT) end--;
-    end = this.#cut(text, end, { marks: this.#stops, held: this.#stops });
+    this.#read(this.#ids.length - 1);
+    const text = this.#text;
+    let end = this.#cut(text, text.length, { marks: this.#stops, held: this.#stops });
     if (this.#o.toolCalls)
       end = this.#cut(text, end, { marks: [TOOL_CALL_OPEN], held: CALL_MARKS, newline: true });
-    // A detokenizer that rewrote what was sent: stream no more, the end sends the rest.
-    if (!text.startsWith(this.#sent)) this.#frozen = true;
     if (this.#frozen || end <= this.#sent.length) return '';
     const delta = text.slice(this.#sent.length, end);
     this.#sent = text.slice(0, end);
     return delta;
+  }
+
+  /** Reads the tokens before `upTo` into #text, unless they end inside a character. */
+  #read(upTo: number): void {
+    if (upTo <= this.#readAt) return;
+    const window = this.#ids.slice(this.#prefixAt, upTo);
+    const before = this.#o.decode(window.slice(0, this.#readAt - this.#prefixAt));
+    const after = this.#o.decode(window);
+    if (after.length <= before.length || after.endsWith(REPLACEMENT)) return;
+    this.#text += after.slice(before.length);
+    this.#prefixAt = this.#readAt;
+    this.#readAt = upTo;
   }
 
   /** The final content past what was sent ('' when the stream already holds all of it). */
