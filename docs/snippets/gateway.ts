@@ -53,6 +53,20 @@ export async function client(): Promise<void> {
   // #endregion client
 }
 
+export async function stream(): Promise<void> {
+  // #region stream
+  const openai = new OpenAI({ baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'EMPTY' });
+  const chunks = await openai.chat.completions.create({
+    model: 'planner',
+    messages: [{ role: 'user', content: 'Tell me a story.' }],
+    stream: true,
+    stream_options: { include_usage: true },
+  });
+  // Each token's text arrives as it is sampled; the recorded call is the same as unstreamed.
+  for await (const chunk of chunks) process.stdout.write(chunk.choices[0]?.delta?.content ?? '');
+  // #endregion stream
+}
+
 export async function trainProgram(
   artifacts: string,
   tokenizerDir: string,

@@ -1,6 +1,6 @@
 // An agent written with openai-agents-js, as anyone writes one: an Agent with instructions and a
 // tool, run by the Runner over an OpenAI client — the SDK's default Responses API, or Chat
-// Completions. Nothing here knows about flowgrpo — the trainer only changes `baseURL` (to the
+// Completions — streamed, as a chat UI runs it. Nothing here knows about flowgrpo — the trainer only changes `baseURL` (to the
 // gateway's per-rollout URL).
 import {
   Agent,
@@ -31,6 +31,8 @@ export interface AlmanacAgentOptions {
    * 'chat_completions' (OpenAIChatCompletionsModel, what most OpenAI-compatible servers offer).
    */
   api?: 'responses' | 'chat_completions';
+  /** Hears the answer's text as it streams, piece by piece (the gateway sends tokens as sampled). */
+  onText?: (delta: string) => void;
 }
 
 export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
@@ -55,9 +57,11 @@ export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
       tracingDisabled: true,
       modelProvider: new OpenAIProvider({ openAIClient: client, useResponses: true }),
     });
-    const result = await runner.run(agent, o.question, {
-      maxTurns: o.maxTurns ?? 3,
-    });
+    // Streamed: each model call is an SSE stream, its text arriving as the model samples it.
+    const result = await runner.run(agent, o.question, { maxTurns: o.maxTurns ?? 3, stream: true });
+    for await (const delta of result.toTextStream()) o.onText?.(delta);
+    await result.completed;
+    if (result.error) throw result.error;
     return String(result.finalOutput ?? '');
   } catch (e) {
     // A model that keeps calling tools past maxTurns has no answer (reward 0), not a crash.

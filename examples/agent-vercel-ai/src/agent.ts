@@ -14,6 +14,8 @@ export interface AlmanacAgentOptions {
   lookup: (query: string) => string | undefined;
   maxTokens?: number;
   maxSteps?: number;
+  /** Hears the text as it streams, piece by piece (the gateway sends tokens as sampled). */
+  onText?: (delta: string) => void;
 }
 
 export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
@@ -39,8 +41,12 @@ export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
     maxOutputTokens: o.maxTokens ?? 24,
     maxRetries: 0,
   });
-  // Streamed token by token (SSE); the answer is the last step's text.
+  // Streamed token by token (SSE: the gateway sends each token's text as it is sampled); the
+  // answer is the last step's text.
   let text = '';
-  for await (const delta of result.textStream) text += delta;
+  for await (const delta of result.textStream) {
+    o.onText?.(delta);
+    text += delta;
+  }
   return (await result.text) || text;
 }

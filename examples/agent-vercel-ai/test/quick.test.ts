@@ -1,11 +1,13 @@
 // The agent-vercel-ai example's --quick path: the Vercel AI SDK streams the agent (SSE)
 // through the gateway, GRPOTrainer trains on the recorded calls, and every recorded call is
-// token-exact (the trainer's recomputed logprobs equal the sampled ones to ≤ 1e-4).
+// token-exact (the trainer's recomputed logprobs equal the sampled ones to ≤ 1e-4), while the
+// agent streams each answer piece by piece.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readTrajectoriesParquet } from '@flowgrpo/core';
 import { afterAll, expect, it } from 'vitest';
+import { runAlmanacAgent } from '../src/agent.js';
 import { trainAgent } from '../src/train.js';
 
 const out = mkdtempSync(join(tmpdir(), 'flowgrpo-example-vercel-ai-'));
@@ -13,13 +15,22 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 it('trains the agent for 2 steps through the gateway, token-exactly', async () => {
   const lines: string[] = [];
+  /** Each run's text as it streamed, piece by piece. */
+  const streamed: string[][] = [];
   const r = await trainAgent({
     out,
     steps: 2,
     queriesPerStep: 2,
     generations: 4,
     log: (l) => lines.push(l),
+    runAgent: (o) => {
+      const pieces: string[] = [];
+      streamed.push(pieces);
+      return runAlmanacAgent({ ...o, onText: (d) => pieces.push(d) });
+    },
   });
+  // The agent streams, and the gateway sends text as it is sampled: answers come in pieces.
+  expect(streamed.some((pieces) => pieces.length > 1)).toBe(true);
   expect(r.globalStep).toBe(2);
   const steps = r.metrics.filter((m) => typeof m.reward === 'number');
   expect(steps).toHaveLength(2);

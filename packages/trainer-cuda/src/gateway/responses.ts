@@ -151,7 +151,8 @@ export interface ResponseParts {
   request: ResponsesRequest;
 }
 
-const messageId = (id: string) => `msg_${id.slice(5)}`;
+/** The id of a response's message item. */
+export const messageId = (id: string) => `msg_${id.slice(5)}`;
 const callItemId = (callId: string) => `fc_${callId.replace(/^call_/, '')}`;
 
 /** The output items: the reply's text as a message (always, when it made no call), then calls. */
@@ -211,55 +212,4 @@ export function responseObject(
       },
     }),
   };
-}
-
-/** The streaming events of a finished response, in the order the API sends them. */
-export function responseEvents(p: ResponseParts): Record<string, unknown>[] {
-  const status = p.finishReason === 'length' ? 'incomplete' : 'completed';
-  const events: Record<string, unknown>[] = [
-    { type: 'response.created', response: responseObject(p, 'in_progress') },
-    { type: 'response.in_progress', response: responseObject(p, 'in_progress') },
-  ];
-  outputItems(p).forEach((item, output_index) => {
-    if (item.type === 'message') {
-      const text = ((item.content as { text: string }[])[0] ?? { text: '' }).text;
-      const empty = { ...item, status: 'in_progress', content: [] };
-      const part = { type: 'output_text', text: '', annotations: [] };
-      const ids = { item_id: item.id, output_index, content_index: 0 };
-      events.push(
-        { type: 'response.output_item.added', output_index, item: empty },
-        { type: 'response.content_part.added', ...ids, part },
-        ...(text ? [{ type: 'response.output_text.delta', ...ids, delta: text }] : []),
-        { type: 'response.output_text.done', ...ids, text },
-        { type: 'response.content_part.done', ...ids, part: { ...part, text } },
-        { type: 'response.output_item.done', output_index, item },
-      );
-    } else {
-      events.push(
-        {
-          type: 'response.output_item.added',
-          output_index,
-          item: { ...item, arguments: '', status: 'in_progress' },
-        },
-        {
-          type: 'response.function_call_arguments.delta',
-          item_id: item.id,
-          output_index,
-          delta: item.arguments,
-        },
-        {
-          type: 'response.function_call_arguments.done',
-          item_id: item.id,
-          output_index,
-          arguments: item.arguments,
-        },
-        { type: 'response.output_item.done', output_index, item },
-      );
-    }
-  });
-  events.push({
-    type: status === 'completed' ? 'response.completed' : 'response.incomplete',
-    response: responseObject(p, status),
-  });
-  return events.map((e, sequence_number) => ({ ...e, sequence_number }));
 }

@@ -13,6 +13,7 @@ import type { GenerateRunner } from './generate-runner.js';
 import { checkPrefillLimits, type PrefillLimits, prefillWidth } from './prefill-pieces.js';
 import { type SamplingParams, sampleToken } from './sampling.js';
 import { firstStop } from './stop-strings.js';
+import type { TokenListener } from './token-stream.js';
 
 // Continuous batching over the `generate` graph (models/graph/inference-graph.ts). Requests wait
 // in a queue; the batch runs in chunks — one session.run samples up to `chunkTokens` tokens per
@@ -44,6 +45,10 @@ export interface BatchRow extends SamplingParams {
   stopStrings: string[];
   rng: Rng;
   decode: ((ids: ArrayLike<number>) => string) | undefined;
+  /** Streaming: each token as it is sampled. */
+  onToken?: TokenListener;
+  /** Aborting it fails the row after the chunk it is in; its batch-mates go on. */
+  signal?: AbortSignal;
   /** The adapter the row runs under (rows of one batch share it; a new one waits for a new batch). */
   lora: { version: number; feeds: Record<string, ort.Tensor> };
   done(result: RowResult): void;
@@ -305,8 +310,11 @@ export class FusedBatcher {
     if (live.some((l) => l.hostSampled)) return 1;
     let k = 1;
     for (const l of live) k = Math.max(k, l.row.maxNewTokens - l.tokens.length);
-    // Requests arriving (rollouts starting their next turn) will want to join: keep chunks short.
-    if (this.#arrived > 0 || this.#waiting.length > 0) this.#chunkLen = this.chunkTokens;
+    // Requests arriving (rollouts starting their next turn) will want to join, and a streamed
+    // row's client sees its tokens only when a chunk ends: keep chunks short.
+    const streamed = live.some((l) => l.row.onToken);
+    if (this.#arrived > 0 || this.#waiting.length > 0 || streamed)
+      this.#chunkLen = this.chunkTokens;
     this.#arrived = 0;
     k = Math.min(k, Math.max(1, this.#chunkLen));
     this.#chunkLen = Math.min(this.maxChunkTokens, this.#chunkLen * 2);
@@ -382,6 +390,7 @@ export class FusedBatcher {
           }
           this.#push(l, token, logprob);
         }
+        if (!l.result && l.row.signal?.aborted) l.error = l.row.signal.reason;
       } catch (e) {
         // This row's own sampling or stop-string decode threw: it leaves with its error.
         l.error = e;
@@ -508,6 +517,7 @@ export class FusedBatcher {
     const row = l.row;
     l.tokens.push(token);
     l.logprobs.push(logprob);
+    row.onToken?.(token, logprob);
     let finish: RowResult | undefined;
     if (row.stopIds.has(token)) {
       finish = { tokens: l.tokens, logprobs: l.logprobs, finish: 'stop', stopTokenId: token };

@@ -125,6 +125,8 @@ export class FusedGenerator implements BatchGenerator {
               rng: q.rng,
               decode,
               lora,
+              ...(q.onToken && { onToken: q.onToken }),
+              ...(q.signal && { signal: q.signal }),
               fail: reject,
               done: (r) => resolve(generationOutput(prompt, r, decode)),
             });

@@ -3,6 +3,7 @@ import type * as ort from 'onnxruntime-node';
 import type { ValueSpec } from '../runtime/feeds.js';
 import { ContextLengthExceededError, TokenOutOfVocabularyError } from './errors.js';
 import type { SamplingParams } from './sampling.js';
+import type { TokenListener } from './token-stream.js';
 
 // What a caller asks a DecoderGenerator for and what it gets back, and the one interface both of
 // its generators implement (fused-generator.ts: the `generate` graph, continuous batching;
@@ -44,6 +45,10 @@ export interface GenerationRequest extends SamplingParams {
   stopStrings?: readonly string[];
   /** Same seed, prompt and options → same tokens, whatever else is in the batch. */
   seed?: number | bigint | string;
+  /** Streaming: called with each token as it is sampled (token-stream.ts). */
+  onToken?: TokenListener | undefined;
+  /** Aborting it ends the request at its next token, rejected with the signal's reason. */
+  signal?: AbortSignal | undefined;
 }
 
 /** A request with its random stream drawn: what a generator runs. */

@@ -18,11 +18,20 @@ import type {
   GenerationOutput,
   GenerationRequest,
 } from './generation-request.js';
+import type { TokenListener } from './token-stream.js';
 
 // The agent's PolicyEngine over the local ONNX graphs: text, chat messages (rendered with the
 // tokenizer's chat template) or token ids in; the prompt ids, sampled ids and their logprobs out,
 // the logprobs computed as the `logprobs` graph computes them (softmax(logits / T), T = 1 when
 // greedy).
+
+/**
+ * A policy request that also streams: `onToken` hears each token as it is sampled (token-stream.ts).
+ * Engines that cannot stream (an upstream server) ignore it and answer when they are done.
+ */
+export interface StreamingPolicyRequest extends PolicyGenerateRequest {
+  onToken?: TokenListener;
+}
 
 export interface LocalPolicyEngineOptions {
   /** Opened artifacts (sessions on this thread), or a ready generator (e.g. inWorker). */
@@ -102,7 +111,7 @@ export class LocalPolicyEngine implements PolicyEngine {
     return [...ids];
   }
 
-  async generate(request: PolicyGenerateRequest): Promise<PolicyGenerateResult> {
+  async generate(request: StreamingPolicyRequest): Promise<PolicyGenerateResult> {
     request.signal?.throwIfAborted();
     const prompt = this.promptIds(request);
     const d = this.#options.defaults ?? {};
@@ -116,6 +125,8 @@ export class LocalPolicyEngine implements PolicyEngine {
         stopTokenIds: this.stopTokenIds(),
         ...(request.stop && { stopStrings: request.stop }),
         ...(request.seed !== undefined && { seed: request.seed }),
+        ...(request.onToken && { onToken: request.onToken }),
+        ...(request.signal && { signal: request.signal }),
       },
       request.signal,
     );

@@ -161,6 +161,11 @@ export class StepGenerator implements BatchGenerator {
     for (;;) {
       const next = live.map((ri, b) => {
         const r = rows[ri]!;
+        if (!r.done && r.request.signal?.aborted) {
+          // Its client went away: the row fails and leaves, its batch-mates go on.
+          r.error = r.request.signal.reason;
+          r.done = true;
+        }
         return r.done ? pad : sampleRow(r, logits, b * V, V, pad, shared.decode);
       });
       if (live.every((ri) => rows[ri]!.done)) break;
@@ -219,6 +224,7 @@ function sampleRow(
     r.tokens.push(s.token);
     r.logprobs.push(s.logprob);
     fed = s.token;
+    r.request.onToken?.(s.token, s.logprob);
     if (r.stopIds.has(s.token)) {
       r.done = true;
       r.finish = 'stop';
