@@ -91,8 +91,8 @@ describe('flowgrpo init', () => {
 
     const first = await flowgrpo(argsOf(commands[1]!), dir);
     expect(first.code, first.stderr).toBe(0);
-    expect(first.stdout).toContain('checkpoint-40');
-    expect(existsSync(join(dir, 'runs/sft/checkpoint-40/model.safetensors'))).toBe(true);
+    expect(first.stdout).toContain('checkpoint-80');
+    expect(existsSync(join(dir, 'runs/sft/checkpoint-80/model.safetensors'))).toBe(true);
 
     // The second command's config, with the first's checkpoint now there.
     const grpo = await flowgrpo(['train', '--config', 'grpo.json', '--dry-run'], dir);

@@ -20,8 +20,8 @@ export interface Template {
   commands(tokenizer: string): (readonly [command: string, what: string])[];
 }
 
-/** The SFT checkpoint every template's second step starts from (sft.json: max_steps 40). */
-const SFT_MODEL = 'runs/sft/checkpoint-40';
+/** The SFT checkpoint every template's second step starts from (sft.json: max_steps 80). */
+const SFT_MODEL = 'runs/sft/checkpoint-80';
 const SFT_STEP = [
   'flowgrpo train --config sft.json',
   `1. SFT on data/sft.jsonl (every weight) → ${SFT_MODEL}`,

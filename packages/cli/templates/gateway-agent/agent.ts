@@ -1,5 +1,5 @@
 // An agent program written with the openai SDK, trained through the flowgrpo gateway.
-// `flowgrpo serve --model runs/sft/checkpoint-40 --train serve-train.json` serves the policy
+// `flowgrpo serve --model runs/sft/checkpoint-80 --train serve-train.json` serves the policy
 // (model "policy") and records every call token-exactly; this program runs episodes against it —
 // each episode under its own rollout id, in the base URL — and posts each episode's reward with
 // the task it solved (group_id). Every queries_per_step complete groups of num_generations
