@@ -101,7 +101,7 @@ describe('flowgrpo init', () => {
     expect(existsSync(join(dir, 'runs/grpo'))).toBe(false);
 
     // The other templates' configs, from the same SFT checkpoint (it is the same tiny model):
-    // flow-planner's grpo.json checks that the planner's ~3,000-byte prompt fits the positions.
+    // flow-planner's grpo.json checks that the planner's ~2,500-byte prompt fits the positions.
     for (const template of ['flow-planner', 'gateway-agent']) {
       const other = join(work, template);
       const r = await flowgrpo(['init', template, '--template', template], work);
