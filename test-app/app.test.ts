@@ -8,6 +8,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -147,12 +148,10 @@ describe('an app outside the workspace', () => {
   });
 
   it('pnpm packs each package with workspace ranges rewritten to versions', async () => {
-    mkdirSync(packs, { recursive: true });
-    await Promise.all(
-      PACKAGES.map((folder) =>
-        run('pnpm', ['pack', '--pack-destination', packs], { cwd: join(ROOT, 'packages', folder) }),
-      ),
-    );
+    // `pnpm pack:all`'s second half (the build ran above): every public package, one folder.
+    await run(process.execPath, [join(ROOT, 'scripts/pack-all.mjs'), '--out', packs], {
+      cwd: ROOT,
+    });
     const tarballs = readdirSync(packs).sort();
     // pnpm names a tarball after the package: @flowgrpo/core@0.1.0 → flowgrpo-core-0.1.0.tgz.
     expect(tarballs).toEqual(NAMES.map((n) => `${n.slice(1).replace('/', '-')}-0.1.0.tgz`).sort());
@@ -189,6 +188,41 @@ describe('an app outside the workspace', () => {
       expect(existsSync(join(app, 'node_modules', name, 'package.json'))).toBe(true);
     // transformers.js (an optional peer of @flowgrpo/agent) is not pulled in.
     expect(existsSync(join(app, 'node_modules', '@huggingface', 'transformers'))).toBe(false);
+  });
+
+  it('a solver-only app (agent + tools) installs neither onnxruntime-node nor @huggingface/transformers', async () => {
+    // docs/install.md's solver line: @flowgrpo/agent and @flowgrpo/tools (with core and reward,
+    // their dependencies) — the local-model engines live in @flowgrpo/trainer and in the
+    // optional peer @huggingface/transformers, which an app asks for only when it uses them.
+    const solverApp = join(work, 'solver-app');
+    mkdirSync(solverApp);
+    writeFileSync(
+      join(solverApp, 'package.json'),
+      JSON.stringify({ name: 'solver-app', version: '0.0.0', private: true, type: 'module' }),
+    );
+    const light = ['core', 'reward', 'tools', 'agent'].map((n) =>
+      join(packs, `flowgrpo-${n}-0.1.0.tgz`),
+    );
+    await run(
+      'npm',
+      ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...light],
+      { cwd: solverApp, env: npmEnv() },
+    );
+    const modules = join(solverApp, 'node_modules');
+    expect(existsSync(join(modules, '@flowgrpo', 'agent', 'package.json'))).toBe(true);
+    for (const heavy of ['onnxruntime-node', 'onnxruntime-common', '@huggingface/transformers'])
+      expect(existsSync(join(modules, heavy)), heavy).toBe(false);
+    // And it runs: the agent's public API loads without them.
+    const out = await run(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        "const a = await import('@flowgrpo/agent'); const t = await import('@flowgrpo/tools'); console.log(typeof a.FlowSolver, typeof t.createCalculatorTool);",
+      ],
+      { cwd: solverApp },
+    );
+    expect(out.trim()).toBe('function function');
   });
 
   it('the app typechecks against the packed .d.ts (NodeNext, skipLibCheck: false) and builds', async () => {
@@ -252,5 +286,20 @@ describe('an app outside the workspace', () => {
       cwd: app,
     });
     expect(out.trim()).toBe(version);
+    // The templates ship in the package: init writes a starting point from the installed bin.
+    const init = await run(
+      join(app, 'node_modules', '.bin', 'flowgrpo'),
+      ['init', join(work, 'init'), '--template', 'gateway-agent'],
+      { cwd: work },
+    );
+    expect(init).toContain('flowgrpo train --config sft.json');
+    for (const file of [
+      'sft.json',
+      'serve-train.json',
+      'agent.ts',
+      'data/sft.jsonl',
+      'model/config.json',
+    ])
+      expect(existsSync(join(work, 'init', file)), file).toBe(true);
   });
 });

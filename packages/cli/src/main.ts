@@ -7,6 +7,7 @@ import { demoCommand } from './commands/demo.js';
 import { evalCommand } from './commands/eval.js';
 import { exportCommand } from './commands/export.js';
 import { generateCommand } from './commands/generate.js';
+import { initCommand } from './commands/init.js';
 import { serveCommand } from './commands/serve.js';
 import { solveCommand } from './commands/solve.js';
 import { trainCommand } from './commands/train.js';
@@ -14,6 +15,7 @@ import { debugRequested, reportError, USAGE_EXIT, withoutDebugFlag } from './err
 import { terminalSafe } from './terminal-text.js';
 
 export const commands: Command[] = [
+  initCommand,
   demoCommand,
   dataCommand,
   solveCommand,

@@ -18,7 +18,7 @@ import { readQueryRows, readSftExamples } from '../run-data.js';
 import { cliProgress, interruptSignal, metricsLine } from '../run-progress.js';
 
 const usage = `Usage:
-  flowgrpo train --config run.json [--device D] [--resume | --overwrite]
+  flowgrpo train --config run.json [--device D] [--resume | --overwrite] [--dry-run]
 
 Trains a LoRA adapter on a local decoder (SFT with "use_peft": false: every weight of a HF
 folder): SFT or (Flow-)GRPO, chosen by the config's "trainer".
@@ -73,6 +73,7 @@ Options:
   --device D      overrides "device"
   --resume        continue from the latest checkpoint in output_dir (resume_from_checkpoint: true)
   --overwrite     replace the run in output_dir (overwrite_output_dir: true)
+  --dry-run       run the checks below, print the device, and stop (nothing built or written)
 
 Before anything is built or written the run is checked (preflight): the model and tokenizer, the
 data files (every row), the device (which one auto picked, and why), that the agent's first
@@ -204,6 +205,7 @@ export const trainCommand: Command = {
     device: { type: 'string' },
     resume: { type: 'boolean' },
     overwrite: { type: 'boolean' },
+    'dry-run': { type: 'boolean' },
   },
   async run(args, io) {
     const file = stringOption(args, 'config') ?? args.positionals[0];
@@ -220,6 +222,12 @@ export const trainCommand: Command = {
     const rc = { ...given, run: await resolveRunSources(given.run, io) } as RunConfig;
     // Every check before anything is built or written; 'auto' resolved once, here.
     const { device: chosen } = await preflight(trainPlan(rc, rc.run.device ?? 'cpu'), io);
+    if (args.values['dry-run'] === true) {
+      io.stdout(
+        `dry run: ${rc.file} passed every check (${rc.kind}, device ${chosen}); nothing was built or written\n`,
+      );
+      return 0;
+    }
     return train(rc, chosen, io);
   },
 };
