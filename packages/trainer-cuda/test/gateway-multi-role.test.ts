@@ -201,3 +201,26 @@ it('killed with SIGKILL mid-step and resumed, continues bit-identically to the u
 }, 300_000);
 
 const zip = <A, B>(a: readonly A[], b: readonly B[]) => a.map((x, i) => [x, b[i]!] as const);
+
+it('eval_steps: the trained roles, greedy, on the eval dataset — at each interval and at the end', async () => {
+  const out = join(root, 'eval');
+  const result = await (
+    await twoRoleTrainer(root, twoRoleConfig(out, { max_steps: 2, eval_steps: 1 }), undefined, {
+      evalDataset: ['p?', 'q?', 'r?'].map((q, id) => ({
+        id,
+        question: q,
+        chain: '',
+        result: 'x',
+        source: 't',
+        extra_info: { ground_truth: 'x', idx: id },
+      })),
+    })
+  ).train();
+  // Step 1's evaluation, then the final one (HF: none at the last step besides the final).
+  const evals = result.metrics.filter((m) => m['eval/accuracy'] !== undefined);
+  expect(evals.map((m) => m.step)).toEqual([1, 2]);
+  expect(result.eval?.n).toBe(3);
+  expect(existsSync(join(out, 'eval', 'step-1.json'))).toBe(true);
+  expect(existsSync(join(out, 'eval', 'final.json'))).toBe(true);
+  expect(JSON.parse(readFileSync(join(out, 'eval', 'final.json'), 'utf8')).n).toBe(3);
+});

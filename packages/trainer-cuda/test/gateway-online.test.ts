@@ -152,7 +152,7 @@ it('refuses the GRPO keys the gateway trainers would ignore, naming each, before
   expect(
     () =>
       new MultiRoleGRPOTrainer({
-        config: { ...config, save_steps: 0, save_total_limit: 0, eval_steps: 5 },
+        config: { ...config, save_steps: 0, save_total_limit: 0, top_k: 5 },
         artifacts,
         tokenizer: model.tokenizer,
         roles: { policy: { trainable: true } },
@@ -160,7 +160,7 @@ it('refuses the GRPO keys the gateway trainers would ignore, naming each, before
         trainDataset: [],
       }),
   ).toThrow(
-    /eval_steps = 5: MultiRoleGRPOTrainer does not use these keys: .*no evaluation dataset/,
+    /top_k = 5: MultiRoleGRPOTrainer does not use these keys: .*the roles sample on the gateway/,
   );
   expect(existsSync(join(root, 'refused'))).toBe(false);
 });

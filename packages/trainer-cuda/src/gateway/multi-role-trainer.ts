@@ -15,6 +15,8 @@ import {
   refuseUnusedKeys,
 } from '../train/config.js';
 import { EpochCursor } from '../train/data-order.js';
+import { type EvalResult, evaluate } from '../train/evaluate.js';
+import { evalMetrics } from '../train/grpo-trainer.js';
 import { mapConcurrent } from '../train/map-concurrent.js';
 import { NonFiniteGuard } from '../train/non-finite-guard.js';
 import { writeReport } from '../train/report.js';
@@ -27,8 +29,14 @@ import {
 } from '../train/rollout-failures.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
+import { greedy } from '../train/sampling-override.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
-import { type AgentProgram, runAgentProgram } from './gateway-agent.js';
+import {
+  type AgentProgram,
+  gatewayAgent,
+  gatewayReward,
+  runAgentProgram,
+} from './gateway-agent.js';
 import { type RecordedRollout, rolloutTrajectory } from './recorder.js';
 import {
   hostRoles,
@@ -67,6 +75,11 @@ export interface MultiRoleGRPOTrainerOptions {
   /** Scores a rollout's final answer when the program posted no reward. */
   reward?: RewardFunction<object>;
   trainDataset: readonly SampleRow[];
+  /**
+   * Evaluated every `eval_steps` and at the end: the program once per row, the trained roles
+   * greedy (temperature 0), scored by the posted reward or `reward`.
+   */
+  evalDataset?: readonly SampleRow[];
   device?: DeviceRequest;
   /** Gateway options (apiKey, limits); it listens on 127.0.0.1, any free port. */
   gateway?: Omit<PolicyGatewayOptions, 'host'>;
@@ -83,12 +96,14 @@ export interface MultiRoleTrainResult {
   checkpoint: string | undefined;
   report: string;
   stopped: 'max_steps' | 'aborted';
+  /** The final evaluation (with an evalDataset). */
+  eval?: EvalResult;
 }
 
 /** GRPO keys this trainer cannot act on, and why. */
-const UNUSED_KEYS = ['max_turns', 'top_k', 'generate_workers', 'eval_steps'] as const;
+const UNUSED_KEYS = ['max_turns', 'top_k', 'generate_workers'] as const;
 const UNUSED_WHY =
-  'MultiRoleGRPOTrainer does not use these keys: the agent program decides its own turns, the roles sample on the gateway (no top_k, no generate workers), and it takes no evaluation dataset';
+  'MultiRoleGRPOTrainer does not use these keys: the agent program decides its own turns, and the roles sample on the gateway (no top_k, no generate workers)';
 
 /** A role's name is its folder in checkpoints and adapters/. */
 const FOLDER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -186,7 +201,7 @@ export class MultiRoleGRPOTrainer {
     }
   }
 
-  // ---- the loop: rollout → score → update (per role) → metrics → log / save ------------------
+  // ---- the loop: rollout → score → update (per role) → metrics → log / eval / save ----------
   async #loop(
     life: RunLifecycle,
     gateway: PolicyGateway,
@@ -262,7 +277,7 @@ export class MultiRoleGRPOTrainer {
       state.nan_steps_skipped += skipped;
       state.batches++;
 
-      // 4. Metrics, then 5. log (HF's rule: steps L, 2L, … and the last), rollouts, save.
+      // 4. Metrics, then 5. log (HF's rule: steps L, 2L, … and the last), rollouts, eval, save.
       record.step = state.global_step;
       record.epoch = cursor.epochs;
       record.nan_steps_skipped = state.nan_steps_skipped;
@@ -291,13 +306,22 @@ export class MultiRoleGRPOTrainer {
           failed,
         );
       }
+      if (o.evalDataset && crossed(c.eval_steps) && state.global_step < c.max_steps) {
+        const ev = await this.#evaluate(run, gateway, roles, `step-${state.global_step}`);
+        run.logMetrics({ step: state.global_step, ...evalMetrics(ev) });
+      }
       if (crossed(c.save_steps)) lastCheckpoint = await this.#checkpoint(life, roles, state);
     }
 
     if (!lastCheckpoint?.endsWith(`checkpoint-${state.global_step}`))
       lastCheckpoint = await this.#checkpoint(life, roles, state);
+    let finalEval: EvalResult | undefined;
+    if (o.evalDataset && stopped === 'max_steps') {
+      finalEval = await this.#evaluate(run, gateway, roles, 'final');
+      run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
+    }
     const adapters = await saveRoleAdapters(roles, join(run.dir, 'adapters'));
-    const report = await this.#writeReport(run, lastBatch);
+    const report = await this.#writeReport(run, lastBatch, finalEval);
     return {
       globalStep: state.global_step,
       metrics: run.readMetrics() as Record<string, number>[],
@@ -305,7 +329,42 @@ export class MultiRoleGRPOTrainer {
       checkpoint: lastCheckpoint,
       report,
       stopped,
+      ...(finalEval && { eval: finalEval }),
     };
+  }
+
+  /**
+   * The trained roles, greedy, on the eval dataset (GRPOTrainer's evaluate(): accuracy at
+   * success_threshold, written to eval/<name>.json). The trajectory is the first trained role's.
+   */
+  async #evaluate(
+    run: RunDirectory,
+    gateway: PolicyGateway,
+    roles: readonly ServedRole[],
+    name: string,
+  ): Promise<EvalResult> {
+    const c = this.config;
+    const o = this.#o;
+    const [first, ...others] = roles.filter((r) => r.policy);
+    const agent = gatewayAgent({
+      gateway,
+      program: o.program,
+      model: first!.name,
+      engines: Object.fromEntries(others.map((r) => [r.name, greedy(r.engine)])),
+      apiKey: o.gateway?.apiKey ?? 'EMPTY',
+    })(greedy(first!.engine));
+    const result = await evaluate({
+      agent,
+      dataset: o.evalDataset ?? [],
+      reward: gatewayReward(o.reward),
+      concurrency: c.rollout_concurrency,
+      successThreshold: c.success_threshold,
+      seed: c.seed,
+      name,
+      ...(o.signal && { signal: o.signal }),
+    });
+    run.writeJson(join('eval', `${name}.json`), result);
+    return result;
   }
 
   /** checkpoint-<step>: every trained role's adapter and optimizer state, and the run's state. */
@@ -328,12 +387,17 @@ export class MultiRoleGRPOTrainer {
     );
   }
 
-  /** report.html from metrics.jsonl and a sample of the last batch's rollouts. */
-  #writeReport(run: RunDirectory, lastBatch: readonly Trajectory[]): Promise<string> {
+  /** report.html from metrics.jsonl, a sample of the last batch's rollouts, the final eval. */
+  #writeReport(
+    run: RunDirectory,
+    lastBatch: readonly Trajectory[],
+    finalEval?: EvalResult,
+  ): Promise<string> {
     return run.guard(join(run.dir, 'report.html'), () =>
       writeReport(run.dir, {
         title: `Multi-role GRPO run — ${run.dir}`,
         metrics: run.readMetrics(),
+        ...(finalEval && { evals: [finalEval] }),
         trajectories: lastBatch.slice(0, 32),
       }),
     );
