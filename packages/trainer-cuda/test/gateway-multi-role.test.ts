@@ -14,7 +14,12 @@ import {
   tinyGatewayModel,
   writeAdapter,
 } from './support/gateway-fixtures.js';
-import { checkpointFiles, twoRoleConfig, twoRoleTrainer } from './support/tiny-multi-role.js';
+import {
+  checkpointFiles,
+  twoRoleConfig,
+  twoRoleProgram,
+  twoRoleTrainer,
+} from './support/tiny-multi-role.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-roles-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -223,4 +228,23 @@ it('eval_steps: the trained roles, greedy, on the eval dataset — at each inter
   expect(existsSync(join(out, 'eval', 'step-1.json'))).toBe(true);
   expect(existsSync(join(out, 'eval', 'final.json'))).toBe(true);
   expect(JSON.parse(readFileSync(join(out, 'eval', 'final.json'), 'utf8')).n).toBe(3);
+});
+
+it('an abort during a batch stops the run there and checkpoints the last finished step', async () => {
+  const out = join(root, 'aborted');
+  const controller = new AbortController();
+  const program: AgentProgram = async (a) => {
+    if (a.rolloutId.startsWith('b1.')) {
+      controller.abort();
+      throw new Error('stopped by the user');
+    }
+    return twoRoleProgram(a);
+  };
+  const result = await (
+    await twoRoleTrainer(root, twoRoleConfig(out), program, { signal: controller.signal })
+  ).train();
+  expect(result.stopped).toBe('aborted');
+  expect(result.globalStep).toBe(1);
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([1]);
+  for (const f of checkpointFiles(out, 1, 'planner')) expect(existsSync(f)).toBe(true);
 });

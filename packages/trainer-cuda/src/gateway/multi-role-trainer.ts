@@ -100,6 +100,13 @@ export interface MultiRoleTrainResult {
   eval?: EvalResult;
 }
 
+/** One run of the agent program: its recorded calls, its score, why it failed. */
+interface ScoredRun {
+  rollout: RecordedRollout;
+  score: number;
+  failure: ReturnType<typeof thrownFailure> | undefined;
+}
+
 /** GRPO keys this trainer cannot act on, and why. */
 const UNUSED_KEYS = ['max_turns', 'top_k', 'generate_workers'] as const;
 const UNUSED_WHY =
@@ -235,9 +242,17 @@ export class MultiRoleGRPOTrainer {
       const rows = cursor.take(c.queries_per_step).map((i) => o.trainDataset[i]!);
       const base = createRng(`${c.seed}:rollouts:${batch}`).nextUint32();
       const jobs = rows.flatMap((row, q) => Array.from({ length: G }, (_, g) => ({ row, q, g })));
-      const done = await mapConcurrent(jobs, c.rollout_concurrency, ({ row, q, g }) =>
-        this.#rollout(gateway, roles, row, `b${batch}.q${q}.g${g}`, base + q * G + g),
-      );
+      let done: ScoredRun[];
+      try {
+        done = await mapConcurrent(jobs, c.rollout_concurrency, ({ row, q, g }) =>
+          this.#rollout(gateway, roles, row, `b${batch}.q${q}.g${g}`, base + q * G + g),
+        );
+      } catch (e) {
+        // Aborted mid-batch: the batch is dropped, the last finished step is checkpointed below.
+        if (!o.signal?.aborted) throw e;
+        stopped = 'aborted';
+        break;
+      }
       // 2. Scores: the posted reward (or the reward function's), per role where posted.
       const rollouts = done.map((d) => d.rollout);
       const scored = done.map((d) => d.score);
@@ -414,11 +429,7 @@ export class MultiRoleGRPOTrainer {
     row: SampleRow,
     id: string,
     seed: number,
-  ): Promise<{
-    rollout: RecordedRollout;
-    score: number;
-    failure: ReturnType<typeof thrownFailure> | undefined;
-  }> {
+  ): Promise<ScoredRun> {
     const o = this.#o;
     const { recorded, answer, failure } = await runAgentProgram(
       gateway,
