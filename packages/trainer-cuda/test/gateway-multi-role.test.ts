@@ -1,6 +1,8 @@
 // Several roles, one adapter each, on one base model: two trained (planner, solver) with their
 // own advantages and optimizer states, one frozen (critic). The agent program calls each role by
-// model name through the gateway and posts per-role rewards.
+// model name through the gateway and posts per-role rewards. MultiRoleGRPOTrainer is a whole
+// trainer: GRPOTrainer's update (num_iterations), per-role checkpoints with exact resume after a
+// SIGKILL, evaluation, report.html, and an abort that checkpoints.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
