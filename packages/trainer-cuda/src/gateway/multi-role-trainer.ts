@@ -16,7 +16,7 @@ import {
 } from '../train/config.js';
 import { EpochCursor } from '../train/data-order.js';
 import { type EvalResult, evaluate } from '../train/evaluate.js';
-import { evalMetrics } from '../train/grpo-trainer.js';
+import { evalMetrics, freshGRPOState } from '../train/grpo-trainer.js';
 import { mapConcurrent } from '../train/map-concurrent.js';
 import { NonFiniteGuard } from '../train/non-finite-guard.js';
 import { writeReport } from '../train/report.js';
@@ -30,6 +30,7 @@ import {
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
 import { greedy } from '../train/sampling-override.js';
+import { StepClock } from '../train/step-clock.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
 import {
   type AgentProgram,
@@ -163,21 +164,7 @@ export class MultiRoleGRPOTrainer {
     const c = this.config;
     const o = this.#o;
     const ck = life.resumedRoles;
-    const state: TrainerState = ck
-      ? { ...ck.trainer, config: { ...c } }
-      : {
-          global_step: 0,
-          batches: 0,
-          epoch: 0,
-          data_cursor: 0,
-          rng: {
-            seed: c.seed,
-            scheme: 'order = permutation(seed, epoch); rollout seeds from (seed, batch)',
-          },
-          nan_steps_skipped: 0,
-          log_history: [],
-          config: { ...c },
-        };
+    const state: TrainerState = ck ? { ...ck.trainer, config: { ...c } } : freshGRPOState(c);
     life.run.writeJson('config.json', {
       trainer: 'multi-role-grpo',
       ...c,
@@ -234,9 +221,8 @@ export class MultiRoleGRPOTrainer {
         break;
       }
       const batch = state.batches;
-      const stepAtStart = state.global_step;
-      const crossed = (every: number) =>
-        every > 0 && Math.floor(state.global_step / every) > Math.floor(stepAtStart / every);
+      const clock = new StepClock(state.global_step);
+      const crossed = (every: number) => clock.crossed(every, state.global_step);
 
       // 1. Rollouts: Q questions × G runs of the agent program, at most rollout_concurrency at once.
       const rows = cursor.take(c.queries_per_step).map((i) => o.trainDataset[i]!);

@@ -193,24 +193,10 @@ export class GRPOTrainer {
   ): Promise<TrainResult> {
     const c = this.config;
     const o = this.#o;
-    const { state, params, optimizer } = await life.start(
-      {
-        global_step: 0,
-        batches: 0,
-        epoch: 0,
-        data_cursor: 0,
-        rng: {
-          seed: c.seed,
-          scheme: 'order = permutation(seed, epoch); rollout seeds from (seed, batch)',
-        },
-        nan_steps_skipped: 0,
-        log_history: [],
-        config: { ...c },
-      },
-      async () =>
-        typeof o.adapter === 'string'
-          ? (await loadLoraAdapter(o.adapter, manifest.config)).params
-          : (o.adapter ?? initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`)),
+    const { state, params, optimizer } = await life.start(freshGRPOState(c), async () =>
+      typeof o.adapter === 'string'
+        ? (await loadLoraAdapter(o.adapter, manifest.config)).params
+        : (o.adapter ?? initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`)),
     );
     this.#run.writeJson('config.json', { trainer: 'grpo', ...c, artifacts: resolve(o.artifacts) });
 
@@ -630,6 +616,23 @@ export class GRPOTrainer {
       { limit: this.config.save_total_limit },
     );
   }
+}
+
+/** The state a GRPO run starts from: every random stream derives from `seed` (and the batch). */
+export function freshGRPOState(c: GRPOConfig): TrainerState {
+  return {
+    global_step: 0,
+    batches: 0,
+    epoch: 0,
+    data_cursor: 0,
+    rng: {
+      seed: c.seed,
+      scheme: 'order = permutation(seed, epoch); rollout seeds from (seed, batch)',
+    },
+    nan_steps_skipped: 0,
+    log_history: [],
+    config: { ...c },
+  };
 }
 
 function mean(xs: readonly number[]): number {
