@@ -119,6 +119,8 @@ it('updates the served adapter from the rewards agents post, group by group', as
   } finally {
     await trainer.close();
   }
+  // close() writes report.html with the updates' curves.
+  expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('Online GRPO run');
 });
 
 it('refuses the GRPO keys the gateway trainers would ignore, naming each, before opening anything', async () => {

@@ -13,6 +13,7 @@ import {
   refuseUnusedKeys,
 } from '../train/config.js';
 import { NonFiniteGuard } from '../train/non-finite-guard.js';
+import { writeReport } from '../train/report.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
@@ -72,7 +73,7 @@ const UNUSED_KEYS = [
   'max_failed_rollout_steps',
 ] as const;
 const UNUSED_WHY =
-  "OnlineGRPOTrainer does not use these keys: the agents run their own rollouts (their turns, sampling and failures are theirs), it logs every update and saves the adapters when it closes (no checkpoints, resume or evaluation: the groups still filling live in the agents' rollouts, not in a checkpoint)";
+  "OnlineGRPOTrainer does not use these keys: the agents run their own rollouts (their turns, sampling and failures are theirs), it logs every update and saves the adapters and report.html when it closes (no checkpoints, resume or evaluation: the groups still filling live in the agents' rollouts, not in a checkpoint)";
 
 /** The group of a rollout: the posted group_id, else the first call's prompt (the task). */
 export function rolloutGroupKey(r: RecordedRollout): string {
@@ -259,10 +260,22 @@ export class OnlineGRPOTrainer {
     return saveRoleAdapters(this.roles, join(this.#run.dir, 'adapters'));
   }
 
-  /** Waits for a running update, saves the adapters, closes the gateway and the sessions. */
+  /** report.html of the updates so far (metrics.jsonl's curves, per role). */
+  writeReport(): Promise<string> {
+    const run = this.#run;
+    return run.guard(join(run.dir, 'report.html'), () =>
+      writeReport(run.dir, { title: `Online GRPO run — ${run.dir}`, metrics: run.readMetrics() }),
+    );
+  }
+
+  /**
+   * Waits for a running update, saves the adapters and report.html, closes the gateway and the
+   * sessions.
+   */
   async close(): Promise<Record<string, string>> {
     await this.#queue;
     const adapters = await this.saveAdapters();
+    await this.writeReport();
     await this.gateway.close();
     await this.#served.close();
     this.#life.close();
