@@ -228,6 +228,14 @@ export {
   NonFiniteLossError,
   type TrainResult,
 } from './train/grpo-trainer.js';
+// The one GRPO update every trainer runs: scored trajectories → ScoredBatch → grpoUpdate.
+export {
+  AGGREGATION,
+  type GrpoUpdateOptions,
+  type GrpoUpdateResult,
+  grpoUpdate,
+  type LogprobMismatch,
+} from './train/grpo-update.js';
 export {
   type KlEstimatorName,
   LoraPolicy,
@@ -236,6 +244,7 @@ export {
   type UpdateInputs,
   type UpdateResult,
 } from './train/lora-policy.js';
+export { NonFiniteGuard } from './train/non-finite-guard.js';
 export {
   type Progress,
   type ProgressBar,
@@ -265,6 +274,7 @@ export {
 export { LOCK_FILE, RunLock, RunLockedError, type RunLockInfo } from './train/run-lock.js';
 export { RunWriteError } from './train/run-write-error.js';
 export { greedy, withSampling } from './train/sampling-override.js';
+export { type ScoredBatch, scoreBatch } from './train/scored-batch.js';
 export {
   type SFTExample,
   type SFTResult,

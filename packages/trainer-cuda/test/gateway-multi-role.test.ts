@@ -1,18 +1,27 @@
 // Several roles, one adapter each, on one base model: two trained (planner, solver) with their
 // own advantages and optimizer states, one frozen (critic). The agent program calls each role by
-// model name through the gateway and posts per-role rewards.
-import { mkdtempSync, rmSync } from 'node:fs';
+// model name through the gateway and posts per-role rewards. MultiRoleGRPOTrainer is a whole
+// trainer: GRPOTrainer's update (num_iterations), per-role checkpoints with exact resume after a
+// SIGKILL, evaluation, report.html, and an abort that checkpoints.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { type AgentProgram, MultiRoleGRPOTrainer } from '../src/gateway/index.js';
-import { loadLoraAdapter } from '../src/index.js';
+import { listCheckpoints, loadLoraAdapter } from '../src/index.js';
 import {
   GATEWAY_LORA,
   randomAdapter,
   tinyGatewayModel,
   writeAdapter,
 } from './support/gateway-fixtures.js';
+import {
+  checkpointFiles,
+  twoRoleConfig,
+  twoRoleProgram,
+  twoRoleTrainer,
+} from './support/tiny-multi-role.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-roles-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -117,4 +126,127 @@ it('trains two roles with their own adapters and keeps the frozen role frozen', 
   // The frozen critic answered its fixed prompt identically in all 16 rollouts of both steps.
   expect(criticTokens).toHaveLength(16);
   expect(new Set(criticTokens).size).toBe(1);
+});
+
+it("num_iterations: 2 is GRPOTrainer's μ — two optimizer steps on one batch of rollouts", async () => {
+  const { model } = await tinyGatewayModel(root);
+  const run = async (name: string, numIterations: number) => {
+    const out = join(root, name);
+    const result = await (
+      await twoRoleTrainer(
+        root,
+        twoRoleConfig(out, { max_steps: numIterations, num_iterations: numIterations }),
+      )
+    ).train();
+    const params = (await loadLoraAdapter(result.adapters.planner!, model.weights.config)).params;
+    return { result, params };
+  };
+  const one = await run('mu-1', 1);
+  const two = await run('mu-2', 2);
+  // One batch of rollouts (the same seeds: the same rollouts), trained once vs twice.
+  expect(one.result.globalStep).toBe(1);
+  expect(two.result.globalStep).toBe(2);
+  expect(two.result.metrics.map((m) => m.step)).toEqual([2]);
+  expect(two.result.metrics[0]!['planner/train_tokens']).toBe(
+    one.result.metrics[0]!['planner/train_tokens'],
+  );
+  const bName = [...one.params.keys()].find((k) => k.includes('lora_B'))!;
+  expect(one.params.get(bName)!.some((v) => v !== 0)).toBe(true);
+  expect(Array.from(two.params.get(bName)!)).not.toEqual(Array.from(one.params.get(bName)!));
+});
+
+it('killed with SIGKILL mid-step and resumed, continues bit-identically to the uninterrupted run', async () => {
+  const full = join(root, 'full');
+  const uninterrupted = await (
+    await twoRoleTrainer(root, twoRoleConfig(full, { save_steps: 1, save_total_limit: 2 }))
+  ).train();
+  expect(uninterrupted.globalStep).toBe(4);
+  // save_total_limit: the two latest; each a folder per trained role, adapter + optimizer state.
+  expect(listCheckpoints(full).map((c) => c.step)).toEqual([3, 4]);
+  for (const role of ['planner', 'solver'])
+    for (const f of checkpointFiles(full, 4, role)) expect(existsSync(f)).toBe(true);
+  expect(readFileSync(join(full, 'report.html'), 'utf8')).toContain('Multi-role GRPO run');
+  expect(readFileSync(join(full, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(4);
+
+  const out = join(root, 'killed');
+  const marker = join(root, 'holding');
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=@flowgrpo/source',
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'support', 'tiny-multi-role.ts'),
+      root,
+      out,
+      '2',
+      marker,
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.on('exit', (_c, s) => resolve(s)),
+  );
+  // The child holds inside batch 2's rollouts (after checkpoint-2 was written): kill it there.
+  while (!existsSync(marker)) {
+    if (child.exitCode !== null) throw new Error(`the child exited with ${child.exitCode}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill('SIGKILL');
+  expect(await exited).toBe('SIGKILL');
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);
+
+  const resumed = await (
+    await twoRoleTrainer(root, twoRoleConfig(out, { save_steps: 1, resume_from_checkpoint: true }))
+  ).train();
+  expect(resumed.globalStep).toBe(4);
+  // Steps 1–2 from before the kill, 3–4 after: the same records, the same bits.
+  expect(resumed.metrics).toEqual(uninterrupted.metrics);
+  for (const role of ['planner', 'solver'])
+    for (const [a, b] of zip(checkpointFiles(full, 4, role), checkpointFiles(out, 4, role)))
+      expect(readFileSync(b).equals(readFileSync(a))).toBe(true);
+}, 300_000);
+
+const zip = <A, B>(a: readonly A[], b: readonly B[]) => a.map((x, i) => [x, b[i]!] as const);
+
+it('eval_steps: the trained roles, greedy, on the eval dataset — at each interval and at the end', async () => {
+  const out = join(root, 'eval');
+  const result = await (
+    await twoRoleTrainer(root, twoRoleConfig(out, { max_steps: 2, eval_steps: 1 }), undefined, {
+      evalDataset: ['p?', 'q?', 'r?'].map((q, id) => ({
+        id,
+        question: q,
+        chain: '',
+        result: 'x',
+        source: 't',
+        extra_info: { ground_truth: 'x', idx: id },
+      })),
+    })
+  ).train();
+  // Step 1's evaluation, then the final one (HF: none at the last step besides the final).
+  const evals = result.metrics.filter((m) => m['eval/accuracy'] !== undefined);
+  expect(evals.map((m) => m.step)).toEqual([1, 2]);
+  expect(result.eval?.n).toBe(3);
+  expect(existsSync(join(out, 'eval', 'step-1.json'))).toBe(true);
+  expect(existsSync(join(out, 'eval', 'final.json'))).toBe(true);
+  expect(JSON.parse(readFileSync(join(out, 'eval', 'final.json'), 'utf8')).n).toBe(3);
+});
+
+it('an abort during a batch stops the run there and checkpoints the last finished step', async () => {
+  const out = join(root, 'aborted');
+  const controller = new AbortController();
+  const program: AgentProgram = async (a) => {
+    if (a.rolloutId.startsWith('b1.')) {
+      controller.abort();
+      throw new Error('stopped by the user');
+    }
+    return twoRoleProgram(a);
+  };
+  const result = await (
+    await twoRoleTrainer(root, twoRoleConfig(out), program, { signal: controller.signal })
+  ).train();
+  expect(result.stopped).toBe('aborted');
+  expect(result.globalStep).toBe(1);
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([1]);
+  for (const f of checkpointFiles(out, 1, 'planner')) expect(existsSync(f)).toBe(true);
 });

@@ -119,11 +119,14 @@ it('updates the served adapter from the rewards agents post, group by group', as
   } finally {
     await trainer.close();
   }
+  // close() writes report.html with the updates' curves.
+  expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('Online GRPO run');
 });
 
 it('refuses the GRPO keys the gateway trainers would ignore, naming each, before opening anything', async () => {
-  // One update per batch, metrics every update, adapters at the end: a run.json copied from a
-  // GRPOTrainer run with num_iterations 2 or save_steps 10 would silently do something else.
+  // Metrics every update, adapters at the end, no checkpoints: a run.json copied from a
+  // GRPOTrainer run with save_steps 10 would silently do something else. (num_iterations, the
+  // filters and max_nan_steps_in_a_row are GRPOTrainer's update's, accepted.)
   const { model, artifacts } = await tinyGatewayModel(root);
   const config = {
     output_dir: join(root, 'refused'),
@@ -133,8 +136,9 @@ it('refuses the GRPO keys the gateway trainers would ignore, naming each, before
       lora_alpha: GATEWAY_LORA.alpha,
       target_modules: [...GATEWAY_LORA.targetModules],
     },
-    num_iterations: 2,
     save_steps: 10,
+    save_total_limit: 2,
+    num_iterations: 2, // GRPOTrainer's update: accepted
     logging_steps: 1, // the default: what the gateway trainers do anyway, accepted
   };
   const start = OnlineGRPOTrainer.start({
@@ -145,18 +149,20 @@ it('refuses the GRPO keys the gateway trainers would ignore, naming each, before
   });
   await expect(start).rejects.toBeInstanceOf(ConfigError);
   await expect(start).rejects.toThrow(
-    /num_iterations = 2, save_steps = 10: the gateway's trainers do not use these keys/,
+    /save_steps = 10, save_total_limit = 2: OnlineGRPOTrainer does not use these keys/,
   );
   expect(
     () =>
       new MultiRoleGRPOTrainer({
-        config: { ...config, num_iterations: 1, save_steps: 0, eval_steps: 5 },
+        config: { ...config, save_steps: 0, save_total_limit: 0, top_k: 5 },
         artifacts,
         tokenizer: model.tokenizer,
         roles: { policy: { trainable: true } },
         program: () => Promise.reject(new Error('not reached')),
         trainDataset: [],
       }),
-  ).toThrow(/eval_steps = 5: the gateway's trainers do not use this key/);
+  ).toThrow(
+    /top_k = 5: MultiRoleGRPOTrainer does not use these keys: .*the roles sample on the gateway/,
+  );
   expect(existsSync(join(root, 'refused'))).toBe(false);
 });

@@ -5,13 +5,15 @@ import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import {
-  checkGatewayConfig,
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
   learningRateAt,
   parseConfig,
+  refuseUnusedKeys,
 } from '../train/config.js';
+import { NonFiniteGuard } from '../train/non-finite-guard.js';
+import { writeReport } from '../train/report.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
 import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
@@ -30,8 +32,9 @@ import {
 // roles; agents — any process, any language — run episodes against it and post each episode's
 // reward to /v1/rollouts/{id}/reward with the task it solved (`group_id`). Rewarded rollouts
 // gather by group; a group is complete with G = num_generations rollouts, and every
-// queries_per_step complete groups make one GRPO update of each trained role (as
-// MultiRoleGRPOTrainer does), after which the roles serve their new adapters.
+// queries_per_step complete groups make the GRPO update of each trained role (GRPOTrainer's
+// update: num_iterations optimizer steps, the non-finite guard), after which the roles serve
+// their new adapters.
 //
 // Rollouts that were sampled before an update and rewarded after it are trained with truncated
 // importance weights min(π_now / π_sampled, cap) (TRL's vllm_importance_sampling_correction), so
@@ -54,6 +57,23 @@ export interface OnlineGRPOTrainerOptions {
   /** Also called for every rewarded rollout (e.g. to write it to a file). */
   onReward?: (rollout: RecordedRollout) => void;
 }
+
+/** GRPO keys this trainer cannot act on, and why. */
+const UNUSED_KEYS = [
+  'max_turns',
+  'top_k',
+  'eval_steps',
+  'logging_steps',
+  'save_steps',
+  'save_total_limit',
+  'resume_from_checkpoint',
+  'success_threshold',
+  'generate_workers',
+  'overwrite_output_dir',
+  'max_failed_rollout_steps',
+] as const;
+const UNUSED_WHY =
+  "OnlineGRPOTrainer does not use these keys: the agents run their own rollouts (their turns, sampling and failures are theirs), it logs every update and saves the adapters and report.html when it closes (no checkpoints, resume or evaluation: the groups still filling live in the agents' rollouts, not in a checkpoint)";
 
 /** The group of a rollout: the posted group_id, else the first call's prompt (the task). */
 export function rolloutGroupKey(r: RecordedRollout): string {
@@ -78,6 +98,8 @@ export class OnlineGRPOTrainer {
   readonly #complete: RecordedRollout[][] = [];
   #queue: Promise<void> = Promise.resolve();
   #step = 0;
+  #batches = 0;
+  readonly #guards: Map<string, NonFiniteGuard>;
   #finish!: () => void;
   #failure: unknown;
 
@@ -95,6 +117,12 @@ export class OnlineGRPOTrainer {
     this.#served = served;
     this.#life = life;
     this.#run = life.run;
+    this.#guards = new Map(
+      served.roles.map((r) => [
+        r.name,
+        new NonFiniteGuard(config.max_nan_steps_in_a_row, () => {}),
+      ]),
+    );
     this.finished = new Promise((r) => {
       this.#finish = r;
     });
@@ -103,7 +131,7 @@ export class OnlineGRPOTrainer {
   /** Opens the roles and starts the gateway; training happens as rewards arrive. */
   static async start(o: OnlineGRPOTrainerOptions): Promise<OnlineGRPOTrainer> {
     const config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
-    checkGatewayConfig(config, 'GRPO config');
+    refuseUnusedKeys(config, 'GRPO config', UNUSED_KEYS, UNUSED_WHY);
     if (!Object.values(o.roles).some((r) => r.trainable))
       throw new ConfigError('no role is trainable', { key: 'roles' });
     // output_dir first (its lock, HF's rules), before the roles' sessions open; held until close.
@@ -189,20 +217,31 @@ export class OnlineGRPOTrainer {
       const rollouts = batch.flat();
       const rewards = rollouts.map((r) => r.reward ?? 0);
       const groups = batch.flatMap((g, i) => g.map(() => i));
-      const lr = learningRateAt(this.#step + 1, c);
       const record: Record<string, number> = {
         step: this.#step + 1,
         reward: rewards.reduce((a, b) => a + b, 0) / rewards.length,
         rollouts: rollouts.length,
-        learning_rate: lr,
+        learning_rate: learningRateAt(this.#step + 1, c),
       };
+      // Every trained role takes num_iterations updates from the same step (GRPOTrainer's
+      // update, grpo-update.ts); rollouts sampled before an earlier update are importance-weighted.
+      let steps = 0;
       for (const role of this.roles) {
-        const m = await updateRole(role, rollouts, rewards, groups, c, lr, {
+        const u = await updateRole(role, rollouts, rewards, groups, {
+          config: c,
+          step: this.#step,
+          guard: this.#guards.get(role.name)!,
+          batch: this.#batches,
           importanceCorrection: true,
         });
-        if (m) Object.assign(record, m);
+        if (u) {
+          Object.assign(record, u.metrics);
+          steps = Math.max(steps, u.steps);
+        }
       }
-      this.#step++;
+      this.#batches++;
+      this.#step += Math.max(1, steps);
+      record.step = this.#step;
       this.metrics.push(record);
       this.#run.logMetrics(record);
       this.#o.onLog?.(record);
@@ -221,10 +260,22 @@ export class OnlineGRPOTrainer {
     return saveRoleAdapters(this.roles, join(this.#run.dir, 'adapters'));
   }
 
-  /** Waits for a running update, saves the adapters, closes the gateway and the sessions. */
+  /** report.html of the updates so far (metrics.jsonl's curves, per role). */
+  writeReport(): Promise<string> {
+    const run = this.#run;
+    return run.guard(join(run.dir, 'report.html'), () =>
+      writeReport(run.dir, { title: `Online GRPO run — ${run.dir}`, metrics: run.readMetrics() }),
+    );
+  }
+
+  /**
+   * Waits for a running update, saves the adapters and report.html, closes the gateway and the
+   * sessions.
+   */
   async close(): Promise<Record<string, string>> {
     await this.#queue;
     const adapters = await this.saveAdapters();
+    await this.writeReport();
     await this.gateway.close();
     await this.#served.close();
     this.#life.close();

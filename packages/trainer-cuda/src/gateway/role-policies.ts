@@ -1,6 +1,5 @@
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
-import { computeAdvantages, type LossAggregation } from '@flowgrpo/grpo';
 import {
   type ArtifactsManifest,
   DecoderArtifacts,
@@ -15,23 +14,21 @@ import {
 } from '../lora/lora-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
-import { type TrainRow, targetsOf } from '../train/collate.js';
 import { type GRPOConfig, policyOptions } from '../train/config.js';
-import {
-  aggregationWeights,
-  applyTruncatedImportanceWeights,
-  LoraPolicy,
-  updateHyperParams,
-} from '../train/lora-policy.js';
+import { grpoUpdate } from '../train/grpo-update.js';
+import { LoraPolicy } from '../train/lora-policy.js';
+import type { NonFiniteGuard } from '../train/non-finite-guard.js';
+import type { LoadedRolesCheckpoint } from '../train/roles-checkpoint.js';
 import type { TrainingSampling } from '../train/sampling-override.js';
+import { scoreBatch } from '../train/scored-batch.js';
 import { LocalPolicyHost } from './policy-host.js';
-import { type CallChain, chainCalls, type RecordedRollout } from './recorder.js';
+import { type RecordedRollout, rolloutTrajectory } from './recorder.js';
 
 // Roles served by the gateway, each a LoRA adapter on the shared base: an engine per role over
 // one opened artifacts directory, and for a trained role its LoraPolicy (train-step + logprobs
-// sessions, its own AdamW state). `updateRole` is one GRPO update of one role from recorded
-// rollouts — shared by MultiRoleGRPOTrainer (the trainer runs the agent) and OnlineGRPOTrainer
-// (agents run themselves and post rewards).
+// sessions, its own AdamW state). `updateRole` is the GRPO update of one role from recorded
+// rollouts — scoreBatch and grpoUpdate, as GRPOTrainer's — shared by MultiRoleGRPOTrainer (the
+// trainer runs the agent) and OnlineGRPOTrainer (agents run themselves and post rewards).
 
 export interface RoleSpec {
   /** Train this role's adapter (true) or serve it frozen (false). */
@@ -48,37 +45,6 @@ export interface ServedRole {
   policy?: LoraPolicy;
 }
 
-const AGGREGATION: Record<GRPOConfig['loss_type'], LossAggregation> = {
-  grpo: 'seq-mean-token-mean',
-  dapo: 'token-mean',
-  bnpo: 'token-mean',
-  dr_grpo: 'seq-sum-norm',
-  flow: 'flow',
-};
-
-/** One training row per chain: prompt, then completions (trainable) and observations between. */
-export function chainRow(
-  chain: CallChain,
-  advantage: number,
-  trajectory: number,
-  turn: number,
-): TrainRow {
-  const last = chain.calls.at(-1)!;
-  const n = last.promptTokens.length + last.completionTokens.length;
-  const tokens = new Int32Array(n);
-  const mask = new Uint8Array(n);
-  const logprobs = new Float32Array(n).fill(Number.NaN);
-  for (const c of chain.calls) {
-    // Each call's prompt is a prefix of the last call's prompt + completion (a chain).
-    tokens.set(c.promptTokens, 0);
-    const at = c.promptTokens.length;
-    tokens.set(c.completionTokens, at);
-    mask.fill(1, at, at + c.completionTokens.length);
-    logprobs.set(c.logprobs, at);
-  }
-  return { tokens, mask, logprobs, advantage, trajectory, turn };
-}
-
 /** An engine (and, for trained roles, a LoraPolicy) per role over opened artifacts. */
 export async function openRoles(o: {
   artifactsDir: string;
@@ -88,6 +54,8 @@ export async function openRoles(o: {
   roles: Record<string, RoleSpec>;
   config: GRPOConfig;
   device: DeviceRequest;
+  /** A checkpoint's roles to continue from (their adapters and optimizer states). */
+  resume?: LoadedRolesCheckpoint['roles'];
 }): Promise<ServedRole[]> {
   const { manifest, config: c } = o;
   if (!manifest.lora)
@@ -99,8 +67,16 @@ export async function openRoles(o: {
   const out: ServedRole[] = [];
   try {
     for (const [name, spec] of Object.entries(o.roles)) {
-      const params =
-        typeof spec.adapter === 'string'
+      const resumed = spec.trainable ? o.resume?.[name] : undefined;
+      if (o.resume && spec.trainable && !resumed)
+        throw new ConfigError(
+          `the checkpoint to resume from has no folder for the trained role '${name}' (it has ${Object.keys(o.resume).join(', ')})`,
+          { key: 'roles' },
+          { hint: 'resume with the roles the run was started with' },
+        );
+      const params = resumed
+        ? resumed.params
+        : typeof spec.adapter === 'string'
           ? (await loadLoraAdapter(spec.adapter, manifest.config)).params
           : (spec.adapter ??
             (spec.trainable
@@ -120,6 +96,7 @@ export async function openRoles(o: {
               params,
               device: o.device,
               ...policyOptions(c),
+              ...(resumed && { state: resumed.optimizer }),
             })
           : undefined;
       out.push({ name, spec, engine, ...(policy && { policy }) });
@@ -167,6 +144,7 @@ export async function hostRoles(o: {
   config: GRPOConfig;
   device: DeviceRequest;
   baseModel?: string;
+  resume?: LoadedRolesCheckpoint['roles'];
 }): Promise<HostedRoles> {
   const manifest = readArtifactsManifest(o.artifactsDir);
   const artifacts = await DecoderArtifacts.open(o.artifactsDir, {
@@ -195,72 +173,67 @@ export async function hostRoles(o: {
 }
 
 /**
- * One GRPO update of `role` from rollouts (`rewards[i]`, `groups[i]` per rollout): advantages
- * over the rollouts in which the role acted (its `role_rewards` entry when posted), one row per
- * continuity chain of its calls, old logprobs recomputed, one optimizer step, the role's engine
- * refreshed. `importanceCorrection`: weight each token by min(π_now / π_sampled, cap), for
- * rollouts sampled by an earlier adapter. Returns the role's metrics, or undefined when it had
- * nothing to train on.
+ * The GRPO update of `role` from rollouts (`rewards[i]`, `groups[i]` per rollout), through the
+ * path every trainer takes: the rollouts in which the role acted become Trajectories of its calls
+ * (rolloutTrajectory: one chain → segments, else one turn per call), scored against its
+ * `role_rewards` entry when posted (group-relative advantages over those rollouts only), collated
+ * by scoreBatch and trained by grpoUpdate (μ updates, the non-finite guard); the role's engine
+ * then samples from its new adapter. `importanceCorrection`: weight each token by
+ * min(π_now / π_sampled, cap), for rollouts sampled by an earlier adapter. Returns the role's
+ * metrics and its optimizer steps, or undefined when it had nothing to train on.
  */
 export async function updateRole(
   role: ServedRole,
   rollouts: readonly RecordedRollout[],
   rewards: readonly number[],
   groups: readonly number[],
-  c: GRPOConfig,
-  learningRate: number,
-  o: { importanceCorrection?: boolean } = {},
-): Promise<Record<string, number> | undefined> {
+  o: {
+    config: GRPOConfig;
+    /** Global steps done before this update. */
+    step: number;
+    guard: NonFiniteGuard;
+    batch: number;
+    importanceCorrection?: boolean;
+  },
+): Promise<{ metrics: Record<string, number>; steps: number } | undefined> {
   if (!role.policy) return undefined;
-  const calls = rollouts.map((r) => r.calls.filter((x) => x.model === role.name));
-  const acted = calls.map((x, k) => ({ k, x })).filter((e) => e.x.length > 0);
+  const acted = rollouts
+    .map((r, k) => ({ r, k }))
+    .filter(({ r }) => r.calls.some((x) => x.model === role.name));
   if (acted.length === 0) return undefined;
   const roleRewards = Float64Array.from(
     acted,
-    ({ k }) => rollouts[k]!.roleRewards?.[role.name] ?? rewards[k]!,
+    ({ r, k }) => r.roleRewards?.[role.name] ?? rewards[k]!,
   );
   const roleGroups = Int32Array.from(acted, ({ k }) => groups[k]!);
-  const adv = computeAdvantages(roleRewards, roleGroups, { scale: c.scale_rewards });
-  const rows: TrainRow[] = [];
-  acted.forEach(({ x }, i) => {
-    chainCalls(x).forEach((chain, t) => {
-      rows.push(chainRow(chain, adv[i]!, i, t));
-    });
-  });
-  const targets = targetsOf(rows);
-  if (targets.count === 0) return undefined;
-  const lp = { temperature: c.temperature, maxTokensPerMicrobatch: c.max_tokens_per_microbatch };
-  // Old log-probs before the update only for the importance correction; otherwise the update's
-  // own forward, detached (one update per batch: the same bits, without a second pass).
-  const correct = o.importanceCorrection || c.vllm_importance_sampling_correction;
-  const old = correct
-    ? await role.policy.logprobs(rows, targets, { ...lp, loraScale: 1 })
-    : undefined;
-  const ref =
-    c.beta !== 0 ? await role.policy.logprobs(rows, targets, { ...lp, loraScale: 0 }) : undefined;
-  const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
-    maxLen: c.max_completion_length,
-  });
-  if (old) applyTruncatedImportanceWeights(pgWeights, old, targets, c.vllm_importance_sampling_cap);
-  const u = await role.policy.update(
-    rows,
-    targets,
-    { ...(old && { old }), ...(ref && { ref }), pgWeights },
-    updateHyperParams(c, learningRate),
+  const trajectories = acted.map(({ r, k }) =>
+    rolloutTrajectory(r, { model: role.name, queryId: r.id, groupId: String(groups[k]) }),
   );
-  const trainer = old ?? u.logprobs;
-  let mismatch = 0;
-  for (let j = 0; j < targets.count; j++)
-    mismatch = Math.max(mismatch, Math.abs(trainer[j]! - targets.sampleLogprob[j]!));
+  const batch = scoreBatch(trajectories, roleRewards, roleGroups, o.config);
+  if (batch.targets.count === 0) return undefined;
+  const u = await grpoUpdate(role.policy, batch, {
+    config: o.config,
+    step: o.step,
+    guard: o.guard,
+    at: { batch: o.batch, queryIds: acted.map(({ r }) => r.id), who: role.name },
+    ...(o.importanceCorrection && { importanceCorrection: true }),
+  });
   // The role's engine samples from its new adapter from the next call on.
   role.engine.generator.setLora(role.policy.params);
+  const last = u.updates.findLast((x) => !x.skipped) ?? u.updates.at(-1);
+  const skipped = u.updates.filter((x) => x.skipped).length;
   return {
-    [`${role.name}/reward`]: roleRewards.reduce((a, b) => a + b, 0) / roleRewards.length,
-    [`${role.name}/loss`]: u.stats.loss,
-    [`${role.name}/grad_norm`]: u.gradNorm,
-    [`${role.name}/train_tokens`]: targets.count,
-    [`${role.name}/logprob_mismatch/max`]: mismatch,
-    ...(u.skipped && { [`${role.name}/skipped`]: 1 }),
+    steps: u.updates.length,
+    metrics: {
+      [`${role.name}/reward`]: roleRewards.reduce((a, b) => a + b, 0) / roleRewards.length,
+      ...(last && {
+        [`${role.name}/loss`]: last.stats.loss,
+        [`${role.name}/grad_norm`]: last.gradNorm,
+      }),
+      [`${role.name}/train_tokens`]: batch.targets.count,
+      [`${role.name}/logprob_mismatch/max`]: u.mismatch.max,
+      ...(skipped > 0 && { [`${role.name}/skipped`]: skipped }),
+    },
   };
 }
 

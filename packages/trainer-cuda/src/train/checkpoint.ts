@@ -93,19 +93,7 @@ export async function saveCheckpoint(
       await saveHfModel(tmp, { config: o.config, tensors }, { dtype: 'F32' });
     }
     for (const f of o.extraFiles ?? []) copyFileSync(f, join(tmp, basename(f)));
-    const moments = [
-      ...Object.entries(o.state.m).map(([k, t]) => [`m.${k}`, t] as const),
-      ...Object.entries(o.state.v).map(([k, t]) => [`v.${k}`, t] as const),
-    ].map(
-      ([name, t]) =>
-        [
-          name,
-          { dtype: 'F32' as const, shape: [...t.dims], data: t.data as Float32Array },
-        ] as const,
-    );
-    await writeSafetensors(join(tmp, OPTIMIZER_STATE), moments, {
-      metadata: { format: 'pt', optimizer: 'adamw', step: String(o.state.step) },
-    });
+    await writeOptimizerState(tmp, o.state);
     await writeFile(join(tmp, TRAINER_STATE), `${JSON.stringify(o.trainer, null, 2)}\n`);
   });
   return dir;
@@ -120,11 +108,8 @@ export interface LoadedCheckpoint {
   trainer: TrainerState;
 }
 
-/** Reads a checkpoint folder; a missing or corrupt part is a CheckpointError naming the file. */
-export async function loadCheckpoint(
-  dir: string,
-  config: DecoderConfig,
-): Promise<LoadedCheckpoint> {
+/** trainer_state.json of a checkpoint folder (a CheckpointError when missing or corrupt). */
+export function readTrainerState(dir: string): TrainerState {
   const statePath = join(dir, TRAINER_STATE);
   let trainer: TrainerState;
   try {
@@ -140,6 +125,15 @@ export async function loadCheckpoint(
     throw new CheckpointError(`${TRAINER_STATE} has no integer global_step / data_cursor`, {
       path: dir,
     });
+  return trainer;
+}
+
+/** Reads a checkpoint folder; a missing or corrupt part is a CheckpointError naming the file. */
+export async function loadCheckpoint(
+  dir: string,
+  config: DecoderConfig,
+): Promise<LoadedCheckpoint> {
+  const trainer = readTrainerState(dir);
   let adapter: { lora: LoraConfig | undefined; params: LoraParams };
   try {
     if (existsSync(join(dir, 'adapter_config.json'))) adapter = await loadLoraAdapter(dir, config);
@@ -155,6 +149,30 @@ export async function loadCheckpoint(
   } catch (cause) {
     throw new CheckpointError(`parameters: ${(cause as Error).message}`, { path: dir }, { cause });
   }
+  const optimizer = await readOptimizerState(dir, adapter.params, trainer.global_step);
+  return { dir, lora: adapter.lora, params: adapter.params, optimizer, trainer };
+}
+
+/** optimizer.safetensors: AdamW's moments (m.<param>, v.<param>) and its step. */
+export async function writeOptimizerState(dir: string, state: TrainStepState): Promise<void> {
+  const moments = [
+    ...Object.entries(state.m).map(([k, t]) => [`m.${k}`, t] as const),
+    ...Object.entries(state.v).map(([k, t]) => [`v.${k}`, t] as const),
+  ].map(
+    ([name, t]) =>
+      [name, { dtype: 'F32' as const, shape: [...t.dims], data: t.data as Float32Array }] as const,
+  );
+  await writeSafetensors(join(dir, OPTIMIZER_STATE), moments, {
+    metadata: { format: 'pt', optimizer: 'adamw', step: String(state.step) },
+  });
+}
+
+/** Reads optimizer.safetensors of `dir`: the moments of every one of `params`. */
+export async function readOptimizerState(
+  dir: string,
+  params: LoraParams,
+  defaultStep: number,
+): Promise<LoadedCheckpoint['optimizer']> {
   let tensors: Awaited<ReturnType<typeof readSafetensors>>;
   try {
     tensors = await readSafetensors(join(dir, OPTIMIZER_STATE));
@@ -169,7 +187,7 @@ export async function loadCheckpoint(
   }
   const m: Record<string, ort.Tensor> = {};
   const v: Record<string, ort.Tensor> = {};
-  for (const [name, p] of adapter.params) {
+  for (const [name, p] of params) {
     const tm = tensors.tensors.get(`m.${name}`);
     const tv = tensors.tensors.get(`v.${name}`);
     if (!tm || !tv)
@@ -182,8 +200,8 @@ export async function loadCheckpoint(
     m[name] = new ort.Tensor('float32', Float32Array.from(tensorToFloat32(tm)), dims);
     v[name] = new ort.Tensor('float32', Float32Array.from(tensorToFloat32(tv)), dims);
   }
-  const step = Number(tensors.metadata?.step ?? trainer.global_step);
-  return { dir, lora: adapter.lora, params: adapter.params, optimizer: { step, m, v }, trainer };
+  const step = Number(tensors.metadata?.step ?? defaultStep);
+  return { step, m, v };
 }
 
 /** checkpoint-<n> folders of a run, oldest first. */

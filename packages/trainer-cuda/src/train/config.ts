@@ -201,39 +201,23 @@ export function parseConfig<S extends z.ZodType>(
 }
 
 /**
- * GRPO keys the gateway's trainers (OnlineGRPOTrainer, MultiRoleGRPOTrainer) do not act on: they
- * make one update per batch of complete groups, log every update, save the adapters at the end,
- * evaluate nothing, resume nothing, and go on past non-finite updates (skipped,
- * `<role>/skipped`), and sample with no top-k. (A trained role's calls in a named rollout sample
- * at the config's temperature, top_p and max_completion_length, as GRPOTrainer's policy does.) They behave as these keys' defaults; another value would be
- * ignored without a word, so it is refused.
+ * Refuses the GRPO keys a trainer cannot act on when `c` sets them away from their defaults: the
+ * trainer behaves as their defaults, and another value would be ignored without a word. `why`
+ * says what the trainer does instead.
  */
-export const GATEWAY_FIXED_KEYS = [
-  'num_iterations',
-  'filter_zero_variance_groups',
-  'mask_truncated_completions',
-  'max_turns',
-  'top_k',
-  'eval_steps',
-  'logging_steps',
-  'save_steps',
-  'save_total_limit',
-  'resume_from_checkpoint',
-  'success_threshold',
-  'generate_workers',
-  'max_nan_steps_in_a_row',
-  'overwrite_output_dir',
-  'max_failed_rollout_steps',
-] as const satisfies readonly (keyof GRPOConfig)[];
-
-/** Throws a ConfigError naming the GATEWAY_FIXED_KEYS that `c` sets away from their defaults. */
-export function checkGatewayConfig(c: GRPOConfig, what: string): void {
+export function refuseUnusedKeys(
+  c: GRPOConfig,
+  what: string,
+  keys: readonly (keyof GRPOConfig)[],
+  why: string,
+): void {
   const defaults = GRPOConfigSchema.parse({ output_dir: '.', max_steps: 1 });
-  const set = GATEWAY_FIXED_KEYS.filter((k) => c[k] !== defaults[k]);
+  const set = keys.filter((k) => c[k] !== defaults[k]);
   if (set.length > 0)
     throw new ConfigError(
-      `${what}: ${set.map((k) => `${k} = ${JSON.stringify(c[k])}`).join(', ')}: the gateway's trainers do not use ${set.length > 1 ? 'these keys' : 'this key'} (one update per batch of complete groups, metrics every update, adapters saved at the end); remove ${set.length > 1 ? 'them' : 'it'} (docs/gateway.md)`,
+      `${what}: ${set.map((k) => `${k} = ${JSON.stringify(c[k])}`).join(', ')}: ${why}`,
       { key: set.join(', ') },
+      { hint: `remove ${set.length > 1 ? 'these keys' : 'this key'} (docs/gateway.md)` },
     );
 }
 

@@ -3,6 +3,7 @@ import { FlowGrpoError, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import { type RewardFunction, rewardInputFromTrajectory } from '@flowgrpo/reward';
 import { expectAbortListeners } from '../util/abort-listeners.js';
 import { scoreTrajectory } from './checked-reward.js';
+import { mapConcurrent } from './map-concurrent.js';
 import { countRolloutFailures, RolloutsFailedError } from './rollout-failures.js';
 
 // Evaluation of a policy inside its agent on a dataset: each question once, the reward function
@@ -145,32 +146,24 @@ function summarize(items: readonly Scored[], threshold: number): EvalSummary {
 export async function evaluate(o: EvaluateOptions): Promise<EvalResult> {
   const start = performance.now();
   const threshold = o.successThreshold ?? 1;
-  const results: Scored[] = new Array(o.dataset.length);
-  let next = 0;
   let done = 0;
   let correct = 0;
-  const worker = async () => {
-    for (;;) {
-      const i = next++;
-      if (i >= o.dataset.length) return;
-      o.signal?.throwIfAborted();
-      const row = o.dataset[i]!;
-      const trajectory = await runOne(o.agent, row, (o.seed ?? 0) + i, o.signal);
-      const reward = (
-        await scoreTrajectory(o.reward, rewardInputFromTrajectory(trajectory), trajectory)
-      ).score;
-      // The trajectory carries its score like a training rollout's: report.html, eval --out and
-      // the rollouts Parquet read it there (without it a correct answer showed as "reward 0").
-      trajectory.reward = reward;
-      results[i] = { trajectory, reward, source: row.source };
-      done++;
-      if (reward >= threshold) correct++;
-      o.onProgress?.(done, o.dataset.length, correct);
-    }
-  };
   const width = Math.max(1, Math.min(o.concurrency ?? 32, o.dataset.length));
   expectAbortListeners(o.signal, 4 * width);
-  await Promise.all(Array.from({ length: width }, worker));
+  const results = await mapConcurrent(o.dataset, width, async (row, i): Promise<Scored> => {
+    o.signal?.throwIfAborted();
+    const trajectory = await runOne(o.agent, row, (o.seed ?? 0) + i, o.signal);
+    const reward = (
+      await scoreTrajectory(o.reward, rewardInputFromTrajectory(trajectory), trajectory)
+    ).score;
+    // The trajectory carries its score like a training rollout's: report.html, eval --out and
+    // the rollouts Parquet read it there (without it a correct answer showed as "reward 0").
+    trajectory.reward = reward;
+    done++;
+    if (reward >= threshold) correct++;
+    o.onProgress?.(done, o.dataset.length, correct);
+    return { trajectory, reward, source: row.source };
+  });
   const failures = countRolloutFailures(results.map((r) => r.trajectory));
   if (failures.total > 0 && failures.failed === failures.total)
     // An evaluation writes no rollouts/*.parquet and no results: the message is the account.

@@ -1,19 +1,13 @@
 import { join, resolve } from 'node:path';
 import type { PolicyEngine, RolloutAgent } from '@flowgrpo/agent';
+import { ConfigError, createRng, type SampleRow, type Trajectory } from '@flowgrpo/core';
+import { grpoMetrics } from '@flowgrpo/grpo';
 import {
-  ConfigError,
-  createRng,
-  FlowGrpoError,
-  type SampleRow,
-  type Trajectory,
-} from '@flowgrpo/core';
-import {
-  computeAdvantages,
-  filterZeroVarianceGroups,
-  grpoMetrics,
-  type LossAggregation,
-} from '@flowgrpo/grpo';
-import { type RewardFunction, rewardInputFromTrajectory, rewardMetrics } from '@flowgrpo/reward';
+  type RewardFunction,
+  type RewardResult,
+  rewardInputFromTrajectory,
+  rewardMetrics,
+} from '@flowgrpo/reward';
 import {
   DecoderArtifacts,
   readArtifactsManifest,
@@ -31,14 +25,12 @@ import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import { expectAbortListeners } from '../util/abort-listeners.js';
 import { scoreTrajectory } from './checked-reward.js';
-import type { LoadedCheckpoint, TrainerState } from './checkpoint.js';
-import { rowsFromTrajectories, targetsOf } from './collate.js';
+import type { TrainerState } from './checkpoint.js';
 import {
   checkArtifactsLora,
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
-  learningRateAt,
   parseConfig,
   policyOptions,
 } from './config.js';
@@ -52,18 +44,16 @@ import {
   trajectoryToolErrors,
   trajectoryTurns,
 } from './evaluate.js';
-import {
-  aggregationWeights,
-  applyTruncatedImportanceWeights,
-  LoraPolicy,
-  type UpdateResult,
-  updateHyperParams,
-} from './lora-policy.js';
+import { type GrpoUpdateResult, grpoUpdate } from './grpo-update.js';
+import { LoraPolicy } from './lora-policy.js';
+import { mapConcurrent } from './map-concurrent.js';
+import { NonFiniteGuard } from './non-finite-guard.js';
 import { type Progress, silentProgress } from './progress.js';
 import { writeReport } from './report.js';
 import {
   countRolloutFailures,
   describeRolloutFailures,
+  type RolloutFailures,
   RolloutsFailedError,
   rolloutFailureMetrics,
 } from './rollout-failures.js';
@@ -71,17 +61,23 @@ import type { MetricsRecord, RunDirectory } from './run-dir.js';
 import { RunLifecycle } from './run-lifecycle.js';
 import type { RunLock } from './run-lock.js';
 import { greedy, trainingSampling } from './sampling-override.js';
-import { withoutTruncated } from './truncation.js';
+import { type ScoredBatch, scoreBatch } from './scored-batch.js';
+import { StepClock } from './step-clock.js';
 
-// Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py:
+// Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py — five phases,
+// one method each (#loop below):
 //
 //   for each rollout batch:
-//     Q queries × G rollouts through the agent (the policy is the planner; tools and fixed roles
-//       run as in the app) → rewards → group-relative advantages, broadcast to every turn
-//     → filters (zero-variance groups, truncated turns) → token-exact rows
-//     → old log-probs (recomputed), reference log-probs (lora_scale 0) when beta ≠ 0
-//     → μ optimizer updates (clip, KL, the loss type's aggregation; micro-batches accumulated)
-//     → policy refresh (new LoRA tensors in the rollout engine) → log, evaluate, checkpoint
+//     1. rollout   Q queries × G rollouts through the agent (the policy is the planner; tools and
+//                  fixed roles run as in the app)
+//     2. score     rewards → group-relative advantages, broadcast to every turn → filters
+//                  (zero-variance groups, truncated turns) → token-exact rows: a ScoredBatch
+//                  (scored-batch.ts)
+//     3. update    old log-probs, reference log-probs when beta ≠ 0, token weights, μ optimizer
+//                  updates (grpo-update.ts, the same for the gateway's trainers) → the rollout
+//                  engine gets the new LoRA tensors
+//     4. metrics   TRL's names, then flowgrpo's
+//     5. log / eval / save
 //
 // Every random stream derives from `seed` and the batch number, so a run resumed from a
 // checkpoint continues exactly as the uninterrupted run would have (CPU EP).
@@ -115,6 +111,13 @@ export interface GRPOTrainerOptions {
   lock?: RunLock;
 }
 
+/** A batch's rollouts, scored: each reward function result, the failures, the ScoredBatch. */
+interface ScoredRollouts {
+  scored: RewardResult<object>[];
+  failures: RolloutFailures;
+  batch: ScoredBatch;
+}
+
 export interface TrainResult {
   globalStep: number;
   /** The last checkpoint written. */
@@ -125,35 +128,7 @@ export interface TrainResult {
   stopped: 'max_steps' | 'aborted';
 }
 
-/** Too many updates in a row had a non-finite loss or gradient norm. */
-export class NonFiniteLossError extends FlowGrpoError {
-  static override readonly code = 'NON_FINITE_LOSS';
-  readonly step: number;
-  readonly batch: number;
-  readonly queryIds: string[];
-  constructor(fields: {
-    step: number;
-    batch: number;
-    queryIds: string[];
-    inARow: number;
-    reason: string;
-  }) {
-    super(
-      `${fields.inARow} updates in a row had a non-finite ${fields.reason} (last at step ${fields.step}, rollout batch ${fields.batch}, queries ${fields.queryIds.join(', ')}); parameters were left at step ${fields.step}`,
-    );
-    this.step = fields.step;
-    this.batch = fields.batch;
-    this.queryIds = fields.queryIds;
-  }
-}
-
-const AGGREGATION: Record<GRPOConfig['loss_type'], LossAggregation> = {
-  grpo: 'seq-mean-token-mean',
-  dapo: 'token-mean',
-  bnpo: 'token-mean',
-  dr_grpo: 'seq-sum-norm',
-  flow: 'flow',
-};
+export { NonFiniteLossError } from './non-finite-guard.js';
 
 export class GRPOTrainer {
   readonly config: GRPOConfig;
@@ -218,34 +193,11 @@ export class GRPOTrainer {
   ): Promise<TrainResult> {
     const c = this.config;
     const o = this.#o;
-    const progress = o.progress ?? silentProgress;
-    const G = c.num_generations;
-    const Q = c.queries_per_step;
-    let state: TrainerState = {
-      global_step: 0,
-      batches: 0,
-      epoch: 0,
-      data_cursor: 0,
-      rng: {
-        seed: c.seed,
-        scheme: 'order = permutation(seed, epoch); rollout seeds from (seed, batch)',
-      },
-      nan_steps_skipped: 0,
-      log_history: [],
-      config: { ...c },
-    };
-    let params: LoraParams;
-    let optimizerState: LoadedCheckpoint['optimizer'] | undefined;
-    const ck = life.resumed;
-    if (ck) {
-      state = { ...ck.trainer, config: { ...c } };
-      params = ck.params;
-      optimizerState = ck.optimizer;
-    } else if (typeof o.adapter === 'string') {
-      params = (await loadLoraAdapter(o.adapter, manifest.config)).params;
-    } else {
-      params = o.adapter ?? initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`);
-    }
+    const { state, params, optimizer } = await life.start(freshGRPOState(c), async () =>
+      typeof o.adapter === 'string'
+        ? (await loadLoraAdapter(o.adapter, manifest.config)).params
+        : (o.adapter ?? initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`)),
+    );
     this.#run.writeJson('config.json', { trainer: 'grpo', ...c, artifacts: resolve(o.artifacts) });
 
     // ---- the model, its optimizer, the rollout engine -------------------------------------
@@ -254,319 +206,342 @@ export class GRPOTrainer {
       params,
       device: o.device ?? 'cpu',
       ...policyOptions(c),
-      ...(optimizerState && { state: optimizerState }),
+      ...(optimizer && { state: optimizer }),
     });
     this.#policy = policy;
     try {
-      if (o.rolloutEngine) this.#engine = o.rolloutEngine;
-      else {
-        this.#artifacts = await DecoderArtifacts.open(o.artifacts, {
-          graphs: [samplingGraph(manifest, o.device ?? 'cpu')],
-          device: o.device ?? 'cpu',
-          ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
-        });
-        this.#local = new LocalPolicyEngine({
-          generator: new DecoderGenerator(this.#artifacts, {
-            ...(c.generate_workers !== undefined && { generateWorkers: c.generate_workers }),
-          }),
-          tokenizer: o.tokenizer,
-          model: 'policy',
-          defaults: { topK: c.top_k },
-          maxBatchSize: Math.max(G, c.rollout_concurrency),
-        });
-        this.#engine = this.#local;
-      }
-      await this.#sync(policy.params, state.global_step);
-      const agent = o.agent(
-        trainingSampling(this.#engine, {
-          temperature: c.temperature,
-          topP: c.top_p,
-          maxTokens: c.max_completion_length,
-        }),
-      );
-
-      // ---- the loop -----------------------------------------------------------------------------
-      const bar = progress.start('GRPO', c.max_steps);
-      bar.update(state.global_step);
-      let inARow = 0;
-      let emptyBatches = Number(state.extra?.empty_batches ?? 0);
-      let failedSteps = Number(state.extra?.failed_steps ?? 0);
-      const cursor = new EpochCursor(o.trainDataset.length, c.seed, state);
-      let lastCheckpoint: string | undefined;
-      // The report shows a sample of the last batch's trajectories (every rollout is in Parquet).
-      let lastBatch: Trajectory[] = [];
-      let finalEval: EvalResult | undefined;
-      let stopped: TrainResult['stopped'] = 'max_steps';
-      while (state.global_step < c.max_steps) {
-        if (o.signal?.aborted) {
-          stopped = 'aborted';
-          break;
-        }
-        const t: Record<string, number> = {};
-        const time = async <T>(k: string, f: () => Promise<T>): Promise<T> => {
-          const s = performance.now();
-          try {
-            return await f();
-          } finally {
-            t[k] = (t[k] ?? 0) + (performance.now() - s) / 1000;
-          }
-        };
-
-        // Queries of this batch, in the seeded order of their epoch.
-        const rows = cursor.take(Q).map((i) => o.trainDataset[i]!);
-        const batch = state.batches;
-        // Steps this batch advances (num_iterations updates, or one empty step): logging, eval
-        // and save fire when the batch crosses a multiple of their interval.
-        const stepAtStart = state.global_step;
-        const crossed = (every: number) =>
-          every > 0 && Math.floor(state.global_step / every) > Math.floor(stepAtStart / every);
-
-        // Rollouts: Q groups of G, at most rollout_concurrency at once.
-        let trajectories: Trajectory[];
-        try {
-          trajectories = await time('rollout', () => this.#rollouts(agent, rows, batch));
-        } catch (e) {
-          if (o.signal?.aborted) {
-            stopped = 'aborted';
-            break;
-          }
-          throw e;
-        }
-
-        // Rewards and group-relative advantages (broadcast to every planner turn). A reward
-        // function's fault (a throw, a result that is no reward) scores 0 and is recorded on the
-        // trajectory (metadata.rewardError), as for a crashed rollout: the run goes on.
-        const scored = await time('reward', () =>
-          Promise.all(
-            trajectories.map((tr) => scoreTrajectory(o.reward, rewardInputFromTrajectory(tr), tr)),
-          ),
-        );
-        const failures = countRolloutFailures(trajectories);
-        const rewards = Float64Array.from(scored, (r) => r.score);
-        const groups = Int32Array.from(trajectories, (_, i) => Math.floor(i / G));
-        const advantages = computeAdvantages(rewards, groups, { scale: c.scale_rewards });
-        trajectories.forEach((tr, i) => {
-          tr.reward = rewards[i]!;
-          tr.advantage = advantages[i]!;
-          for (const turn of tr.turns ?? []) turn.advantage = advantages[i]!;
-        });
-
-        // Filters: zero-variance groups (no gradient anyway) and truncated completions.
-        const keep = c.filter_zero_variance_groups
-          ? filterZeroVarianceGroups(rewards, groups).keepSample
-          : undefined;
-        const kept = trajectories
-          .map((tr, i) => ({ tr, i }))
-          .filter(({ i }) => !keep || keep[i] === 1);
-        const trainRows = rowsFromTrajectories(
-          kept.map(({ tr }) =>
-            c.mask_truncated_completions ? withoutTruncated(tr, c.max_completion_length) : tr,
-          ),
-          kept.map(({ i }) => advantages[i]!),
-        );
-        const targets = targetsOf(trainRows);
-
-        // Nothing left to train on (every group filtered, every turn truncated): the batch
-        // counts as a step without an update, so a run cannot loop forever on such batches.
-        const updates: UpdateResult[] = [];
-        const lrs: number[] = [];
-        let mismatchSum = 0;
-        let mismatchMax = 0;
-        let mismatchCount = 0;
-        if (targets.count === 0) {
-          state.global_step++;
-          emptyBatches++;
-          // (Rollouts that all failed say so below, with the cause.)
-          if (failures.failed < failures.total)
-            progress.log(
-              `step ${state.global_step}: nothing to train on after the filters; no update`,
-            );
-        } else {
-          // Old log-probs: the first update's own forward, detached (TRL's
-          // old_per_token_logps = None; the parameters have not moved yet), which later updates
-          // on this batch reuse. Only the importance-sampling correction needs them before the
-          // first update: then the logprobs graph computes them (the same bits). Reference
-          // log-probs when beta ≠ 0.
-          const lpOptions = {
-            temperature: c.temperature,
-            maxTokensPerMicrobatch: c.max_tokens_per_microbatch,
-          };
-          let old = c.vllm_importance_sampling_correction
-            ? await time('logprobs', () =>
-                policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 1 }),
-              )
-            : undefined;
-          const ref =
-            c.beta !== 0
-              ? await time('logprobs', () =>
-                  policy.logprobs(trainRows, targets, { ...lpOptions, loraScale: 0 }),
-                )
-              : undefined;
-          // Sampler vs trainer log-probs, per token (sampled log-probs are NaN where unknown).
-          const compare = (trainer: Float32Array) => {
-            for (let j = 0; j < targets.count; j++) {
-              const s = targets.sampleLogprob[j]!;
-              if (Number.isNaN(s)) continue;
-              const d = Math.abs(trainer[j]! - s);
-              mismatchSum += d;
-              mismatchMax = Math.max(mismatchMax, d);
-              mismatchCount++;
-            }
-          };
-          if (old) compare(old);
-          const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
-            maxLen: c.max_completion_length,
-          });
-          // Truncated importance sampling: the rollout engine's distribution differs from ours.
-          if (old && c.vllm_importance_sampling_correction)
-            applyTruncatedImportanceWeights(
-              pgWeights,
-              old,
-              targets,
-              c.vllm_importance_sampling_cap,
-            );
-
-          // μ updates against the same old log-probs.
-          for (let it = 0; it < c.num_iterations && state.global_step < c.max_steps; it++) {
-            const lr = learningRateAt(state.global_step + 1, c);
-            const r = await time('train', () =>
-              policy.update(
-                trainRows,
-                targets,
-                { ...(old && { old }), ...(ref && { ref }), pgWeights },
-                updateHyperParams(c, lr),
-              ),
-            );
-            if (!old) {
-              old = r.logprobs;
-              compare(old);
-            }
-            if (r.skipped) {
-              state.nan_steps_skipped++;
-              inARow++;
-              progress.log(
-                `step ${state.global_step + 1}: update skipped (${r.skipped}); parameters unchanged`,
-              );
-              if (inARow >= c.max_nan_steps_in_a_row)
-                throw new NonFiniteLossError({
-                  step: state.global_step,
-                  batch,
-                  queryIds: rows.map((row) => String(row.id)),
-                  inARow,
-                  reason: r.skipped === 'nonfinite_loss' ? 'loss' : 'gradient norm',
-                });
-            } else inARow = 0;
-            // A skipped update still counts as a step (as TRL does with inf/nan gradients).
-            state.global_step++;
-            updates.push(r);
-            lrs.push(lr);
-          }
-        }
-        state.batches++;
-        await time('sync', () => this.#sync(policy.params, state.global_step));
-
-        // Metrics: TRL's names, then flowgrpo's.
-        const last = updates.findLast((u) => !u.skipped) ?? updates.at(-1);
-        const turns = trajectories.map(trajectoryTurns);
-        const calls = trajectories.map(trajectoryToolCalls);
-        const toolErrors = trajectories.map(trajectoryToolErrors);
-        const totalCalls = calls.reduce((a, b) => a + b, 0);
-        const allTokens = trainRows.reduce((s, r) => s + r.tokens.length, 0);
-        const record: MetricsRecord = {
-          step: state.global_step,
-          epoch: cursor.epochs,
-          learning_rate: lrs.at(-1) ?? 0,
-          ...(last && { loss: last.stats.loss, grad_norm: last.gradNorm }),
-          ...grpoMetrics({
-            rewards,
-            groups,
-            completionLengths: trajectories.map(trajectoryCompletionLength),
-            ...(last && {
-              loss: {
-                clipFracLow: last.stats.clip_low_sum,
-                clipFracHigh: last.stats.clip_high_sum,
-                clipFrac: last.stats.clip_region_sum,
-                ...(c.beta !== 0 && { kl: last.stats.kl_sum }),
-                entropy: last.stats.entropy_sum,
-              },
-            }),
-          }),
-          ...rewardMetrics(scored, o.reward.name),
-          ...rolloutFailureMetrics(failures),
-          accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
-          'turns/mean': mean(turns),
-          'tools/calls_per_trajectory': mean(calls),
-          'tools/error_rate':
-            totalCalls === 0 ? 0 : toolErrors.reduce((a, b) => a + b, 0) / totalCalls,
-          trainable_token_ratio: allTokens === 0 ? 0 : targets.count / allTokens,
-          'logprob_mismatch/mean': mismatchCount === 0 ? 0 : mismatchSum / mismatchCount,
-          'logprob_mismatch/max': mismatchMax,
-          nan_steps_skipped: state.nan_steps_skipped,
-          empty_batches: emptyBatches,
-          'train/tokens': allTokens,
-          'train/micro_batches': last?.microBatches ?? 0,
-          'train/tokens_per_s': (allTokens / Math.max(1e-9, t.train ?? 1)) * updates.length,
-          ...Object.fromEntries(Object.entries(t).map(([k, v]) => [`timing/${k}_s`, v])),
-        };
-        // Failed rollouts are said on the step's own line, with the first message of each kind.
-        if (failures.failed > 0)
-          progress.log(
-            `step ${state.global_step}: ${describeRolloutFailures(failures)}${updates.length === 0 ? '; no update' : ''}`,
-          );
-        failedSteps = failures.failed === failures.total ? failedSteps + 1 : 0;
-        state.extra = { ...state.extra, empty_batches: emptyBatches, failed_steps: failedSteps };
-        state.log_history.push(record as Record<string, number>);
-        // HF's rule: steps L, 2L, … and the last (each record is that batch's own values).
-        if (crossed(c.logging_steps) || state.global_step >= c.max_steps) {
-          this.#run.logMetrics(record);
-          o.onLog?.(record);
-        }
-        await this.#run.writeRollouts(state.global_step, trajectories);
-        lastBatch = trajectories;
-        // Every rollout of several steps in a row failed: a broken setup, which more steps would
-        // not mend. The checkpoints written so far stay as they are; report.html is written so
-        // the failures can be read per step and per trajectory without decoding the Parquet.
-        if (failedSteps >= c.max_failed_rollout_steps) {
-          await this.#writeReport(lastBatch);
-          throw new RolloutsFailedError(
-            `every rollout of the last ${failedSteps} steps failed (max_failed_rollout_steps: ${c.max_failed_rollout_steps}); last at step ${state.global_step}`,
-            failures,
-          );
-        }
-        bar.update(state.global_step, {
-          reward: Number(record.reward),
-          acc: Number(record.accuracy),
-        });
-
-        if (o.evalDataset && crossed(c.eval_steps) && state.global_step < c.max_steps) {
-          const ev = await this.evaluate(o.evalDataset, `step-${state.global_step}`);
-          this.#run.logMetrics({ step: state.global_step, ...evalMetrics(ev) });
-        }
-        if (crossed(c.save_steps)) {
-          lastCheckpoint = await this.#checkpoint(state);
-        }
-      }
-      bar.stop();
-
-      if (stopped === 'aborted') progress.log('stopping: writing a final checkpoint');
-      if (!lastCheckpoint?.endsWith(`checkpoint-${state.global_step}`))
-        lastCheckpoint = await this.#checkpoint(state);
-      if (o.evalDataset && stopped === 'max_steps') {
-        finalEval = await this.evaluate(o.evalDataset, 'final');
-        this.#run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
-      }
-      const report = await this.#writeReport(lastBatch, finalEval);
-      return {
-        globalStep: state.global_step,
-        checkpoint: lastCheckpoint,
-        metrics: this.#run.readMetrics(),
-        ...(finalEval && { eval: finalEval }),
-        report,
-        stopped,
-      };
+      const agent = await this.#openRolloutEngine(manifest, policy, state.global_step);
+      return await this.#loop(agent, policy, state);
     } finally {
       await this.close();
     }
+  }
+
+  /** The rollout engine with the policy's adapter, and the agent sampling it as training does. */
+  async #openRolloutEngine(
+    manifest: ReturnType<typeof readArtifactsManifest>,
+    policy: LoraPolicy,
+    step: number,
+  ): Promise<RolloutAgent> {
+    const c = this.config;
+    const o = this.#o;
+    if (o.rolloutEngine) this.#engine = o.rolloutEngine;
+    else {
+      this.#artifacts = await DecoderArtifacts.open(o.artifacts, {
+        graphs: [samplingGraph(manifest, o.device ?? 'cpu')],
+        device: o.device ?? 'cpu',
+        ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
+      });
+      this.#local = new LocalPolicyEngine({
+        generator: new DecoderGenerator(this.#artifacts, {
+          ...(c.generate_workers !== undefined && { generateWorkers: c.generate_workers }),
+        }),
+        tokenizer: o.tokenizer,
+        model: 'policy',
+        defaults: { topK: c.top_k },
+        maxBatchSize: Math.max(c.num_generations, c.rollout_concurrency),
+      });
+      this.#engine = this.#local;
+    }
+    await this.#sync(policy.params, step);
+    return o.agent(
+      trainingSampling(this.#engine, {
+        temperature: c.temperature,
+        topP: c.top_p,
+        maxTokens: c.max_completion_length,
+      }),
+    );
+  }
+
+  // ---- the loop: rollout → score → update → metrics → log / eval / save ----------------------
+  async #loop(agent: RolloutAgent, policy: LoraPolicy, state: TrainerState): Promise<TrainResult> {
+    const c = this.config;
+    const o = this.#o;
+    const progress = o.progress ?? silentProgress;
+    const bar = progress.start('GRPO', c.max_steps);
+    bar.update(state.global_step);
+    const guard = new NonFiniteGuard(c.max_nan_steps_in_a_row, (line) => progress.log(line));
+    const counts = {
+      emptyBatches: Number(state.extra?.empty_batches ?? 0),
+      failedSteps: Number(state.extra?.failed_steps ?? 0),
+    };
+    const cursor = new EpochCursor(o.trainDataset.length, c.seed, state);
+    let lastCheckpoint: string | undefined;
+    // The report shows a sample of the last batch's trajectories (every rollout is in Parquet).
+    let lastBatch: Trajectory[] = [];
+    let stopped: TrainResult['stopped'] = 'max_steps';
+    while (state.global_step < c.max_steps) {
+      if (o.signal?.aborted) {
+        stopped = 'aborted';
+        break;
+      }
+      const step = new StepClock(state.global_step);
+      const rows = cursor.take(c.queries_per_step).map((i) => o.trainDataset[i]!);
+      const batch = state.batches;
+
+      // 1. Rollouts: Q groups of G, at most rollout_concurrency at once.
+      const trajectories = await this.#rolloutPhase(agent, rows, batch, step);
+      if (!trajectories) {
+        stopped = 'aborted';
+        break;
+      }
+      // 2. Rewards → advantages → filters → rows.
+      const scored = await this.#scorePhase(trajectories, step);
+      // 3. μ updates of the policy on them, then the rollout engine gets the new adapter.
+      const update = await this.#updatePhase(policy, scored.batch, state, guard, {
+        batch,
+        queryIds: rows.map((row) => String(row.id)),
+        failures: scored.failures,
+        counts,
+        step,
+      });
+      // 4. Metrics: TRL's names, then flowgrpo's.
+      const record = this.#metrics(state, cursor.epochs, scored, update, counts, step);
+      // 5. Log, write the rollouts, evaluate and checkpoint when their intervals are crossed.
+      lastBatch = trajectories;
+      const saved = await this.#logEvalSave(state, record, scored.failures, update, counts, step, {
+        trajectories,
+        bar,
+      });
+      lastCheckpoint = saved ?? lastCheckpoint;
+    }
+    bar.stop();
+    return this.#finish(state, stopped, lastCheckpoint, lastBatch);
+  }
+
+  /** The batch's rollouts; undefined when the run was aborted during them. */
+  async #rolloutPhase(
+    agent: RolloutAgent,
+    rows: readonly SampleRow[],
+    batch: number,
+    step: StepClock,
+  ): Promise<Trajectory[] | undefined> {
+    const c = this.config;
+    const G = c.num_generations;
+    const base = createRng(`${c.seed}:rollouts:${batch}`).nextUint32();
+    const jobs = rows.flatMap((row, q) => Array.from({ length: G }, (_, g) => ({ row, q, g })));
+    try {
+      return await step.time('rollout', () =>
+        mapConcurrent(jobs, c.rollout_concurrency, ({ row, q, g }) =>
+          runOne(agent, row, base + q * G + g, this.#o.signal, {
+            queryId: String(row.id),
+            groupId: `batch-${batch}/q-${q}`,
+            index: g,
+          }),
+        ),
+      );
+    } catch (e) {
+      if (this.#o.signal?.aborted) return undefined;
+      throw e;
+    }
+  }
+
+  /**
+   * Rewards and group-relative advantages (broadcast to every planner turn), filters, rows. A
+   * reward function's fault (a throw, a result that is no reward) scores 0 and is recorded on the
+   * trajectory (metadata.rewardError), as for a crashed rollout: the run goes on.
+   */
+  async #scorePhase(trajectories: Trajectory[], step: StepClock): Promise<ScoredRollouts> {
+    const c = this.config;
+    const reward = this.#o.reward;
+    const scored = await step.time('reward', () =>
+      Promise.all(
+        trajectories.map((tr) => scoreTrajectory(reward, rewardInputFromTrajectory(tr), tr)),
+      ),
+    );
+    const failures = countRolloutFailures(trajectories);
+    const rewards = Float64Array.from(scored, (r) => r.score);
+    const groups = Int32Array.from(trajectories, (_, i) => Math.floor(i / c.num_generations));
+    return { scored, failures, batch: scoreBatch(trajectories, rewards, groups, c) };
+  }
+
+  /**
+   * The batch's optimizer steps (grpo-update.ts), or — nothing left to train on after the
+   * filters — one step without an update, so a run cannot loop forever on such batches.
+   */
+  async #updatePhase(
+    policy: LoraPolicy,
+    batch: ScoredBatch,
+    state: TrainerState,
+    guard: NonFiniteGuard,
+    o: {
+      batch: number;
+      queryIds: string[];
+      failures: RolloutFailures;
+      counts: { emptyBatches: number };
+      step: StepClock;
+    },
+  ): Promise<GrpoUpdateResult> {
+    let result: GrpoUpdateResult = {
+      updates: [],
+      learningRates: [],
+      mismatch: { sum: 0, max: 0, count: 0 },
+    };
+    if (batch.targets.count === 0) {
+      state.global_step++;
+      o.counts.emptyBatches++;
+      // (Rollouts that all failed say so with the step's metrics, with the cause.)
+      if (o.failures.failed < o.failures.total)
+        this.#progress.log(
+          `step ${state.global_step}: nothing to train on after the filters; no update`,
+        );
+    } else {
+      result = await grpoUpdate(policy, batch, {
+        config: this.config,
+        step: state.global_step,
+        guard,
+        at: { batch: o.batch, queryIds: o.queryIds },
+        time: (phase, f) => o.step.time(phase, f),
+      });
+      // A skipped update still counts as a step (as TRL does with inf/nan gradients).
+      state.nan_steps_skipped += result.updates.filter((u) => u.skipped).length;
+      state.global_step += result.updates.length;
+    }
+    state.batches++;
+    await o.step.time('sync', () => this.#sync(policy.params, state.global_step));
+    return result;
+  }
+
+  /** The step's metrics record (TRL's names, then flowgrpo's). */
+  #metrics(
+    state: TrainerState,
+    epoch: number,
+    s: ScoredRollouts,
+    u: GrpoUpdateResult,
+    counts: { emptyBatches: number },
+    step: StepClock,
+  ): MetricsRecord {
+    const c = this.config;
+    const { trajectories, rewards, groups, rows, targets } = s.batch;
+    const last = u.updates.findLast((x) => !x.skipped) ?? u.updates.at(-1);
+    const t = step.seconds;
+    const turns = trajectories.map(trajectoryTurns);
+    const calls = trajectories.map(trajectoryToolCalls);
+    const toolErrors = trajectories.map(trajectoryToolErrors);
+    const totalCalls = calls.reduce((a, b) => a + b, 0);
+    const allTokens = rows.reduce((sum, r) => sum + r.tokens.length, 0);
+    return {
+      step: state.global_step,
+      epoch,
+      learning_rate: u.learningRates.at(-1) ?? 0,
+      ...(last && { loss: last.stats.loss, grad_norm: last.gradNorm }),
+      ...grpoMetrics({
+        rewards,
+        groups,
+        completionLengths: trajectories.map(trajectoryCompletionLength),
+        ...(last && {
+          loss: {
+            clipFracLow: last.stats.clip_low_sum,
+            clipFracHigh: last.stats.clip_high_sum,
+            clipFrac: last.stats.clip_region_sum,
+            ...(c.beta !== 0 && { kl: last.stats.kl_sum }),
+            entropy: last.stats.entropy_sum,
+          },
+        }),
+      }),
+      ...rewardMetrics(s.scored, this.#o.reward.name),
+      ...rolloutFailureMetrics(s.failures),
+      accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
+      'turns/mean': mean(turns),
+      'tools/calls_per_trajectory': mean(calls),
+      'tools/error_rate': totalCalls === 0 ? 0 : toolErrors.reduce((a, b) => a + b, 0) / totalCalls,
+      trainable_token_ratio: allTokens === 0 ? 0 : targets.count / allTokens,
+      'logprob_mismatch/mean': u.mismatch.count === 0 ? 0 : u.mismatch.sum / u.mismatch.count,
+      'logprob_mismatch/max': u.mismatch.max,
+      nan_steps_skipped: state.nan_steps_skipped,
+      empty_batches: counts.emptyBatches,
+      'train/tokens': allTokens,
+      'train/micro_batches': last?.microBatches ?? 0,
+      'train/tokens_per_s': (allTokens / Math.max(1e-9, t.train ?? 1)) * u.updates.length,
+      ...Object.fromEntries(Object.entries(t).map(([k, v]) => [`timing/${k}_s`, v])),
+    };
+  }
+
+  /**
+   * HF's rules: log at steps L, 2L, … and the last; evaluate and checkpoint when the batch crossed
+   * a multiple of eval_steps / save_steps. Returns the checkpoint written, if any.
+   */
+  async #logEvalSave(
+    state: TrainerState,
+    record: MetricsRecord,
+    failures: RolloutFailures,
+    u: GrpoUpdateResult,
+    counts: { emptyBatches: number; failedSteps: number },
+    step: StepClock,
+    o: { trajectories: Trajectory[]; bar: ReturnType<Progress['start']> },
+  ): Promise<string | undefined> {
+    const c = this.config;
+    const run = this.#run;
+    // Failed rollouts are said on the step's own line, with the first message of each kind.
+    if (failures.failed > 0)
+      this.#progress.log(
+        `step ${state.global_step}: ${describeRolloutFailures(failures)}${u.updates.length === 0 ? '; no update' : ''}`,
+      );
+    counts.failedSteps = failures.failed === failures.total ? counts.failedSteps + 1 : 0;
+    state.extra = {
+      ...state.extra,
+      empty_batches: counts.emptyBatches,
+      failed_steps: counts.failedSteps,
+    };
+    state.log_history.push(record as Record<string, number>);
+    const crossed = (every: number) => step.crossed(every, state.global_step);
+    if (crossed(c.logging_steps) || state.global_step >= c.max_steps) {
+      run.logMetrics(record);
+      this.#o.onLog?.(record);
+    }
+    await run.writeRollouts(state.global_step, o.trajectories);
+    // Every rollout of several steps in a row failed: a broken setup, which more steps would
+    // not mend. The checkpoints written so far stay as they are; report.html is written so
+    // the failures can be read per step and per trajectory without decoding the Parquet.
+    if (counts.failedSteps >= c.max_failed_rollout_steps) {
+      await this.#writeReport(o.trajectories);
+      throw new RolloutsFailedError(
+        `every rollout of the last ${counts.failedSteps} steps failed (max_failed_rollout_steps: ${c.max_failed_rollout_steps}); last at step ${state.global_step}`,
+        failures,
+      );
+    }
+    o.bar.update(state.global_step, {
+      reward: Number(record.reward),
+      acc: Number(record.accuracy),
+    });
+    const evalDataset = this.#o.evalDataset;
+    if (evalDataset && crossed(c.eval_steps) && state.global_step < c.max_steps) {
+      const ev = await this.evaluate(evalDataset, `step-${state.global_step}`);
+      run.logMetrics({ step: state.global_step, ...evalMetrics(ev) });
+    }
+    return crossed(c.save_steps) ? await this.#checkpoint(state) : undefined;
+  }
+
+  /** The end of a run: a final checkpoint, the final evaluation, report.html. */
+  async #finish(
+    state: TrainerState,
+    stopped: TrainResult['stopped'],
+    lastCheckpoint: string | undefined,
+    lastBatch: readonly Trajectory[],
+  ): Promise<TrainResult> {
+    const o = this.#o;
+    let checkpoint = lastCheckpoint;
+    if (stopped === 'aborted') this.#progress.log('stopping: writing a final checkpoint');
+    if (!checkpoint?.endsWith(`checkpoint-${state.global_step}`))
+      checkpoint = await this.#checkpoint(state);
+    let finalEval: EvalResult | undefined;
+    if (o.evalDataset && stopped === 'max_steps') {
+      finalEval = await this.evaluate(o.evalDataset, 'final');
+      this.#run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
+    }
+    const report = await this.#writeReport(lastBatch, finalEval);
+    return {
+      globalStep: state.global_step,
+      checkpoint,
+      metrics: this.#run.readMetrics(),
+      ...(finalEval && { eval: finalEval }),
+      report,
+      stopped,
+    };
+  }
+
+  get #progress(): Progress {
+    return this.#o.progress ?? silentProgress;
   }
 
   /** report.html from metrics.jsonl so far, the last batch's trajectories and the final eval. */
@@ -613,33 +588,6 @@ export class GRPOTrainer {
     this.#artifacts = undefined;
   }
 
-  async #rollouts(
-    agent: RolloutAgent,
-    rows: readonly SampleRow[],
-    batch: number,
-  ): Promise<Trajectory[]> {
-    const c = this.config;
-    const G = c.num_generations;
-    const base = createRng(`${c.seed}:rollouts:${batch}`).nextUint32();
-    const jobs = rows.flatMap((row, q) => Array.from({ length: G }, (_, g) => ({ row, q, g })));
-    const out: Trajectory[] = new Array(jobs.length);
-    let next = 0;
-    const worker = async () => {
-      for (;;) {
-        const k = next++;
-        if (k >= jobs.length) return;
-        const { row, q, g } = jobs[k]!;
-        out[k] = await runOne(agent, row, base + q * G + g, this.#o.signal, {
-          queryId: String(row.id),
-          groupId: `batch-${batch}/q-${q}`,
-          index: g,
-        });
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(c.rollout_concurrency, jobs.length) }, worker));
-    return out;
-  }
-
   /** New adapter → rollout engine: in place for the local engine, saved + hot-loaded for a server. */
   async #sync(params: LoraParams, step: number): Promise<void> {
     if (this.#local) {
@@ -668,6 +616,23 @@ export class GRPOTrainer {
       { limit: this.config.save_total_limit },
     );
   }
+}
+
+/** The state a GRPO run starts from: every random stream derives from `seed` (and the batch). */
+export function freshGRPOState(c: GRPOConfig): TrainerState {
+  return {
+    global_step: 0,
+    batches: 0,
+    epoch: 0,
+    data_cursor: 0,
+    rng: {
+      seed: c.seed,
+      scheme: 'order = permutation(seed, epoch); rollout seeds from (seed, batch)',
+    },
+    nan_steps_skipped: 0,
+    log_history: [],
+    config: { ...c },
+  };
 }
 
 function mean(xs: readonly number[]): number {

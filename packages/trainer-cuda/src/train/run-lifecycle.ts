@@ -6,6 +6,7 @@ import {
   PermissionDeniedError,
   ReadOnlyFileSystemError,
 } from '@flowgrpo/core';
+import type { LoraParams } from '../lora/lora-weights.js';
 import type { DecoderConfig } from '../models/config.js';
 import {
   type LoadedCheckpoint,
@@ -13,7 +14,13 @@ import {
   loadCheckpoint,
   rotateCheckpoints,
   saveCheckpoint,
+  type TrainerState,
 } from './checkpoint.js';
+import {
+  type LoadedRolesCheckpoint,
+  loadRolesCheckpoint,
+  saveRolesCheckpoint,
+} from './roles-checkpoint.js';
 import { RunDirectory } from './run-dir.js';
 import { RunLock } from './run-lock.js';
 import { asRunWriteError } from './run-write-error.js';
@@ -61,6 +68,8 @@ export interface RunLifecycleOptions {
   startsFrom?: readonly string[];
   /** A lock on output_dir the caller already holds (the CLI takes it before building artifacts). */
   lock?: RunLock;
+  /** The run trains an adapter per role: its checkpoints have a folder per role (roles-checkpoint.ts). */
+  perRole?: boolean;
   log?: (line: string) => void;
 }
 
@@ -165,6 +174,8 @@ export class RunLifecycle {
   readonly run: RunDirectory;
   /** The checkpoint this run continues from (resume_from_checkpoint). */
   readonly resumed: LoadedCheckpoint | undefined;
+  /** The same, for a run with an adapter per role (`perRole`). */
+  readonly resumedRoles: LoadedRolesCheckpoint | undefined;
   readonly #lock: RunLock;
   readonly #ownsLock: boolean;
   readonly #log: (line: string) => void;
@@ -174,7 +185,12 @@ export class RunLifecycle {
   private constructor(
     run: RunDirectory,
     lock: RunLock,
-    o: { ownsLock: boolean; aside: boolean; resumed: LoadedCheckpoint | undefined },
+    o: {
+      ownsLock: boolean;
+      aside: boolean;
+      resumed: LoadedCheckpoint | undefined;
+      resumedRoles: LoadedRolesCheckpoint | undefined;
+    },
     log: (line: string) => void,
   ) {
     this.run = run;
@@ -182,6 +198,7 @@ export class RunLifecycle {
     this.#ownsLock = o.ownsLock;
     this.#aside = o.aside;
     this.resumed = o.resumed;
+    this.resumedRoles = o.resumedRoles;
     this.#log = log;
   }
 
@@ -201,20 +218,45 @@ export class RunLifecycle {
       if (o.resume_from_checkpoint === true && !resumeFrom)
         log(`no checkpoint in ${dir}; starting from step 0`);
       let resumed: LoadedCheckpoint | undefined;
+      let resumedRoles: LoadedRolesCheckpoint | undefined;
       let aside = false;
       if (resumeFrom) {
-        resumed = await loadCheckpoint(resumeFrom, o.modelConfig);
-        run.truncateMetrics(resumed.trainer.global_step);
-        log(`resuming from ${resumeFrom} (step ${resumed.trainer.global_step})`);
+        if (o.perRole) resumedRoles = await loadRolesCheckpoint(resumeFrom, o.modelConfig);
+        else resumed = await loadCheckpoint(resumeFrom, o.modelConfig);
+        const step = (resumed ?? resumedRoles)!.trainer.global_step;
+        run.truncateMetrics(step);
+        log(`resuming from ${resumeFrom} (step ${step})`);
       } else {
         if (o.overwrite_output_dir) aside = moveAside(dir, o.startsFrom ?? [], log);
         run.truncateMetrics(0);
       }
-      return new RunLifecycle(run, lock, { ownsLock: !o.lock, aside, resumed }, log);
+      return new RunLifecycle(run, lock, { ownsLock: !o.lock, aside, resumed, resumedRoles }, log);
     } catch (e) {
       if (!o.lock) lock.release();
       throw e;
     }
+  }
+
+  /**
+   * Where this run starts: the checkpoint it resumes (its trainer state under this run's config,
+   * its parameters and optimizer moments), else `fresh` and the parameters `init()` gives.
+   */
+  async start<P extends LoraParams | undefined>(
+    fresh: TrainerState,
+    init: () => P | Promise<P>,
+  ): Promise<{
+    state: TrainerState;
+    params: LoraParams | P;
+    optimizer?: LoadedCheckpoint['optimizer'];
+  }> {
+    const ck = this.resumed;
+    if (ck)
+      return {
+        state: { ...ck.trainer, config: fresh.config },
+        params: ck.params,
+        optimizer: ck.optimizer,
+      };
+    return { state: fresh, params: await init() };
   }
 
   /**
@@ -225,10 +267,28 @@ export class RunLifecycle {
     save: Parameters<typeof saveCheckpoint>[1],
     rotate: { limit: number; keep?: string | undefined },
   ): Promise<string> {
-    const dir = this.run.dir;
-    const path = await this.run.guard(join(dir, `checkpoint-${save.trainer.global_step}`), () =>
-      saveCheckpoint(dir, save),
+    return this.#saved(save.trainer.global_step, () => saveCheckpoint(this.run.dir, save), rotate);
+  }
+
+  /** saveCheckpoint for a run with an adapter per role (roles-checkpoint.ts). */
+  async saveRolesCheckpoint(
+    save: Parameters<typeof saveRolesCheckpoint>[1],
+    rotate: { limit: number },
+  ): Promise<string> {
+    return this.#saved(
+      save.trainer.global_step,
+      () => saveRolesCheckpoint(this.run.dir, save),
+      rotate,
     );
+  }
+
+  async #saved(
+    step: number,
+    write: () => Promise<string>,
+    rotate: { limit: number; keep?: string | undefined },
+  ): Promise<string> {
+    const dir = this.run.dir;
+    const path = await this.run.guard(join(dir, `checkpoint-${step}`), write);
     if (this.#aside) {
       renameSync(join(dir, ASIDE), join(dir, DELETING));
       rmSync(join(dir, DELETING), { recursive: true, force: true });

@@ -8,7 +8,7 @@ import { loadHfModel } from '../models/weights/hf-folder.js';
 import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import type { Tokenizer } from '../tokenizers/tokenizer.js';
-import { checkpointName, type LoadedCheckpoint, type TrainerState } from './checkpoint.js';
+import { checkpointName } from './checkpoint.js';
 import { packMicroBatches, rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
 import {
   checkArtifactsLora,
@@ -236,35 +236,34 @@ export class SFTTrainer {
       });
     const evalRows = (o.evalDataset ?? []).flatMap((e) => sftRows(e, o.tokenizer, tok));
 
-    let state: TrainerState = {
-      global_step: 0,
-      batches: 0,
-      epoch: 0,
-      data_cursor: 0,
-      rng: { seed: c.seed, scheme: 'order = permutation(seed, epoch)' },
-      nan_steps_skipped: 0,
-      log_history: [],
-      extra: {
-        best_eval_loss: null,
-        best_checkpoint: null,
-        evals_without_improvement: 0,
-        num_tokens: 0,
+    const start = await life.start(
+      {
+        global_step: 0,
+        batches: 0,
+        epoch: 0,
+        data_cursor: 0,
+        rng: { seed: c.seed, scheme: 'order = permutation(seed, epoch)' },
+        nan_steps_skipped: 0,
+        log_history: [],
+        extra: {
+          best_eval_loss: null,
+          best_checkpoint: null,
+          evals_without_improvement: 0,
+          num_tokens: 0,
+        },
+        config: { ...c },
       },
-      config: { ...c },
-    };
-    let params: LoraParams | undefined;
-    let optimizerState: LoadedCheckpoint['optimizer'] | undefined;
-    const ck = life.resumed;
-    if (ck) {
-      state = { ...ck.trainer, config: { ...c } };
-      params = ck.params;
-      optimizerState = ck.optimizer;
-    } else if (manifest && typeof o.adapter === 'string')
-      params = (await loadLoraAdapter(o.adapter, manifest.config)).params;
-    else if (manifest)
-      params =
-        (typeof o.adapter === 'object' ? o.adapter : undefined) ??
-        initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`);
+      async (): Promise<LoraParams | undefined> => {
+        if (!manifest) return undefined;
+        if (typeof o.adapter === 'string')
+          return (await loadLoraAdapter(o.adapter, manifest.config)).params;
+        return (
+          (typeof o.adapter === 'object' ? o.adapter : undefined) ??
+          initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`)
+        );
+      },
+    );
+    const { state, params, optimizer: optimizerState } = start;
     run.writeJson('config.json', {
       trainer: 'sft',
       ...c,
