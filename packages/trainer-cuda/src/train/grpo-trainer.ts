@@ -71,7 +71,7 @@ import type { MetricsRecord, RunDirectory } from './run-dir.js';
 import { RunLifecycle } from './run-lifecycle.js';
 import type { RunLock } from './run-lock.js';
 import { greedy, trainingSampling } from './sampling-override.js';
-import { withoutTruncated } from './truncation.js';
+import { isTruncated, withoutTruncated } from './truncation.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py:
 //
@@ -494,6 +494,10 @@ export class GRPOTrainer {
           ...rewardMetrics(scored, o.reward.name),
           ...rolloutFailureMetrics(failures),
           accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
+          // Read by the truncation alarm (alarms.ts).
+          'completions/clipped_ratio': mean(
+            trajectories.map((tr) => (isTruncated(tr, c.max_completion_length) ? 1 : 0)),
+          ),
           'turns/mean': mean(turns),
           'tools/calls_per_trajectory': mean(calls),
           'tools/error_rate':
