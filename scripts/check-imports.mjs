@@ -14,6 +14,8 @@ const allowed = {
   '@flowgrpo/grpo': ['@flowgrpo/core'],
   '@flowgrpo/reward': ['@flowgrpo/core'],
   '@flowgrpo/tools': ['@flowgrpo/core'],
+  // The run viewer reads run directories only: it runs beside any trainer, depending on none.
+  '@flowgrpo/viewer': ['@flowgrpo/core'],
   '@flowgrpo/agent': [
     '@flowgrpo/core',
     '@flowgrpo/graph',
@@ -37,6 +39,7 @@ const allowed = {
     '@flowgrpo/tools',
     '@flowgrpo/agent',
     '@flowgrpo/trainer',
+    '@flowgrpo/viewer',
   ],
 };
 // Packages whose sources must stay runtime-free (they describe graphs; the trainer runs them).

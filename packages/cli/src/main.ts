@@ -10,6 +10,7 @@ import { generateCommand } from './commands/generate.js';
 import { serveCommand } from './commands/serve.js';
 import { solveCommand } from './commands/solve.js';
 import { trainCommand } from './commands/train.js';
+import { viewCommand } from './commands/view.js';
 import { debugRequested, reportError, USAGE_EXIT, withoutDebugFlag } from './error-report.js';
 import { terminalSafe } from './terminal-text.js';
 
@@ -22,6 +23,7 @@ export const commands: Command[] = [
   evalCommand,
   exportCommand,
   serveCommand,
+  viewCommand,
 ];
 
 function help(): string {
