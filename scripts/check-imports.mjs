@@ -30,6 +30,8 @@ const allowed = {
     '@flowgrpo/reward',
     '@flowgrpo/tools',
     '@flowgrpo/agent',
+    // report.html embeds the viewer's token view of the selected sample.
+    '@flowgrpo/viewer',
   ],
   '@flowgrpo/cli': [
     '@flowgrpo/core',
