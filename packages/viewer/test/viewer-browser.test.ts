@@ -98,7 +98,12 @@ describe.skipIf(!CHROMIUM)('flowgrpo view in Chromium', () => {
       // Colouring: by advantage (green, the default), then by logprob (red, deeper as it falls).
       const bg = () =>
         action.evaluateAll((els) =>
-          els.slice(0, 4).map((el) => getComputedStyle(el).backgroundColor),
+          els
+            .slice(0, 4)
+            .map(
+              (el) =>
+                (el as unknown as { style: { backgroundColor: string } }).style.backgroundColor,
+            ),
         );
       const byAdvantage = await bg();
       expect(new Set(byAdvantage).size).toBe(1);
