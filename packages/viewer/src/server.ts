@@ -1,17 +1,16 @@
 import { createReadStream, readFileSync, realpathSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { resolve, sep } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { AddressInUseError } from '@flowgrpo/core';
 import { RunCache, summarize } from './run-cache.js';
 import { RunReader } from './run-reader.js';
+import { STATIC_NAMES, type StaticName, staticPath } from './static-files.js';
 import { trajectoryHtml } from './trajectory-html.js';
 
 // `flowgrpo view`'s server: node:http, read-only. GET only (anything else is 405); the page and
 // its scripts come from this package's static/ folder and uPlot's own file (nothing from the
-// network); the API reads the run directory through RunReader; /files/<path> serves a file of
+// network; static-files.ts); the API reads the run directory through RunReader; /files/<path> serves a file of
 // the run directory, confined to it (a `..` or a symbolic link out of it is 404).
 
 export interface ViewerOptions {
@@ -30,16 +29,10 @@ export interface Viewer {
   close(): Promise<void>;
 }
 
-const STATIC = fileURLToPath(new URL('../static/', import.meta.url));
-const require = createRequire(import.meta.url);
-/** The static files by the name the page asks for, and nothing else. */
-const ASSETS: Record<string, { path: string; type: string }> = {
-  'app.js': { path: `${STATIC}app.js`, type: 'text/javascript' },
-  'app.css': { path: `${STATIC}app.css`, type: 'text/css' },
-  'tokens.js': { path: `${STATIC}tokens.js`, type: 'text/javascript' },
-  'tokens.css': { path: `${STATIC}tokens.css`, type: 'text/css' },
-  'uplot.js': { path: require.resolve('uplot/dist/uPlot.iife.min.js'), type: 'text/javascript' },
-  'uplot.css': { path: require.resolve('uplot/dist/uPlot.min.css'), type: 'text/css' },
+const TYPES: Record<string, string> = {
+  js: 'text/javascript',
+  css: 'text/css',
+  html: 'text/html',
 };
 
 function send(res: ServerResponse, status: number, body: string, type: string): void {
@@ -76,11 +69,13 @@ async function route(cache: RunCache, req: IncomingMessage, res: ServerResponse)
   const url = new URL(req.url ?? '/', 'http://viewer');
   const path = decodeURIComponent(url.pathname);
   const reader = cache.reader;
-  if (path === '/') return send(res, 200, readFileSync(`${STATIC}index.html`, 'utf8'), 'text/html');
+  if (path === '/')
+    return send(res, 200, readFileSync(staticPath('index.html'), 'utf8'), 'text/html');
   if (path.startsWith('/static/')) {
-    const asset = ASSETS[path.slice('/static/'.length)];
-    if (!asset) return notFound(res, path);
-    return send(res, 200, readFileSync(asset.path, 'utf8'), asset.type);
+    const name = path.slice('/static/'.length) as StaticName;
+    if (!STATIC_NAMES.includes(name)) return notFound(res, path);
+    const type = TYPES[name.slice(name.lastIndexOf('.') + 1)]!;
+    return send(res, 200, readFileSync(staticPath(name), 'utf8'), type);
   }
   if (path === '/api/run')
     return json(res, {

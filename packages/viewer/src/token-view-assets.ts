@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { staticPath } from './static-files.js';
 
 // The token view's stylesheet and colouring script (static/tokens.css, static/tokens.js), for a
 // page that embeds trajectoryHtml without the viewer's server: report.html inlines them, so the
@@ -6,7 +7,8 @@ import { readFileSync } from 'node:fs';
 
 /** static/tokens.css and static/tokens.js as text. */
 export function tokenViewAssets(): { css: string; js: string } {
-  const read = (name: string) =>
-    readFileSync(new URL(`../static/${name}`, import.meta.url), 'utf8');
-  return { css: read('tokens.css'), js: read('tokens.js') };
+  return {
+    css: readFileSync(staticPath('tokens.css'), 'utf8'),
+    js: readFileSync(staticPath('tokens.js'), 'utf8'),
+  };
 }
