@@ -23,7 +23,7 @@ async function viewUntilReady(args: string[]) {
   }
   expect(url, io.err).toBeDefined();
   const page = await fetch(url!);
-  const metrics = await (await fetch(`${url}api/metrics`)).json();
+  const metrics = (await (await fetch(`${url}api/metrics`)).json()) as { records: unknown[] };
   process.emit('SIGINT');
   return { io, url: new URL(url!), status: page.status, metrics, code: await exit };
 }
