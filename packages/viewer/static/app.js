@@ -115,6 +115,8 @@
           width: 330,
           height: 180,
           scales: { x: { time: false } },
+          // Small values (a loss near 0, a mismatch of 1e-6) keep their significant digits.
+          axes: [{}, { values: (_u, vals) => vals.map((v) => Number(v.toPrecision(3))) }],
           series: [
             { label: 'step' },
             ...keys.map((k, i) => ({
@@ -206,6 +208,9 @@
       detail.innerHTML = html.join('');
     }
     window.flowgrpoPaint(detail, colour);
+    // In the group view, the selected rollout among its group.
+    for (const a of detail.querySelectorAll('.traj'))
+      a.classList.toggle('sel', a.dataset.index === String(t.index));
   }
   async function renderAcross() {
     const h = hash();
