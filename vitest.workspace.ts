@@ -36,6 +36,7 @@ export const projects: TestProjectInlineConfiguration[] = [
   pkg('agent', 'packages/agent-solver'),
   pkg('trainer', 'packages/trainer-cuda', { testTimeout: 120_000 }),
   pkg('cli', 'packages/cli', { testTimeout: 120_000 }),
+  pkg('viewer', 'packages/viewer', { testTimeout: 120_000 }),
   pkg('examples', 'examples/autodiff-mlp', { testTimeout: 120_000 }),
   // The policy gateway examples' quick paths: real agent frameworks trained through the gateway.
   ...['agent-openai-agents', 'agent-vercel-ai'].map((name) =>

@@ -15,6 +15,8 @@ const allowed = {
   '@flowgrpo/grpo': ['@flowgrpo/core'],
   '@flowgrpo/reward': ['@flowgrpo/core'],
   '@flowgrpo/tools': ['@flowgrpo/core'],
+  // The run viewer reads run directories only: it runs beside any trainer, depending on none.
+  '@flowgrpo/viewer': ['@flowgrpo/core'],
   '@flowgrpo/agent': [
     '@flowgrpo/core',
     '@flowgrpo/graph',
@@ -29,6 +31,8 @@ const allowed = {
     '@flowgrpo/reward',
     '@flowgrpo/tools',
     '@flowgrpo/agent',
+    // report.html embeds the viewer's token view of the selected sample.
+    '@flowgrpo/viewer',
   ],
   '@flowgrpo/cli': [
     '@flowgrpo/core',
@@ -38,6 +42,7 @@ const allowed = {
     '@flowgrpo/tools',
     '@flowgrpo/agent',
     '@flowgrpo/trainer',
+    '@flowgrpo/viewer',
   ],
 };
 // Packages whose sources must stay runtime-free (they describe graphs; the trainer runs them).

@@ -6,6 +6,8 @@
 // (a native addon), and so does @huggingface/transformers (an optional peer, imported on
 // demand). The trainer's session worker is a second entry, dist/session-worker-main.js, where
 // SessionWorker looks for it (next to the module that starts it).
+import { cpSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
@@ -52,7 +54,22 @@ export async function bundleCli(
     sourcemap,
     logLevel: 'warning',
   });
+  copyViewerStatic(join(outdir, 'viewer-static'));
   return join(outdir, 'flowgrpo.js');
+}
+
+/**
+ * `flowgrpo view`'s page and report.html's token view read files that a bundle cannot hold: the
+ * viewer's static/ folder and uPlot's files. They go beside the bundle, where the viewer's
+ * static-files.ts looks first.
+ */
+function copyViewerStatic(dir) {
+  const viewer = join(pkg, '..', 'viewer');
+  const requireViewer = createRequire(join(viewer, 'package.json'));
+  mkdirSync(dir, { recursive: true });
+  cpSync(join(viewer, 'static'), dir, { recursive: true });
+  cpSync(requireViewer.resolve('uplot/dist/uPlot.iife.min.js'), join(dir, 'uplot.js'));
+  cpSync(requireViewer.resolve('uplot/dist/uPlot.min.css'), join(dir, 'uplot.css'));
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) await bundleCli();

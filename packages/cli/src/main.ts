@@ -11,6 +11,7 @@ import { initCommand } from './commands/init.js';
 import { serveCommand } from './commands/serve.js';
 import { solveCommand } from './commands/solve.js';
 import { trainCommand } from './commands/train.js';
+import { viewCommand } from './commands/view.js';
 import { debugRequested, reportError, USAGE_EXIT, withoutDebugFlag } from './error-report.js';
 import { terminalSafe } from './terminal-text.js';
 
@@ -24,6 +25,7 @@ export const commands: Command[] = [
   evalCommand,
   exportCommand,
   serveCommand,
+  viewCommand,
 ];
 
 function help(): string {

@@ -188,6 +188,17 @@ export {
   formatAccuracyDifference,
 } from './train/accuracy-difference.js';
 export {
+  ALARM_MEANINGS,
+  ALARM_NAMES,
+  type AlarmName,
+  type AlarmResult,
+  type AlarmsConfig,
+  type AlarmsConfigInput,
+  AlarmsConfigSchema,
+  alarmMetrics,
+  computeAlarms,
+} from './train/alarms.js';
+export {
   type CheckedReward,
   InvalidRewardError,
   type RewardErrorRecord,

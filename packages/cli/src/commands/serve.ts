@@ -155,7 +155,7 @@ function loraShape(args: ParsedArgs, adapters: Record<string, string>): LoraConf
 }
 
 /** Whether `host` is a loopback interface: nothing beyond this machine can connect to it. */
-function isLoopback(host: string): boolean {
+export function isLoopback(host: string): boolean {
   const h = host.replace(/^\[(.*)\]$/, '$1').toLowerCase();
   return h === 'localhost' || h === '::1' || /^(::ffff:)?127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
 }

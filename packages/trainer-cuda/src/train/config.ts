@@ -1,6 +1,7 @@
 import { ConfigError } from '@flowgrpo/core';
 import { z } from 'zod';
 import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '../lora/lora-config.js';
+import { AlarmsConfigSchema } from './alarms.js';
 
 // Trainer configurations, keyed as TRL's GRPOConfig / SFTConfig (and HF TrainingArguments) where
 // a key means the same thing, plus flowgrpo's own keys for what TRL has no word for (multi-turn
@@ -66,6 +67,8 @@ const common = {
   max_nan_steps_in_a_row: positiveInt.default(3),
   /** ORT intra-op threads for the training sessions (default: ORT's choice). */
   intra_op_threads: positiveInt.optional(),
+  /** flowgrpo: reward-integrity alarms' thresholds and windows (train/alarms.ts). */
+  alarms: AlarmsConfigSchema.default(AlarmsConfigSchema.parse({})),
 };
 
 export const GRPOConfigSchema = z

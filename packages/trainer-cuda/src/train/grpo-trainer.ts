@@ -63,6 +63,7 @@ import type { RunLock } from './run-lock.js';
 import { greedy, trainingSampling } from './sampling-override.js';
 import { type ScoredBatch, scoreBatch } from './scored-batch.js';
 import { StepClock } from './step-clock.js';
+import { isTruncated } from './truncation.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py — five phases,
 // one method each (#loop below):
@@ -442,6 +443,10 @@ export class GRPOTrainer {
       ...rewardMetrics(s.scored, this.#o.reward.name),
       ...rolloutFailureMetrics(s.failures),
       accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
+      // Read by the truncation alarm (alarms.ts).
+      'completions/clipped_ratio': mean(
+        trajectories.map((tr) => (isTruncated(tr, c.max_completion_length) ? 1 : 0)),
+      ),
       'turns/mean': mean(turns),
       'tools/calls_per_trajectory': mean(calls),
       'tools/error_rate': totalCalls === 0 ? 0 : toolErrors.reduce((a, b) => a + b, 0) / totalCalls,

@@ -1,14 +1,17 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
+import { type TokenPieces, tokenPieces } from '@flowgrpo/viewer';
 import { accuracyDifference, formatAccuracyDifference } from './accuracy-difference.js';
 import { type EvalResult, trajectoryTurns } from './evaluate.js';
 import { type ChartSeries, esc, lineChart } from './report-chart.js';
+import { alarmBanners, runTokenPieces, tokenView } from './report-viewer.js';
 import type { MetricsRecord } from './run-dir.js';
 
 // report.html: one self-contained page per run — charts drawn as inline SVG at write time (no
-// script, no chart library, nothing fetched: it opens offline and prints), the evaluation table
-// with its comparisons, the steps whose rollouts failed, and a browsable sample of trajectories.
+// chart library, nothing fetched: it opens offline and prints), the evaluation table with its
+// comparisons, the steps whose rollouts failed, a browsable sample of trajectories, the alarms
+// raised and the viewer's token view of one group (report-viewer.ts; its only script colours it).
 
 export interface ReportOptions {
   title: string;
@@ -20,6 +23,8 @@ export interface ReportOptions {
    * (default: each evaluation against the first).
    */
   comparisons?: readonly (readonly [string, string])[];
+  /** Token id → text for the token view (writeReport reads the run's tokenizer.json). */
+  tokenPieces?: TokenPieces;
   /** Trajectories to show, with their turns (a sample), each with its recorded reward. */
   trajectories?: readonly Trajectory[];
   /** Extra notes shown under the title (e.g. the command that made the run). */
@@ -256,7 +261,7 @@ export function renderReport(o: ReportOptions): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${esc(o.title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>${STYLE}</style></head>
-<body><h1>${esc(o.title)}</h1>${notes}
+<body><h1>${esc(o.title)}</h1>${alarmBanners([...(o.metrics ?? []), ...(o.sections ?? []).flatMap((sec) => sec.metrics)])}${notes}
 ${evalTable(o.evals ?? [], o.comparisons)}
 ${
   o.sections
@@ -264,6 +269,7 @@ ${
     : `<h2>Training curves</h2>${curves(o.metrics ?? [])}`
 }
 ${trajectoryList(o.trajectories ?? [])}
+${tokenView(o.trajectories ?? [], o.tokenPieces ?? tokenPieces(undefined))}
 </body></html>
 `;
 }
@@ -271,6 +277,6 @@ ${trajectoryList(o.trajectories ?? [])}
 /** Writes report.html into `dir`; returns its path. */
 export async function writeReport(dir: string, o: ReportOptions): Promise<string> {
   const path = join(dir, 'report.html');
-  writeFileSync(path, renderReport(o));
+  writeFileSync(path, renderReport({ tokenPieces: runTokenPieces(dir), ...o }));
   return path;
 }

@@ -10,6 +10,7 @@ import {
 } from 'node:fs';
 import { basename, join } from 'node:path';
 import { type Trajectory, writeTrajectoriesParquet } from '@flowgrpo/core';
+import { RunAlarms } from './run-alarms.js';
 import { asRunWriteError } from './run-write-error.js';
 
 // The run directory (packages/trainer-cuda/docs/trainers.md): config.json, metrics.jsonl (one JSON line per logged step,
@@ -23,8 +24,15 @@ export const CONFIG_FILE = 'config.json';
 export type MetricsRecord = Record<string, number | string>;
 
 export class RunDirectory {
-  constructor(readonly dir: string) {
+  /** Reward-integrity alarms, added to each step's record as it is appended (run-alarms.ts). */
+  readonly #alarms: RunAlarms;
+
+  constructor(
+    readonly dir: string,
+    options: { warn?: (line: string) => void } = {},
+  ) {
     mkdirSync(dir, { recursive: true });
+    this.#alarms = new RunAlarms(this, options.warn);
   }
 
   /** Runs a write of `path`, turning the file system's refusals into a RunWriteError. */
@@ -57,10 +65,14 @@ export class RunDirectory {
     });
   }
 
-  /** Appends one record to metrics.jsonl (a line torn by a full disk is skipped when read). */
+  /**
+   * Appends one record to metrics.jsonl (a line torn by a full disk is skipped when read), with
+   * the alarms computed from the history so far when it is a training step's record.
+   */
   logMetrics(record: MetricsRecord): void {
     const path = join(this.dir, METRICS_FILE);
-    this.guard(path, () => appendFileSync(path, `${JSON.stringify(record)}\n`));
+    const full = this.#alarms.add(record);
+    this.guard(path, () => appendFileSync(path, `${JSON.stringify(full)}\n`));
   }
 
   /** Every record of metrics.jsonl (a torn last line from a kill is skipped). */
@@ -82,6 +94,7 @@ export class RunDirectory {
   /** Keeps the records of steps ≤ `step` (resume: the steps after it are logged again). */
   truncateMetrics(step: number): void {
     const kept = this.readMetrics().filter((r) => Number(r.step) <= step);
+    this.#alarms.reset();
     const path = join(this.dir, METRICS_FILE);
     this.guard(path, () => {
       const tmp = `${path}.tmp-${process.pid}`;

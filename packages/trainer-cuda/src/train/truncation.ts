@@ -26,3 +26,14 @@ export function withoutTruncated(t: Trajectory, maxTokens: number): Trajectory {
     t.stopReason === 'max_tokens' || (last !== undefined && last.tokens.length >= maxTokens);
   return cut ? { ...t, segments: t.segments.map((s) => ({ ...s, trainable: false })) } : t;
 }
+
+/**
+ * Whether any part of `t` was cut off at `maxTokens` (the rule above): TRL's
+ * `completions/clipped_ratio` counts these, and the truncation alarm reads that metric.
+ */
+export function isTruncated(t: Trajectory, maxTokens: number): boolean {
+  if (t.turns) return t.turns.some((u) => u.actionTokens.length >= maxTokens);
+  if (!t.segments) return false;
+  const last = t.segments.findLast((s) => s.trainable);
+  return t.stopReason === 'max_tokens' || (last !== undefined && last.tokens.length >= maxTokens);
+}

@@ -1,0 +1,83 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  ALARM_MEANINGS,
+  type AlarmName,
+  type AlarmsConfig,
+  AlarmsConfigSchema,
+  alarmMetrics,
+  computeAlarms,
+  isEvalRecord,
+} from './alarms.js';
+
+// The alarms (alarms.ts) of one run directory: the metrics history kept in memory, so a step's
+// alarms cost no re-read of metrics.jsonl, and one console warning when an alarm is raised, not on
+// every step it stays raised. The thresholds are the run's `alarms` config key, read from its
+// config.json — which every trainer writes before its first step — so no trainer has to pass them.
+
+type MetricsRecord = Record<string, number | string>;
+
+export class RunAlarms {
+  #history: MetricsRecord[] | undefined;
+  #config: AlarmsConfig | undefined;
+  /** The alarms raised at the last step (a warning is printed only when one joins them). */
+  #raised = new Set<string>();
+
+  constructor(
+    private readonly run: { readonly dir: string; readMetrics(): MetricsRecord[] },
+    private readonly warn: (line: string) => void = (line) => console.warn(line),
+  ) {}
+
+  /** `record` with its alarms added (an evaluation's own line is returned as it is). */
+  add(record: MetricsRecord): MetricsRecord {
+    if (!this.#history) {
+      this.#history = this.run.readMetrics();
+      // A resumed run: alarms already raised before the resume point are not announced again.
+      const lastStep = this.#history.findLast((r) => !isEvalRecord(r));
+      for (const [k, v] of Object.entries(lastStep ?? {}))
+        if (/^alarms\/[^/]+$/.test(k) && v === 1) this.#raised.add(k.slice('alarms/'.length));
+    }
+    if (isEvalRecord(record)) {
+      this.#history.push(record);
+      return record;
+    }
+    const alarms = computeAlarms([...this.#history, record], this.#readConfig());
+    const full = { ...record, ...alarmMetrics(alarms) };
+    this.#history.push(full);
+    const raised = new Set(Object.keys(alarms).filter((n) => alarms[n as AlarmName]?.raised));
+    for (const name of raised)
+      if (!this.#raised.has(name)) {
+        const a = alarms[name as AlarmName]!;
+        const value = a.value === undefined ? '' : ` (value ${Number(a.value.toPrecision(3))})`;
+        this.warn(
+          `alarm at step ${record.step}: ${name}${value}: ${ALARM_MEANINGS[name as AlarmName]}; see docs/guides/alarms.md`,
+        );
+      }
+    this.#raised = raised;
+    return full;
+  }
+
+  /** metrics.jsonl was cut back (resume): the history is read again at the next record. */
+  reset(): void {
+    this.#history = undefined;
+    this.#raised.clear();
+  }
+
+  #readConfig(): AlarmsConfig {
+    if (this.#config) return this.#config;
+    let saved: unknown;
+    try {
+      const config = JSON.parse(readFileSync(join(this.run.dir, 'config.json'), 'utf8')) as {
+        alarms?: unknown;
+      } | null;
+      saved = config?.alarms;
+    } catch {
+      // No config.json (a RunDirectory used on its own): the defaults.
+    }
+    // The trainer validated the key when it parsed its config; here a value it could not have
+    // written (an older run's file) falls back to the defaults rather than stopping the run.
+    const parsed = AlarmsConfigSchema.safeParse(saved ?? {});
+    this.#config = parsed.success ? parsed.data : AlarmsConfigSchema.parse({});
+    return this.#config;
+  }
+}

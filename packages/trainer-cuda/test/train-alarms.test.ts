@@ -1,0 +1,170 @@
+// Reward-integrity alarms (train/alarms.ts): each alarm on a constructed metrics history that must
+// raise it and one that must not; then the hook in RunDirectory.logMetrics, on a real run folder:
+// alarms/<name> written into metrics.jsonl, one warning when an alarm is raised (not every step),
+// and the thresholds read from the run's config.json.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  type AlarmName,
+  AlarmsConfigSchema,
+  alarmMetrics,
+  computeAlarms,
+  type MetricsRecord,
+  RunDirectory,
+} from '../src/index.js';
+
+const defaults = AlarmsConfigSchema.parse({});
+
+/** `n` steps whose metric `key` takes `f(i)` (i = 0…n−1), on top of a steady reward. */
+function run(n: number, fields: Record<string, (i: number) => number>): MetricsRecord[] {
+  return Array.from({ length: n }, (_, i) => ({
+    step: i + 1,
+    reward: 0.5,
+    ...Object.fromEntries(Object.entries(fields).map(([k, f]) => [k, f(i)])),
+  }));
+}
+
+function alarm(history: MetricsRecord[], name: AlarmName, config = defaults) {
+  return computeAlarms(history, config)[name];
+}
+
+describe('alarms on constructed runs', () => {
+  it('entropy_collapse: entropy falling to a tenth raises it; a gentle decline does not', () => {
+    const collapse = run(12, { entropy: (i) => (i < 5 ? 2 : 0.1) });
+    expect(alarm(collapse, 'entropy_collapse')).toEqual({ raised: true, value: 0.05 });
+    const gentle = run(12, { entropy: (i) => 2 - 0.05 * i });
+    expect(alarm(gentle, 'entropy_collapse')?.raised).toBe(false);
+    // Too short a history to compare two windows: 0, without a value.
+    expect(alarm(collapse.slice(0, 9), 'entropy_collapse')).toEqual({ raised: false });
+  });
+
+  it('tool_use_collapse: calls falling to 0 while the reward holds raises it', () => {
+    const calls = (i: number) => (i < 5 ? 2 : 0.1);
+    expect(alarm(run(10, { 'tools/calls_per_trajectory': calls }), 'tool_use_collapse')).toEqual({
+      raised: true,
+      value: 0.05,
+    });
+    // The same fall with the reward falling too: the policy got worse, not a hack of the reward.
+    const worse = run(10, { 'tools/calls_per_trajectory': calls, reward: (i) => 0.8 - 0.08 * i });
+    expect(alarm(worse, 'tool_use_collapse')?.raised).toBe(false);
+    const steady = run(10, { 'tools/calls_per_trajectory': () => 1.5 });
+    expect(alarm(steady, 'tool_use_collapse')).toEqual({ raised: false, value: 1 });
+  });
+
+  it('length_blowup: completions 4× longer raises it; 1.5× does not', () => {
+    const long = run(10, { 'completions/mean_length': (i) => (i < 5 ? 100 : 400) });
+    expect(alarm(long, 'length_blowup')).toEqual({ raised: true, value: 4 });
+    const fine = run(10, { 'completions/mean_length': (i) => (i < 5 ? 100 : 150) });
+    expect(alarm(fine, 'length_blowup')?.raised).toBe(false);
+  });
+
+  it('truncation: half the completions cut raises it; 1 in 10 does not', () => {
+    expect(alarm(run(3, { 'completions/clipped_ratio': () => 0.5 }), 'truncation')).toEqual({
+      raised: true,
+      value: 0.5,
+    });
+    expect(alarm(run(3, { 'completions/clipped_ratio': () => 0.1 }), 'truncation')?.raised).toBe(
+      false,
+    );
+  });
+
+  it('reward_hacking: training reward up while evaluation falls raises it', () => {
+    const hacked: MetricsRecord[] = [];
+    for (let s = 1; s <= 20; s++) {
+      hacked.push({ step: s, reward: 0.3 + 0.03 * s });
+      if (s % 5 === 0) hacked.push({ step: s, 'eval/reward': 0.6 - 0.04 * s });
+    }
+    hacked.push({ step: 21, reward: 0.95 });
+    const a = alarm(hacked, 'reward_hacking');
+    expect(a?.raised).toBe(true);
+    expect(a?.value).toBeCloseTo(-0.6, 6);
+    // Evaluation rising with the reward: learning, no alarm.
+    const learning = hacked.map((r) =>
+      r['eval/reward'] === undefined ? r : { ...r, 'eval/reward': 0.2 + 0.02 * Number(r.step) },
+    );
+    expect(alarm(learning, 'reward_hacking')?.raised).toBe(false);
+    // No evaluation at all: 0 without a value.
+    expect(alarm(run(5, {}), 'reward_hacking')).toEqual({ raised: false });
+  });
+
+  it('judge_rule_disagreement: needs both rewards; a 0.5 gap raises it, 0.1 does not', () => {
+    const gap = (d: number) =>
+      run(5, { 'rewards/judge/mean': () => 0.8, 'rewards/exact_match/mean': () => 0.8 - d });
+    expect(alarm(gap(0.5), 'judge_rule_disagreement')?.raised).toBe(true);
+    expect(alarm(gap(0.5), 'judge_rule_disagreement')?.value).toBeCloseTo(0.5, 9);
+    expect(alarm(gap(0.1), 'judge_rule_disagreement')?.raised).toBe(false);
+    // A rule reward alone: the alarm is absent.
+    expect(alarm(run(5, { 'rewards/exact_match/mean': () => 1 }), 'judge_rule_disagreement')).toBe(
+      undefined,
+    );
+  });
+
+  it('spikes: clip ratio, logprob mismatch and gradient norm 10× their median raise them', () => {
+    const cases: [AlarmName, string, number][] = [
+      ['clip_ratio_spike', 'clip_ratio/region_mean', 0.02],
+      ['logprob_mismatch_spike', 'logprob_mismatch/mean', 0.01],
+      ['grad_norm_spike', 'grad_norm', 0.8],
+    ];
+    for (const [name, key, base] of cases) {
+      const spike = run(8, { [key]: (i) => (i === 7 ? base * 10 : base * (1 + 0.1 * (i % 2))) });
+      expect(alarm(spike, name), name).toEqual({ raised: true, value: base * 10 });
+      const calm = run(8, { [key]: (i) => base * (1 + 0.1 * (i % 2)) });
+      expect(alarm(calm, name)?.raised, name).toBe(false);
+    }
+    // Below the floor a jump from ~0 is no spike (0.001 → 0.02 of the tokens clipped).
+    const tiny = run(8, { 'clip_ratio/region_mean': (i) => (i === 7 ? 0.02 : 0.001) });
+    expect(alarm(tiny, 'clip_ratio_spike')?.raised).toBe(false);
+  });
+
+  it('zero_variance_groups: 90% of groups with one reward raises it; 30% does not', () => {
+    expect(alarm(run(4, { frac_reward_zero_std: () => 0.9 }), 'zero_variance_groups')?.raised).toBe(
+      true,
+    );
+    expect(alarm(run(4, { frac_reward_zero_std: () => 0.3 }), 'zero_variance_groups')?.raised).toBe(
+      false,
+    );
+  });
+
+  it('thresholds are config keys; metrics not recorded leave their alarms out', () => {
+    const history = run(3, { 'completions/clipped_ratio': () => 0.125 });
+    const strict = AlarmsConfigSchema.parse({ truncation_rate: 0.05 });
+    expect(alarm(history, 'truncation', strict)?.raised).toBe(true);
+    expect(alarmMetrics(computeAlarms(history, defaults))).toEqual({
+      'alarms/truncation': 0,
+      'alarms/truncation/value': 0.125,
+      'alarms/reward_hacking': 0,
+    });
+    expect(() => AlarmsConfigSchema.parse({ windw: 3 })).toThrow();
+  });
+});
+
+describe('alarms in metrics.jsonl (RunDirectory.logMetrics)', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-alarms-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it('writes alarms/<name> into each step record and warns once when one is raised', () => {
+    const dir = join(tmp, 'run');
+    const warnings: string[] = [];
+    const runDir = new RunDirectory(dir, { warn: (l) => warnings.push(l) });
+    // The run's config.json sets a threshold (every trainer writes its config there first).
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ alarms: { truncation_rate: 0.4 } }));
+    const clipped = [0.1, 0.1, 0.6, 0.9, 0.9, 0.9];
+    clipped.forEach((c, i) => {
+      runDir.logMetrics({ step: i + 1, reward: 0.5, 'completions/clipped_ratio': c });
+    });
+    runDir.logMetrics({ step: 6, 'eval/reward': 0.4 });
+    const lines = readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n');
+    const records = lines.map((l) => JSON.parse(l) as MetricsRecord);
+    expect(records.map((r) => r['alarms/truncation'])).toEqual([0, 0, 0, 1, 1, 1, undefined]);
+    expect(records[3]!['alarms/truncation/value']).toBeCloseTo(0.425, 9);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/^alarm at step 4: truncation \(value 0\.425\): .*alarms\.md$/);
+
+    // Resumed from step 4 (metrics cut back): the alarm raised before is not announced again.
+    runDir.truncateMetrics(4);
+    runDir.logMetrics({ step: 5, reward: 0.5, 'completions/clipped_ratio': 0.9 });
+    expect(warnings).toHaveLength(1);
+  });
+});
