@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Enforces the one-way import order of DESIGN.md §2 (core ← {graph, grpo, reward, tools} ← agent ←
-// trainer ← cli), that the sources of core, graph and grpo import no ML runtime, and that every
+// Enforces the one-way import order of docs/architecture.md (core ← {graph, grpo, reward, tools} ←
+// agent ← models ← gateway ← trainer ← cli), that the sources of core, graph and grpo import no ML runtime, and that every
 // bare import in a package's sources is declared in its package.json. Runs as part of `pnpm lint`.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -21,6 +21,23 @@ const allowed = {
     '@flowgrpo/reward',
     '@flowgrpo/tools',
   ],
+  '@flowgrpo/models': [
+    '@flowgrpo/core',
+    '@flowgrpo/graph',
+    '@flowgrpo/grpo',
+    '@flowgrpo/reward',
+    '@flowgrpo/tools',
+    '@flowgrpo/agent',
+  ],
+  '@flowgrpo/gateway': [
+    '@flowgrpo/core',
+    '@flowgrpo/graph',
+    '@flowgrpo/grpo',
+    '@flowgrpo/reward',
+    '@flowgrpo/tools',
+    '@flowgrpo/agent',
+    '@flowgrpo/models',
+  ],
   '@flowgrpo/trainer': [
     '@flowgrpo/core',
     '@flowgrpo/graph',
@@ -28,6 +45,8 @@ const allowed = {
     '@flowgrpo/reward',
     '@flowgrpo/tools',
     '@flowgrpo/agent',
+    '@flowgrpo/models',
+    '@flowgrpo/gateway',
   ],
   '@flowgrpo/cli': [
     '@flowgrpo/core',
@@ -36,6 +55,8 @@ const allowed = {
     '@flowgrpo/reward',
     '@flowgrpo/tools',
     '@flowgrpo/agent',
+    '@flowgrpo/models',
+    '@flowgrpo/gateway',
     '@flowgrpo/trainer',
   ],
 };
@@ -91,7 +112,7 @@ for (const folder of readdirSync(join(root, 'packages'))) {
         else if (sub === 'src' && noRuntime.has(pkg.name) && runtimes.test(name))
           problems.push(`${where}: ${pkg.name} must not import a runtime ('${name}')`);
         else if (name.startsWith('@flowgrpo/') && layer && !layer.includes(name))
-          problems.push(`${where}: ${pkg.name} may not import ${name} (DESIGN.md §2)`);
+          problems.push(`${where}: ${pkg.name} may not import ${name} (docs/architecture.md)`);
         else if (!(sub === 'src' ? declared : devDeclared).has(name) && name !== 'vitest')
           problems.push(`${where}: imports '${name}', not declared in ${folder}/package.json`);
       }

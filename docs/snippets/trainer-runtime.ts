@@ -1,4 +1,4 @@
-// Snippets of packages/trainer-cuda/docs/runtime.md (compiled by the test command).
+// Snippets of packages/models/docs/runtime.md (compiled by the test command).
 import { join } from 'node:path';
 import { GraphBuilder, tensor, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import { createSession, DeviceTensorStore, type FeedValue, SessionWorker } from '@flowgrpo/trainer';

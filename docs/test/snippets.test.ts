@@ -160,7 +160,7 @@ describe('docs: the snippet checker reads the markdown it is given', () => {
       'packages/tools/README.md',
       'packages/agent-solver/docs/engines.md',
       'packages/graph/docs/autodiff.md',
-      'packages/trainer-cuda/docs/runtime.md',
+      'packages/models/docs/runtime.md',
       'packages/trainer-cuda/docs/train-loop.md',
       'packages/trainer-cuda/docs/trainers.md',
     ])

@@ -36,7 +36,7 @@ rm -f "$OUT"/app/*.map
 echo '{ "type": "module" }' >"$OUT/app/package.json"
 
 echo "bundle: onnxruntime-node"
-ORT="$(cd "$ROOT/packages/trainer-cuda/node_modules/onnxruntime-node" && pwd -P)"
+ORT="$(cd "$ROOT/packages/models/node_modules/onnxruntime-node" && pwd -P)"
 COMMON="$(cd "$ORT/../onnxruntime-common" && pwd -P)"
 mkdir -p "$OUT/app/node_modules/onnxruntime-node" "$OUT/app/node_modules/onnxruntime-common"
 cp -r "$ORT/package.json" "$ORT/dist" "$ORT/lib" "$OUT/app/node_modules/onnxruntime-node/"

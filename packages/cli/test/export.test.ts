@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ReferenceDecoder, referenceSequenceLogprobs } from '@flowgrpo/models/testing';
 import {
   LoraPolicy,
   loadHfModel,
@@ -10,7 +11,6 @@ import {
   type TrainRow,
   targetsOf,
 } from '@flowgrpo/trainer';
-import { ReferenceDecoder, referenceSequenceLogprobs } from '@flowgrpo/trainer/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';

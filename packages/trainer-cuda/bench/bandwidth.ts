@@ -9,10 +9,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
-import { DecoderGenerator } from '../src/generation/decoder-generator.js';
-import type { ModelWeights } from '../src/models/weights/model-weights.js';
-import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
+import type { ModelWeights } from '@flowgrpo/models';
+import {
+  buildDecoderArtifacts,
+  DecoderArtifacts,
+  DecoderGenerator,
+  expectedTensorShapes,
+} from '@flowgrpo/models';
 import { compileC, loadAverage, median } from './anchors.js';
 import { qwen05, randomWeights } from './models.js';
 import type { BenchSection } from './table.js';

@@ -7,18 +7,18 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as ort from 'onnxruntime-node';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
-import type { LoraConfig } from '../src/lora/lora-config.js';
+import type { LoraConfig, ModelWeights } from '@flowgrpo/models';
 import {
+  buildDecoderArtifacts,
+  DecoderArtifacts,
+  loadLlama2cCheckpoint,
   pastKeyName,
   pastValueName,
   presentKeyName,
   presentValueName,
-} from '../src/models/graph/decoder-graph.js';
-import { ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
-import { loadLlama2cCheckpoint } from '../src/models/weights/llama2c-checkpoint.js';
-import type { ModelWeights } from '../src/models/weights/model-weights.js';
+} from '@flowgrpo/models';
+import { ReferenceDecoder } from '@flowgrpo/models/testing';
+import * as ort from 'onnxruntime-node';
 import { qwen05, randomWeights, trainStepFeeds } from './models.js';
 import type { BenchSection } from './table.js';
 

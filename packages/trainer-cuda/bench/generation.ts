@@ -7,10 +7,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
-import { DecoderGenerator } from '../src/generation/decoder-generator.js';
-import { loadLlama2cCheckpoint } from '../src/models/weights/llama2c-checkpoint.js';
-import { loadTokenizer } from '../src/tokenizers/load-tokenizer.js';
+import {
+  buildDecoderArtifacts,
+  DecoderArtifacts,
+  DecoderGenerator,
+  loadLlama2cCheckpoint,
+  loadTokenizer,
+} from '@flowgrpo/models';
 import { buildLlama2c, loadAverage, median, runLlama2c, STORIES } from './anchors.js';
 import type { BenchSection } from './table.js';
 

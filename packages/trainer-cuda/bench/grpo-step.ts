@@ -8,14 +8,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildDecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
+import type { ModelWeights } from '@flowgrpo/models';
+import {
+  ByteLevelTokenizer,
+  buildDecoderArtifacts,
+  createTinyQwen2,
+  LORA_TARGET_MODULES,
+} from '@flowgrpo/models';
 import { createAlmanac } from '../src/demo/almanac.js';
 import { demoAgent, demoReward } from '../src/demo/roles.js';
 import { makeQuestions, questionRows } from '../src/demo/task.js';
-import { LORA_TARGET_MODULES } from '../src/lora/lora-config.js';
-import { createTinyQwen2 } from '../src/models/tiny-factory.js';
-import type { ModelWeights } from '../src/models/weights/model-weights.js';
-import { ByteLevelTokenizer } from '../src/tokenizers/byte-level-tokenizer.js';
 import { GRPOTrainer } from '../src/train/grpo-trainer.js';
 import type { MetricsRecord } from '../src/train/run-dir.js';
 import { loadAverage } from './anchors.js';

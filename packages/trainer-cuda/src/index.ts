@@ -3,20 +3,177 @@
 // is internal and may change; the independent references the tests check against are in
 // '@flowgrpo/trainer/testing'.
 
-// ONNX artifacts: the decoder's graphs (prefill, decode, logprobs, train_step, generate) on disk.
+// The policy gateway: OpenAI-compatible serving with token-exact recording, multi-role training.
 export {
+  type AgentProgram,
+  type AgentProgramContext,
+  type CallChain,
+  type CallTimings,
+  type ChatCompletionRequest,
+  type CompletionRequest,
+  chainCalls,
+  chainSegments,
+  createPolicyGateway,
+  EnginePolicyHost,
+  type EnginePolicyHostOptions,
+  type GatewayAgentOptions,
+  GatewayError,
+  type GatewayErrorType,
+  gatewayAgent,
+  gatewayReward,
+  hermesToolCallText,
+  hermesToolSystemBlock,
+  LocalPolicyHost,
+  type LocalPolicyHostOptions,
+  type OpenAIErrorBody,
+  type ParsedToolCall,
+  type PolicyGateway,
+  type PolicyGatewayOptions,
+  type PolicyHost,
+  parseAssistantText,
+  type RecordedCall,
+  type RecordedRollout,
+  type ResponsesRequest,
+  ResponsesRequestSchema,
+  ROLLOUT_HEADER,
+  type RolloutBinding,
+  RolloutRecorder,
+  type RolloutRecorderOptions,
+  renderChat,
+  responsesToChat,
+  rolloutTrajectory,
+  runAgentProgram,
+  type ServedModel,
+  TOOL_CALL_CLOSE,
+  TOOL_CALL_OPEN,
+  type TrajectoryOptions,
+  UpstreamPolicyHost,
+  type UpstreamPolicyHostOptions,
+  type WireMessage,
+  type WireTool,
+} from '@flowgrpo/gateway';
+export type { SampledToken, SamplingParams } from '@flowgrpo/models';
+// ONNX artifacts: the decoder's graphs (prefill, decode, logprobs, train_step, generate) on disk.
+// Generation: batched sampling with logprobs, and the agent-facing policy engine.
+// LoRA adapters in PEFT's layout, and merging one into the base weights.
+// Models: HF folders, llama2.c checkpoints, configs, and a tiny random model for tests and demos.
+// Runtime: ONNX Runtime sessions on CUDA, WebGPU or CPU, in-process or on a worker thread.
+// Tokenizers.
+export {
+  ADAPTER_CONFIG,
+  ADAPTER_WEIGHTS,
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
   type ArtifactGraphKind,
   type ArtifactsManifest,
   type BuildArtifactsOptions,
+  BYTE_LEVEL_SPECIAL_TOKENS,
+  ByteLevelTokenizer,
+  type ByteLevelTokenizerOptions,
   buildDecoderArtifacts,
+  buildDecoderGraph,
+  CHATML_TEMPLATE,
+  type ChatTemplateOptions,
+  ContextLengthExceededError,
+  type CreateSessionOptions,
+  chooseDevice,
+  createSession,
+  createTinyQwen2,
   DEFAULT_GRAPHS,
+  type DecodeOptions,
   DecoderArtifacts,
+  type DecoderConfig,
+  type DecoderGenerateOptions,
+  DecoderGenerator,
+  type DecoderGraph,
+  type DecoderGraphKind,
+  type DecoderGraphOptions,
+  type DecoderModelType,
+  type Device,
+  type DeviceAvailability,
+  type DeviceChoice,
+  type DeviceRequest,
+  DeviceTensor,
+  DeviceTensorAccessError,
+  type DeviceTensorLocation,
+  DeviceTensorStore,
+  deviceAvailability,
+  type EncodeOptions,
+  ExecutionProviderUnavailableError,
+  eosTokenIds,
+  type FeedProblem,
+  type FeedValue,
+  type FusedGenerationOptions,
+  fromOrtTensor,
+  type GenerationBackend,
+  type GenerationOutput,
+  type GenerationRequest,
+  type GraphIOSpec,
   type GraphManifest,
+  greedy,
+  type HfDecoderConfig,
+  HfTokenizer,
+  type HfTokenizerConfig,
+  InvalidFeedError,
+  initLoraParams,
+  Llama2cTokenizer,
+  LORA_TARGET_MODULES,
+  type LoadDType,
+  type LoadHfModelOptions,
+  LocalPolicyEngine,
+  type LocalPolicyEngineOptions,
+  type LogSeverity,
+  type LoraConfig,
+  type LoraParams,
+  type LoraTargetModule,
+  listBackends,
+  listDevices,
+  llama2cConfig,
+  loadDecoderConfig,
+  loadDecoderModel,
+  loadHfModel,
+  loadLlama2cCheckpoint,
+  loadLoraAdapter,
+  loadTokenizer,
+  ModelLoadError,
+  type ModelWeights,
+  mergeLora,
   type OpenArtifactsOptions,
+  type ProbeResult,
+  parseDecoderConfig,
+  peftAdapterConfig,
+  policyPromptIds,
+  probeExecutionProvider,
+  type RunResult,
   readArtifactsManifest,
-} from './artifacts/decoder-artifacts.js';
+  resolveDevice,
+  type SaveHfModelOptions,
+  Session,
+  SessionRunError,
+  SessionWorker,
+  SessionWorkerError,
+  SUPPORTED_MODEL_TYPES,
+  saveHfModel,
+  saveLoraAdapter,
+  softwareVulkanAdapter,
+  type TinyModel,
+  type TinyQwen2Options,
+  type Tokenizer,
+  TokenOutOfVocabularyError,
+  tinyQwen2Config,
+  toHfConfigJson,
+  toOrtTensor,
+  UnsupportedArchitectureError,
+  validateLoraConfig,
+  type WeightDType,
+  WeightsMismatchError,
+  type WorkerGeneratorOptions,
+  type WorkerRunOptions,
+  WorkerSession,
+  type WorkerSessionOptions,
+  weightAsFloat32,
+  withSampling,
+} from '@flowgrpo/models';
 // The embedded demo (`flowgrpo demo`): the almanac task, its agent, reward and pipeline.
 export {
   type Almanac,
@@ -50,135 +207,7 @@ export {
   SUB_GOALS,
 } from './demo/task.js';
 export { type TeacherOptions, TeacherPolicy } from './demo/teacher.js';
-// The policy gateway: OpenAI-compatible serving with token-exact recording, multi-role training.
 export * from './gateway/index.js';
-// Generation: batched sampling with logprobs, and the agent-facing policy engine.
-export {
-  type DecoderGenerateOptions,
-  DecoderGenerator,
-  type FusedGenerationOptions,
-  type GenerationBackend,
-  type GenerationOutput,
-  type GenerationRequest,
-  type WorkerGeneratorOptions,
-} from './generation/decoder-generator.js';
-export {
-  ContextLengthExceededError,
-  TokenOutOfVocabularyError,
-} from './generation/errors.js';
-export {
-  LocalPolicyEngine,
-  type LocalPolicyEngineOptions,
-  policyPromptIds,
-} from './generation/local-policy-engine.js';
-export type { SampledToken, SamplingParams } from './generation/sampling.js';
-// LoRA adapters in PEFT's layout, and merging one into the base weights.
-export {
-  LORA_TARGET_MODULES,
-  type LoraConfig,
-  type LoraTargetModule,
-  validateLoraConfig,
-} from './lora/lora-config.js';
-export {
-  ADAPTER_CONFIG,
-  ADAPTER_WEIGHTS,
-  initLoraParams,
-  type LoraParams,
-  loadLoraAdapter,
-  peftAdapterConfig,
-  saveLoraAdapter,
-} from './lora/lora-weights.js';
-export { mergeLora } from './lora/merge-lora.js';
-// Models: HF folders, llama2.c checkpoints, configs, and a tiny random model for tests and demos.
-export {
-  type DecoderConfig,
-  type DecoderModelType,
-  eosTokenIds,
-  type HfDecoderConfig,
-  loadDecoderConfig,
-  parseDecoderConfig,
-  SUPPORTED_MODEL_TYPES,
-  toHfConfigJson,
-} from './models/config.js';
-export { UnsupportedArchitectureError, WeightsMismatchError } from './models/errors.js';
-export {
-  buildDecoderGraph,
-  type DecoderGraph,
-  type DecoderGraphKind,
-  type DecoderGraphOptions,
-  type GraphIOSpec,
-} from './models/graph/decoder-graph.js';
-export { loadDecoderModel } from './models/load-model.js';
-export {
-  createTinyQwen2,
-  type TinyModel,
-  type TinyQwen2Options,
-  tinyQwen2Config,
-} from './models/tiny-factory.js';
-export {
-  type LoadDType,
-  type LoadHfModelOptions,
-  llama2cConfig,
-  loadHfModel,
-  loadLlama2cCheckpoint,
-  type ModelWeights,
-  type SaveHfModelOptions,
-  saveHfModel,
-  type WeightDType,
-  weightAsFloat32,
-} from './models/weights/index.js';
-// Runtime: ONNX Runtime sessions on CUDA, WebGPU or CPU, in-process or on a worker thread.
-export {
-  type CreateSessionOptions,
-  chooseDevice,
-  createSession,
-  type Device,
-  type DeviceAvailability,
-  type DeviceChoice,
-  type DeviceRequest,
-  DeviceTensor,
-  DeviceTensorAccessError,
-  type DeviceTensorLocation,
-  DeviceTensorStore,
-  deviceAvailability,
-  ExecutionProviderUnavailableError,
-  type FeedProblem,
-  type FeedValue,
-  fromOrtTensor,
-  InvalidFeedError,
-  type LogSeverity,
-  listBackends,
-  listDevices,
-  ModelLoadError,
-  type ProbeResult,
-  probeExecutionProvider,
-  type RunResult,
-  resolveDevice,
-  Session,
-  SessionRunError,
-  SessionWorker,
-  SessionWorkerError,
-  softwareVulkanAdapter,
-  toOrtTensor,
-  type WorkerRunOptions,
-  WorkerSession,
-  type WorkerSessionOptions,
-} from './runtime/index.js';
-// Tokenizers.
-export {
-  BYTE_LEVEL_SPECIAL_TOKENS,
-  ByteLevelTokenizer,
-  type ByteLevelTokenizerOptions,
-  CHATML_TEMPLATE,
-  type ChatTemplateOptions,
-  type DecodeOptions,
-  type EncodeOptions,
-  HfTokenizer,
-  type HfTokenizerConfig,
-  Llama2cTokenizer,
-  loadTokenizer,
-  type Tokenizer,
-} from './tokenizers/index.js';
 // "GRPO − SFT: 27.2 points", called inconclusive when the 95% intervals overlap.
 export {
   type AccuracyDifference,
@@ -262,7 +291,6 @@ export {
 } from './train/run-lifecycle.js';
 export { LOCK_FILE, RunLock, RunLockedError, type RunLockInfo } from './train/run-lock.js';
 export { RunWriteError } from './train/run-write-error.js';
-export { greedy, withSampling } from './train/sampling-override.js';
 export {
   type SFTExample,
   type SFTResult,

@@ -9,9 +9,14 @@ import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeModel, WeightsFileWriter } from '@flowgrpo/graph';
+import {
+  buildArtifactGraph,
+  expectedTensorShapes,
+  initTinyWeights,
+  writeBaseWeights,
+} from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildArtifactGraph } from '../src/artifacts/decoder-artifacts.js';
 import {
   ALL_GRAPHS,
   buildDecoderArtifacts,
@@ -21,9 +26,6 @@ import {
   readArtifactsManifest,
   tinyQwen2Config,
 } from '../src/index.js';
-import { writeBaseWeights } from '../src/models/graph/base-weights.js';
-import { initTinyWeights } from '../src/models/tiny-factory.js';
-import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-artifacts-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -4,15 +4,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { AgentProgram } from '@flowgrpo/gateway';
 import { afterAll, expect, it } from 'vitest';
-import { type AgentProgram, MultiRoleGRPOTrainer } from '../src/gateway/index.js';
-import { loadLoraAdapter } from '../src/index.js';
 import {
   GATEWAY_LORA,
   randomAdapter,
   tinyGatewayModel,
   writeAdapter,
-} from './support/gateway-fixtures.js';
+} from '../../gateway/test/support/gateway-fixtures.js';
+import { MultiRoleGRPOTrainer } from '../src/gateway/index.js';
+import { loadLoraAdapter } from '../src/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-roles-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -8,8 +8,6 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readTrajectoriesParquet } from '@flowgrpo/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
   type AgentProgram,
   chainCalls,
@@ -19,7 +17,14 @@ import {
   gatewayReward,
   LocalPolicyHost,
   type PolicyGateway,
-} from '../src/gateway/index.js';
+} from '@flowgrpo/gateway';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
+import {
+  GATEWAY_LORA,
+  ScriptedEngine,
+  tinyGatewayModel,
+} from '../../gateway/test/support/gateway-fixtures.js';
 import {
   buildDecoderArtifacts,
   createAlmanac,
@@ -31,7 +36,6 @@ import {
   questionRows,
   type TinyModel,
 } from '../src/index.js';
-import { GATEWAY_LORA, ScriptedEngine, tinyGatewayModel } from './support/gateway-fixtures.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-train-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -15,6 +15,17 @@ import {
   tensor,
   WeightsFileWriter,
 } from '@flowgrpo/graph';
+import {
+  expectedTensorShapes,
+  initTinyWeights,
+  LORA_SCALE,
+  loraParamSpecs,
+  loraScaling,
+  ROPE_COS,
+  ROPE_SIN,
+  ropeTables,
+  writeBaseWeights,
+} from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -27,16 +38,6 @@ import {
   saveLoraAdapter,
   weightAsFloat32,
 } from '../src/index.js';
-import { loraParamSpecs, loraScaling } from '../src/lora/lora-config.js';
-import {
-  ROPE_COS,
-  ROPE_SIN,
-  ropeTables,
-  writeBaseWeights,
-} from '../src/models/graph/base-weights.js';
-import { LORA_SCALE } from '../src/models/graph/decoder-graph.js';
-import { initTinyWeights } from '../src/models/tiny-factory.js';
-import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
 import { buildTrainStepGraph } from '../src/train/train-step-graph.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-lora-'));

@@ -11,6 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRng, type Trajectory } from '@flowgrpo/core';
 import { grpoLoss, type LossAggregation } from '@flowgrpo/grpo';
+import { initTinyWeights } from '@flowgrpo/models';
+import { ReferenceDecoder } from '@flowgrpo/models/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   buildDecoderArtifacts,
@@ -27,8 +29,6 @@ import {
   tinyQwen2Config,
   type UpdateHyperParams,
 } from '../src/index.js';
-import { ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
-import { initTinyWeights } from '../src/models/tiny-factory.js';
 import { aggregationWeights } from '../src/train/lora-policy.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-grpo-loss-'));

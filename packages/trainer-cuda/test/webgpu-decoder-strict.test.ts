@@ -7,9 +7,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WeightsFileWriter } from '@flowgrpo/graph';
+import {
+  buildArtifactGraph,
+  initTinyWeights,
+  loraParamSpecs,
+  writeBaseWeights,
+} from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildArtifactGraph } from '../src/artifacts/decoder-artifacts.js';
 import {
   ALL_GRAPHS,
   buildDecoderArtifacts,
@@ -19,9 +24,6 @@ import {
   type LoraConfig,
   tinyQwen2Config,
 } from '../src/index.js';
-import { loraParamSpecs } from '../src/lora/lora-config.js';
-import { writeBaseWeights } from '../src/models/graph/base-weights.js';
-import { initTinyWeights } from '../src/models/tiny-factory.js';
 
 const webgpu = await deviceAvailability('webgpu');
 if (!webgpu.available) console.info(`[decoder] WebGPU strict tests skipped: ${webgpu.reason}`);

@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
+import { samplingGraph } from '@flowgrpo/models';
 import { afterAll, describe, expect, it } from 'vitest';
-import { samplingGraph } from '../src/artifacts/decoder-artifacts.js';
 import {
   DecoderArtifacts,
   deviceAvailability,

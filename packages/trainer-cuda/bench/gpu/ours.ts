@@ -11,12 +11,16 @@
 
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../../src/artifacts/decoder-artifacts.js';
-import { DecoderGenerator } from '../../src/generation/decoder-generator.js';
-import { LORA_TARGET_MODULES, type LoraConfig } from '../../src/lora/lora-config.js';
-import { initLoraParams } from '../../src/lora/lora-weights.js';
-import { parseDecoderConfig } from '../../src/models/config.js';
-import type { Device } from '../../src/runtime/errors.js';
+import type { Device } from '@flowgrpo/models';
+import {
+  buildDecoderArtifacts,
+  DecoderArtifacts,
+  DecoderGenerator,
+  initLoraParams,
+  LORA_TARGET_MODULES,
+  type LoraConfig,
+  parseDecoderConfig,
+} from '@flowgrpo/models';
 import { type TrainRow, targetsOf } from '../../src/train/collate.js';
 import { LoraPolicy } from '../../src/train/lora-policy.js';
 import { median } from '../anchors.js';

@@ -2,23 +2,23 @@ import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Trajectory } from '@flowgrpo/core';
-import { rewardInputFromTrajectory } from '@flowgrpo/reward';
+import type { DeviceRequest } from '@flowgrpo/models';
 import {
   buildDecoderArtifacts,
+  createTinyQwen2,
   DecoderArtifacts,
+  greedy,
+  LORA_TARGET_MODULES,
+  LocalPolicyEngine,
+  loadHfModel,
   readArtifactsManifest,
   samplingGraph,
-} from '../artifacts/decoder-artifacts.js';
-import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import { LORA_TARGET_MODULES } from '../lora/lora-config.js';
-import { createTinyQwen2 } from '../models/tiny-factory.js';
-import { loadHfModel } from '../models/weights/hf-folder.js';
-import type { DeviceRequest } from '../runtime/devices.js';
+} from '@flowgrpo/models';
+import { rewardInputFromTrajectory } from '@flowgrpo/reward';
 import { comparisonTable, type EvalResult, evaluate } from '../train/evaluate.js';
 import { GRPOTrainer } from '../train/grpo-trainer.js';
 import { type Progress, silentProgress } from '../train/progress.js';
 import { writeReport } from '../train/report.js';
-import { greedy } from '../train/sampling-override.js';
 import { type SFTResult, SFTTrainer } from '../train/sft-trainer.js';
 import { createAlmanac } from './almanac.js';
 import { demoAgent, demoReward } from './roles.js';

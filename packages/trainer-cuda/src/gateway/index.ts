@@ -1,31 +1,23 @@
-// The policy gateway: an OpenAI-compatible server over a local or upstream policy that records
-// every call token-exactly, so agents written with any OpenAI-compatible SDK become trainable.
-export { hermesToolCallText, hermesToolSystemBlock, renderChat } from './chat-render.js';
-export { GatewayError, type GatewayErrorType, type OpenAIErrorBody } from './errors.js';
+// The trainers driven through the policy gateway (@flowgrpo/gateway): online GRPO over recorded
+// rollouts, and one LoRA adapter per role.
 export {
-  createPolicyGateway,
-  type PolicyGateway,
-  type PolicyGatewayOptions,
-  ROLLOUT_HEADER,
-  type RolloutBinding,
-} from './gateway.js';
+  MultiRoleGRPOTrainer,
+  type MultiRoleGRPOTrainerOptions,
+  type MultiRoleTrainResult,
+} from './multi-role-trainer.js';
 export {
-  type AgentProgram,
-  type AgentProgramContext,
-  type GatewayAgentOptions,
-  gatewayAgent,
-  gatewayReward,
-} from './gateway-agent.js';
-export * from './multi-role-trainer.js';
-export * from './online-trainer.js';
-export * from './policy-host.js';
-export * from './recorder.js';
-export { type ResponsesRequest, ResponsesRequestSchema, responsesToChat } from './responses.js';
-export * from './role-policies.js';
+  OnlineGRPOTrainer,
+  type OnlineGRPOTrainerOptions,
+  rolloutGroupKey,
+} from './online-trainer.js';
 export {
-  type ParsedToolCall,
-  parseAssistantText,
-  TOOL_CALL_CLOSE,
-  TOOL_CALL_OPEN,
-} from './tool-calls.js';
-export type { ChatCompletionRequest, CompletionRequest, WireMessage, WireTool } from './wire.js';
+  chainRow,
+  type HostedRoles,
+  hostRoles,
+  openRoles,
+  type RoleSpec,
+  type ServedRole,
+  saveRoleAdapters,
+  trainedRoleSampling,
+  updateRole,
+} from './role-policies.js';

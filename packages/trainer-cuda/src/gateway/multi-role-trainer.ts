@@ -1,9 +1,16 @@
 import { join, resolve } from 'node:path';
 import { ConfigError, createRng, type SampleRow } from '@flowgrpo/core';
+import type { RecordedRollout } from '@flowgrpo/gateway';
+import {
+  type AgentProgram,
+  createPolicyGateway,
+  type PolicyGateway,
+  type PolicyGatewayOptions,
+  runAgentProgram,
+} from '@flowgrpo/gateway';
+import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
+import { readArtifactsManifest } from '@flowgrpo/models';
 import type { RewardFunction } from '@flowgrpo/reward';
-import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import { scoreChecked } from '../train/checked-reward.js';
 import {
   checkGatewayConfig,
@@ -21,9 +28,6 @@ import {
   thrownFailure,
 } from '../train/rollout-failures.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
-import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
-import { type AgentProgram, runAgentProgram } from './gateway-agent.js';
-import type { RecordedRollout } from './recorder.js';
 import {
   hostRoles,
   type RoleSpec,

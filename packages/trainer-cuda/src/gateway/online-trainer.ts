@@ -1,9 +1,15 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
-import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import {
+  createPolicyGateway,
+  type PolicyGateway,
+  type PolicyGatewayOptions,
+  type RecordedRollout,
+  RolloutRecorder,
+} from '@flowgrpo/gateway';
+import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
+import { readArtifactsManifest } from '@flowgrpo/models';
 import {
   checkGatewayConfig,
   type GRPOConfig,
@@ -14,8 +20,6 @@ import {
 } from '../train/config.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
-import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
-import { type RecordedRollout, RolloutRecorder } from './recorder.js';
 import {
   type HostedRoles,
   hostRoles,

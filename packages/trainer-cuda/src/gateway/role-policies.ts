@@ -1,20 +1,23 @@
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
+import {
+  type CallChain,
+  chainCalls,
+  LocalPolicyHost,
+  type RecordedRollout,
+} from '@flowgrpo/gateway';
 import { computeAdvantages, type LossAggregation } from '@flowgrpo/grpo';
+import type { DeviceRequest, Tokenizer, TrainingSampling } from '@flowgrpo/models';
 import {
   type ArtifactsManifest,
   DecoderArtifacts,
-  readArtifactsManifest,
-} from '../artifacts/decoder-artifacts.js';
-import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import {
   initLoraParams,
+  LocalPolicyEngine,
   type LoraParams,
   loadLoraAdapter,
+  readArtifactsManifest,
   saveLoraAdapter,
-} from '../lora/lora-weights.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
+} from '@flowgrpo/models';
 import { type TrainRow, targetsOf } from '../train/collate.js';
 import { type GRPOConfig, policyOptions } from '../train/config.js';
 import {
@@ -23,9 +26,6 @@ import {
   LoraPolicy,
   updateHyperParams,
 } from '../train/lora-policy.js';
-import type { TrainingSampling } from '../train/sampling-override.js';
-import { LocalPolicyHost } from './policy-host.js';
-import { type CallChain, chainCalls, type RecordedRollout } from './recorder.js';
 
 // Roles served by the gateway, each a LoRA adapter on the shared base: an engine per role over
 // one opened artifacts directory, and for a trained role its LoraPolicy (train-step + logprobs

@@ -25,20 +25,19 @@ import {
   GraphBuilder,
   toOnnxModel,
 } from '@flowgrpo/graph';
-import * as ort from 'onnxruntime-node';
-import {
-  type DeviceTensor,
-  type DeviceTensorLocation,
-  DeviceTensorStore,
-} from '../runtime/device-tensor.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import { type Device, ModelLoadError } from '../runtime/errors.js';
+import type { DeviceRequest } from '@flowgrpo/models';
 import {
   type CreateSessionOptions,
   createSession,
+  type Device,
+  type DeviceTensor,
+  type DeviceTensorLocation,
+  DeviceTensorStore,
   type FeedValue,
+  ModelLoadError,
   type Session,
-} from '../runtime/session.js';
+} from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
 import { TrainLoopError } from './errors.js';
 
 /** Builds forward + loss from the parameter inputs the runner creates; returns the loss. */

@@ -13,23 +13,22 @@ import {
   grpoMetrics,
   type LossAggregation,
 } from '@flowgrpo/grpo';
-import { type RewardFunction, rewardInputFromTrajectory, rewardMetrics } from '@flowgrpo/reward';
+import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import {
   DecoderArtifacts,
-  readArtifactsManifest,
-  samplingGraph,
-} from '../artifacts/decoder-artifacts.js';
-import { DecoderGenerator } from '../generation/decoder-generator.js';
-import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import {
+  DecoderGenerator,
+  expectAbortListeners,
+  greedy,
   initLoraParams,
+  LocalPolicyEngine,
   type LoraParams,
   loadLoraAdapter,
+  readArtifactsManifest,
+  samplingGraph,
   saveLoraAdapter,
-} from '../lora/lora-weights.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
-import { expectAbortListeners } from '../util/abort-listeners.js';
+  trainingSampling,
+} from '@flowgrpo/models';
+import { type RewardFunction, rewardInputFromTrajectory, rewardMetrics } from '@flowgrpo/reward';
 import { scoreTrajectory } from './checked-reward.js';
 import type { LoadedCheckpoint, TrainerState } from './checkpoint.js';
 import { rowsFromTrajectories, targetsOf } from './collate.js';
@@ -70,7 +69,6 @@ import {
 import type { MetricsRecord, RunDirectory } from './run-dir.js';
 import { RunLifecycle } from './run-lifecycle.js';
 import type { RunLock } from './run-lock.js';
-import { greedy, trainingSampling } from './sampling-override.js';
 import { withoutTruncated } from './truncation.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py:

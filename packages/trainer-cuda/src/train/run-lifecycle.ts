@@ -6,7 +6,7 @@ import {
   PermissionDeniedError,
   ReadOnlyFileSystemError,
 } from '@flowgrpo/core';
-import type { DecoderConfig } from '../models/config.js';
+import type { DecoderConfig } from '@flowgrpo/models';
 import {
   type LoadedCheckpoint,
   listCheckpoints,

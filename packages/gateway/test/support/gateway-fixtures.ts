@@ -14,7 +14,7 @@ import {
   saveLoraAdapter,
   type TinyModel,
   type Tokenizer,
-} from '../../src/index.js';
+} from '@flowgrpo/models';
 
 export const GATEWAY_LORA: LoraConfig = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj'] };
 

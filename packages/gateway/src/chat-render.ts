@@ -1,5 +1,5 @@
 import type { ChatMessage } from '@flowgrpo/core';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import type { Tokenizer } from '@flowgrpo/models';
 import { badRequest } from './errors.js';
 import { TOOL_CALL_OPEN } from './tool-calls.js';
 import { contentText, type WireMessage, type WireTool, type WireToolChoice } from './wire.js';

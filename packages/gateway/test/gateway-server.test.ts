@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OpenAIPolicyEngine } from '@flowgrpo/agent';
+import type { TinyModel } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   chainCalls,
@@ -16,8 +17,7 @@ import {
   ROLLOUT_HEADER,
   rolloutTrajectory,
   UpstreamPolicyHost,
-} from '../src/gateway/index.js';
-import type { TinyModel } from '../src/index.js';
+} from '../src/index.js';
 import {
   randomAdapter,
   ScriptedEngine,

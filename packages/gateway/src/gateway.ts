@@ -2,13 +2,14 @@ import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { PolicyEngine, PolicyGenerateResult } from '@flowgrpo/agent';
-import { ContextLengthExceededError, TokenOutOfVocabularyError } from '../generation/errors.js';
 import {
+  ContextLengthExceededError,
   imposeSampling,
   type SamplingWarner,
   samplingWarner,
+  TokenOutOfVocabularyError,
   type TrainingSampling,
-} from '../train/sampling-override.js';
+} from '@flowgrpo/models';
 import { renderChat } from './chat-render.js';
 import { badRequest, errorBody, GatewayError } from './errors.js';
 import { readJson, sendJson, startSse } from './http-util.js';

@@ -13,6 +13,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Tokenizer } from '@flowgrpo/models';
+import { buildDecoderArtifacts, HfTokenizer, LocalPolicyEngine } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createPolicyGateway,
@@ -20,9 +22,7 @@ import {
   type PolicyGateway,
   ROLLOUT_HEADER,
   rolloutTrajectory,
-} from '../src/gateway/index.js';
-import { buildDecoderArtifacts, HfTokenizer, LocalPolicyEngine } from '../src/index.js';
-import type { Tokenizer } from '../src/tokenizers/tokenizer.js';
+} from '../src/index.js';
 import { GATEWAY_LORA, tinyGatewayModel } from './support/gateway-fixtures.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: response bodies are read field by field by the assertions

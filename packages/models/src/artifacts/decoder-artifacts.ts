@@ -3,6 +3,8 @@ import { join, resolve } from 'node:path';
 import { DataFormatError } from '@flowgrpo/core';
 import { DEFAULT_OPSET, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
+// Moved with the split; the next commit inverts this (models must not import the trainer).
+import { buildTrainStepGraph } from '../../../trainer-cuda/src/train/train-step-graph.js';
 import type { LoraConfig } from '../lora/lora-config.js';
 import { loraScaling } from '../lora/lora-config.js';
 import type { DecoderConfig } from '../models/config.js';
@@ -17,7 +19,6 @@ import { buildGenerateGraph, type GenerateGraphOptions } from '../models/graph/i
 import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
-import { buildTrainStepGraph } from '../train/train-step-graph.js';
 import { writeDirAtomicallySync } from '../util/atomic-dir.js';
 
 // The artifacts directory: one .onnx per graph variant, every base weight once in weights.data

@@ -3,10 +3,8 @@ import {
   type OpenAIPolicyEngineOptions,
   type PolicyEngine,
 } from '@flowgrpo/agent';
-import { DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
-import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
+import { DecoderArtifacts, LocalPolicyEngine } from '@flowgrpo/models';
 import { GatewayError } from './errors.js';
 
 // What the gateway serves: named policies on one base model — the base itself and one LoRA

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { PolicyEngine, RolloutAgent, RolloutContext } from '@flowgrpo/agent';
 import { ConfigError, type Trajectory } from '@flowgrpo/core';
+import { withSampling } from '@flowgrpo/models';
 import type { RewardFunction, RewardResult } from '@flowgrpo/reward';
-import { withSampling } from '../train/sampling-override.js';
 import { type PolicyGateway, ROLLOUT_HEADER, type RolloutBinding } from './gateway.js';
 import { type RecordedRollout, rolloutTrajectory } from './recorder.js';
 
