@@ -5,13 +5,13 @@ import { readSampleRows } from '@flowgrpo/core';
 import { llmJudgeReward } from '@flowgrpo/reward';
 import { createCalculatorTool } from '@flowgrpo/tools';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   GRPOTrainer,
   loadDecoderModel,
   loadTokenizer,
 } from '@flowgrpo/trainer';
 
-buildDecoderArtifacts(await loadDecoderModel('models/planner'), 'out/artifacts', {
+buildTrainingArtifacts(await loadDecoderModel('models/planner'), 'out/artifacts', {
   lora: { r: 16, alpha: 32, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] },
 });
 // The fixed roles (executor, verifier, generator) and the judge: a served model, not trained.

@@ -6,7 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RewardFunction } from '@flowgrpo/reward';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createAlmanac,
   createPolicyGateway,
   createTinyQwen2,
@@ -89,7 +89,7 @@ export async function trainAgent(o: TrainOptions): Promise<TrainAgentResult> {
     maxPositionEmbeddings: 2048,
   });
   const artifacts = join(o.out, 'artifacts');
-  buildDecoderArtifacts(model.weights, artifacts, {
+  buildTrainingArtifacts(model.weights, artifacts, {
     lora: LORA,
     graphs: ['decode', 'logprobs', 'train_step'],
     maxPositions: 2048,

@@ -15,7 +15,7 @@ import { join, relative, resolve } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Trajectory } from '@flowgrpo/core';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createTinyQwen2,
   type DeviceRequest,
   GRPOTrainer,
@@ -226,7 +226,7 @@ export async function runAgenticGrpo(o: AgenticGrpoOptions): Promise<AgenticGrpo
   const weights = custom
     ? await loadDecoderModel(policyModel, { dtype: 'F32' })
     : await loadHfModel(policyModel);
-  buildDecoderArtifacts(weights, artifacts, {
+  buildTrainingArtifacts(weights, artifacts, {
     lora,
     maxPositions: s.agent.maxTotalTokens + 64,
   });

@@ -4,7 +4,7 @@
 //   → load it back → generate with and without it.
 import { join } from 'node:path';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   DecoderArtifacts,
   type DeviceRequest,
   LocalPolicyEngine,
@@ -45,7 +45,7 @@ export async function loraSft(o: LoraSftOptions) {
     targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] as const,
   };
   const artifacts = join(o.out, 'artifacts');
-  buildDecoderArtifacts(weights, artifacts, {
+  buildTrainingArtifacts(weights, artifacts, {
     lora: { ...lora, targetModules: [...lora.targetModules] },
   });
 

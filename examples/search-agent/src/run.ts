@@ -16,7 +16,7 @@ import { loadDataset, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import { type RewardFunction, tokenF1Reward } from '@flowgrpo/reward';
 import { loadFlashRagPassages, loadHotpotQaPassages, type Passage } from '@flowgrpo/tools';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createTinyQwen2,
   DecoderArtifacts,
   type DeviceRequest,
@@ -211,7 +211,7 @@ export async function runSearchAgent(o: SearchAgentRunOptions): Promise<SearchAg
     const r = o.model ? 16 : 8;
     const lora = { r, alpha: 2 * r, targetModules: [...LORA_TARGET_MODULES] };
     const artifacts = join(out, 'artifacts');
-    buildDecoderArtifacts(weights, artifacts, { lora, maxPositions: s.maxTotalTokens + 64 });
+    buildTrainingArtifacts(weights, artifacts, { lora, maxPositions: s.maxTotalTokens + 64 });
     const loraConfig = { r, lora_alpha: 2 * r, target_modules: lora.targetModules };
     const agentOptions = {
       maxTurns: s.maxTurns,

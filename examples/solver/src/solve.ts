@@ -28,7 +28,7 @@ import {
   type WikipediaBackend,
 } from '@flowgrpo/tools';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createTinyQwen2,
   DecoderArtifacts,
   type DeviceRequest,
@@ -178,7 +178,7 @@ async function localPlanner(
     });
     if (o.adapter) throw new Error('--adapter needs --local <HF folder or artifacts>, not tiny');
     dir = join(work, 'tiny-planner-artifacts');
-    buildDecoderArtifacts(tiny.weights, dir, { graphs: ['decode'], maxPositions: 8192 });
+    buildTrainingArtifacts(tiny.weights, dir, { graphs: ['decode'], maxPositions: 8192 });
     tokenizer = tiny.tokenizer;
     describe = 'a tiny untrained Qwen2 (byte-level tokenizer): expect unparseable plans';
   } else if (isArtifacts) {
@@ -193,7 +193,7 @@ async function localPlanner(
     const adapterLora = o.adapter
       ? (await loadLoraAdapter(o.adapter, weights.config)).lora
       : undefined;
-    buildDecoderArtifacts(weights, dir, {
+    buildTrainingArtifacts(weights, dir, {
       graphs: ['decode'],
       maxPositions: 8192,
       ...(adapterLora && { lora: adapterLora }),

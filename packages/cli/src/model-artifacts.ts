@@ -4,7 +4,7 @@ import { ConfigError, FileNotFoundError, systemError } from '@flowgrpo/core';
 import {
   ARTIFACTS_MANIFEST,
   type ArtifactsManifest,
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   type DecoderGraphKind,
   type LoraConfig,
   type LoraOptionsSchema,
@@ -102,7 +102,7 @@ export async function ensureArtifacts(
   o.log?.(`artifacts: building ${dir} from ${model}`);
   const weights = await loadDecoderModel(model);
   try {
-    const manifest = buildDecoderArtifacts(weights, dir, {
+    const manifest = buildTrainingArtifacts(weights, dir, {
       ...(o.lora && { lora: o.lora }),
       ...(o.graphs && { graphs: o.graphs }),
       maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),

@@ -9,6 +9,8 @@
 export {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
+  type ArtifactGraphBuilder,
+  type ArtifactGraphBuilders,
   type ArtifactGraphKind,
   type ArtifactsManifest,
   type BuildArtifactsOptions,

@@ -10,12 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { ModelWeights } from '@flowgrpo/models';
-import {
-  buildDecoderArtifacts,
-  DecoderArtifacts,
-  DecoderGenerator,
-  expectedTensorShapes,
-} from '@flowgrpo/models';
+import { DecoderArtifacts, DecoderGenerator, expectedTensorShapes } from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { compileC, loadAverage, median } from './anchors.js';
 import { qwen05, randomWeights } from './models.js';
 import type { BenchSection } from './table.js';
@@ -56,7 +52,7 @@ export async function benchBandwidth(): Promise<BenchSection> {
     const bytes = params * 4; // float32; the tied embedding counted once (the LM head reads it whole)
     const t0 = performance.now();
     const holder: { weights?: ModelWeights } = { weights: randomWeights(config) };
-    buildDecoderArtifacts(holder.weights!, join(tmp, 'art'), {
+    buildTrainingArtifacts(holder.weights!, join(tmp, 'art'), {
       graphs: ['generate'],
       maxPositions: 256,
     });

@@ -9,7 +9,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { LoraConfig, ModelWeights } from '@flowgrpo/models';
 import {
-  buildDecoderArtifacts,
   DecoderArtifacts,
   loadLlama2cCheckpoint,
   pastKeyName,
@@ -19,6 +18,7 @@ import {
 } from '@flowgrpo/models';
 import { ReferenceDecoder } from '@flowgrpo/models/testing';
 import * as ort from 'onnxruntime-node';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { qwen05, randomWeights, trainStepFeeds } from './models.js';
 import type { BenchSection } from './table.js';
 
@@ -66,7 +66,7 @@ async function benchModel(
   const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-decoder-'));
   try {
     const t0 = performance.now();
-    buildDecoderArtifacts(holder.weights!, dir, {
+    buildTrainingArtifacts(holder.weights!, dir, {
       graphs: ['decode', 'train_step'],
       maxPositions: 1024,
       lora: LORA,

@@ -13,7 +13,6 @@ import { join } from 'node:path';
 import type { SampleRow, Trajectory } from '@flowgrpo/core';
 import {
   ByteLevelTokenizer,
-  buildDecoderArtifacts,
   createTinyQwen2,
   DecoderArtifacts,
   DecoderGenerator,
@@ -25,6 +24,7 @@ import { createAlmanac } from '../src/demo/almanac.js';
 import { demoAgent } from '../src/demo/roles.js';
 import { makeQuestions, questionRows } from '../src/demo/task.js';
 import { TeacherPolicy } from '../src/demo/teacher.js';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { runOne } from '../src/train/evaluate.js';
 import { SFTTrainer } from '../src/train/sft-trainer.js';
 import { loadAverage, median } from './anchors.js';
@@ -115,7 +115,7 @@ export async function benchRollout(): Promise<BenchSection> {
   );
   const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-rollout-'));
   try {
-    buildDecoderArtifacts(model, join(tmp, 'art'), {
+    buildTrainingArtifacts(model, join(tmp, 'art'), {
       lora: { r: 16, alpha: 32, targetModules: [...LORA_TARGET_MODULES] },
       graphs: ['decode', 'generate'],
       maxPositions: 512,

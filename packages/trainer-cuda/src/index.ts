@@ -70,7 +70,6 @@ export {
   BYTE_LEVEL_SPECIAL_TOKENS,
   ByteLevelTokenizer,
   type ByteLevelTokenizerOptions,
-  buildDecoderArtifacts,
   buildDecoderGraph,
   CHATML_TEMPLATE,
   type ChatTemplateOptions,
@@ -298,5 +297,6 @@ export {
   type SFTTrainerOptions,
   sftRows,
 } from './train/sft-trainer.js';
+export { buildTrainingArtifacts } from './train/training-artifacts.js';
 // A training step you define yourself (any graph + autodiff + AdamW), run on a session.
 export * from './train-loop/index.js';

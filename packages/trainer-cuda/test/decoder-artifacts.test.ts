@@ -19,13 +19,14 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   ALL_GRAPHS,
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   DEFAULT_GRAPHS,
   DecoderArtifacts,
   type LoraConfig,
   readArtifactsManifest,
   tinyQwen2Config,
 } from '../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-artifacts-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -46,7 +47,7 @@ const int64 = (values: readonly number[], dims: number[]) =>
 
 describe('decoder artifacts directory', () => {
   const dir = join(tmp, 'art');
-  const manifest = buildDecoderArtifacts(weights, dir, { lora, maxPositions: 64 });
+  const manifest = buildTrainingArtifacts(weights, dir, { lora, maxPositions: 64 });
 
   it('writes the graphs, weights.data and artifacts.json', () => {
     for (const f of [
@@ -117,7 +118,7 @@ describe('decoder artifacts directory', () => {
     const base = writeBaseWeights(weights, writer, { maxPositions: 64 });
     writer.close();
     for (const kind of ['logprobs', 'train_step'] as const) {
-      const g = buildArtifactGraph(base, kind, lora);
+      const g = buildArtifactGraph(base, kind, lora, TRAINING_GRAPH_BUILDERS);
       const withVocab = g.graph.nodes
         .flatMap((n) => n.outputs)
         .filter((v) => v.shape?.includes(config.vocabSize));
@@ -185,7 +186,7 @@ describe('decoder artifacts directory', () => {
 
   it('a weights.data of the wrong size is refused with the file named', () => {
     const bad = join(tmp, 'bad');
-    buildDecoderArtifacts(weights, bad, { graphs: ['prefill'], maxPositions: 8 });
+    buildTrainingArtifacts(weights, bad, { graphs: ['prefill'], maxPositions: 8 });
     truncateSync(join(bad, 'weights.data'), 100);
     expect(() => readArtifactsManifest(bad)).toThrow(/weights\.data has 100 bytes/);
   });

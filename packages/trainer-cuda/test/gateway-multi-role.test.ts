@@ -14,12 +14,13 @@ import {
 } from '../../gateway/test/support/gateway-fixtures.js';
 import { MultiRoleGRPOTrainer } from '../src/gateway/index.js';
 import { loadLoraAdapter } from '../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-roles-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 it('trains two roles with their own adapters and keeps the frozen role frozen', async () => {
-  const { model, artifacts } = await tinyGatewayModel(root);
+  const { model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
   const critic = await writeAdapter(join(root, 'critic'), model, randomAdapter(model, 'critic'));
   // The critic sees one fixed prompt with one fixed seed in every rollout: a frozen adapter must
   // answer it with the same tokens at every step.

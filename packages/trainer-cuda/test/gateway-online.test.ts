@@ -8,6 +8,7 @@ import { ConfigError } from '@flowgrpo/core';
 import { afterAll, expect, it } from 'vitest';
 import { GATEWAY_LORA, tinyGatewayModel } from '../../gateway/test/support/gateway-fixtures.js';
 import { MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/gateway/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 interface PlainChoice {
   message: { content: string };
@@ -18,7 +19,7 @@ const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-online-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 it('updates the served adapter from the rewards agents post, group by group', async () => {
-  const { model, artifacts } = await tinyGatewayModel(root);
+  const { model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
   const out = join(root, 'run');
   const trainer = await OnlineGRPOTrainer.start({
     config: {
@@ -124,7 +125,7 @@ it('updates the served adapter from the rewards agents post, group by group', as
 it('refuses the GRPO keys the gateway trainers would ignore, naming each, before opening anything', async () => {
   // One update per batch, metrics every update, adapters at the end: a run.json copied from a
   // GRPOTrainer run with num_iterations 2 or save_steps 10 would silently do something else.
-  const { model, artifacts } = await tinyGatewayModel(root);
+  const { model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
   const config = {
     output_dir: join(root, 'refused'),
     max_steps: 2,

@@ -26,7 +26,7 @@ import {
   tinyGatewayModel,
 } from '../../gateway/test/support/gateway-fixtures.js';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createAlmanac,
   createTinyQwen2,
   GRPOTrainer,
@@ -36,6 +36,7 @@ import {
   questionRows,
   type TinyModel,
 } from '../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-train-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -112,7 +113,7 @@ describe('GRPOTrainer through the gateway (tiny byte-level model, CPU)', () => {
   let model: TinyModel;
   let artifacts: string;
   beforeAll(async () => {
-    ({ model, artifacts } = await tinyGatewayModel(root));
+    ({ model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS));
     gw = await createPolicyGateway({
       host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: {}, maxContext: 1024 }),
     });
@@ -196,7 +197,7 @@ describe.skipIf(skip)('the real Qwen chat template (native tools) on a tiny Qwen
     const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, eos_token_id: 151645 }));
     tokenizer = await HfTokenizer.fromDir(dir);
-    buildDecoderArtifacts(m.weights, join(dir, 'artifacts'), {
+    buildTrainingArtifacts(m.weights, join(dir, 'artifacts'), {
       graphs: ['decode'],
       maxPositions: 1024,
     });

@@ -29,7 +29,7 @@ import {
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   DecoderArtifacts,
   type DecoderConfig,
   initLoraParams,
@@ -251,7 +251,7 @@ describe('train_step: LoRA gradients', () => {
 
   const trainStepArtifacts = async () => {
     const dir = join(tmp, 'art');
-    buildDecoderArtifacts(weights, dir, { lora: allModules, graphs: ['train_step'] });
+    buildTrainingArtifacts(weights, dir, { lora: allModules, graphs: ['train_step'] });
     return DecoderArtifacts.open(dir, { intraOpThreads: 1 });
   };
   /** dataFeeds as ORT tensors, with the LoRA parameters and zero accumulators. */

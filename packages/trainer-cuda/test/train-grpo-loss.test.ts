@@ -15,7 +15,7 @@ import { initTinyWeights } from '@flowgrpo/models';
 import { ReferenceDecoder } from '@flowgrpo/models/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   type DecoderConfig,
   initLoraParams,
   type LoraConfig,
@@ -94,7 +94,7 @@ let old: Float32Array;
 let ref: Float32Array;
 beforeAll(async () => {
   const dir = join(tmp, 'artifacts');
-  buildDecoderArtifacts(weights, dir, { lora, graphs: ['logprobs', 'train_step'] });
+  buildTrainingArtifacts(weights, dir, { lora, graphs: ['logprobs', 'train_step'] });
   policy = await LoraPolicy.open({
     artifacts: dir,
     params,

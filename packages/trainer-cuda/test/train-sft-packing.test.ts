@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { ConfigError, createRng } from '@flowgrpo/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createTinyQwen2,
   initLoraParams,
   type LoraConfig,
@@ -53,7 +53,7 @@ beforeAll(async () => {
     embeddingInitRange: 0.2,
   });
   artifacts = join(tmp, 'artifacts');
-  buildDecoderArtifacts(model.weights, artifacts, {
+  buildTrainingArtifacts(model.weights, artifacts, {
     lora,
     graphs: ['logprobs', 'train_step'],
     maxPositions: 128,

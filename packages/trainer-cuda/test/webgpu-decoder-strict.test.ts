@@ -17,13 +17,14 @@ import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   ALL_GRAPHS,
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createSession,
   type DecoderConfig,
   deviceAvailability,
   type LoraConfig,
   tinyQwen2Config,
 } from '../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const webgpu = await deviceAvailability('webgpu');
 if (!webgpu.available) console.info(`[decoder] WebGPU strict tests skipped: ${webgpu.reason}`);
@@ -107,7 +108,7 @@ describe('the decoder graphs do no int64 arithmetic (no WebGPU needed)', () => {
         { maxPositions: 16 },
       );
       for (const kind of ALL_GRAPHS) {
-        const { graph } = buildArtifactGraph(base, kind, lora);
+        const { graph } = buildArtifactGraph(base, kind, lora, TRAINING_GRAPH_BUILDERS);
         for (const n of graph.nodes) {
           const what = `${kind} ${n.name}`;
           if (n.outputs.some((o) => o.dtype === 'int64')) expect(n.op, what).toBe('Shape');
@@ -121,7 +122,7 @@ describe.skipIf(!webgpu.available).each(configs)(
   `decoder graphs on WebGPU with CPU fallback disabled${webgpu.available ? '' : ` (skipped: ${webgpu.reason})`}: %s`,
   (label, config) => {
     const dir = join(tmp, label.replace(/\W+/g, '-'));
-    buildDecoderArtifacts(initTinyWeights(config, 3), dir, { lora, maxPositions: 16 });
+    buildTrainingArtifacts(initTinyWeights(config, 3), dir, { lora, maxPositions: 16 });
     const loraFeeds = loraFeedsFor(config);
     const prefillFeeds = {
       ...loraFeeds,

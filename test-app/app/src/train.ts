@@ -2,7 +2,7 @@
 // from a seed, 2 steps of Flow-GRPO on the embedded demo's almanac task — and prints the steps.
 import { join } from 'node:path';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createAlmanac,
   createTinyQwen2,
   demoAgent,
@@ -16,7 +16,7 @@ const dir = process.argv[2] ?? 'out';
 const almanac = createAlmanac({ seed: 1, trainLandmarks: 20, testLandmarks: 10 });
 const model = await createTinyQwen2(join(dir, 'model'), { seed: 1, hiddenSize: 16, layers: 1 });
 const lora = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj'] as const };
-buildDecoderArtifacts(model.weights, join(dir, 'artifacts'), {
+buildTrainingArtifacts(model.weights, join(dir, 'artifacts'), {
   lora: { ...lora, targetModules: [...lora.targetModules] },
   maxPositions: 256,
 });

@@ -5,7 +5,7 @@ import { ConfigError, systemError } from '@flowgrpo/core';
 import {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   type DecoderGraphKind,
   LORA_TARGET_MODULES,
   type LoraConfig,
@@ -167,9 +167,9 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
   const maxPositions = numberOption(args, 'max-positions');
   const weights = await loadHfModel(model);
   const created = !existsSync(out);
-  let manifest: ReturnType<typeof buildDecoderArtifacts>;
+  let manifest: ReturnType<typeof buildTrainingArtifacts>;
   try {
-    manifest = buildDecoderArtifacts(weights, out, {
+    manifest = buildTrainingArtifacts(weights, out, {
       ...(lora && { lora }),
       ...(graphs && { graphs }),
       maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   chooseDevice,
   DecoderArtifacts,
   DecoderGenerator,
@@ -155,7 +155,7 @@ export const generateCommand: Command = {
       // EP the standard decode graph alone (it prefills from an empty cache: one copy of the
       // weights).
       const graph = device === 'cpu' ? 'generate' : 'decode';
-      buildDecoderArtifacts(weights, dir, {
+      buildTrainingArtifacts(weights, dir, {
         graphs: [graph],
         maxPositions: Math.min(weights.config.maxPositionEmbeddings, 32768),
       });

@@ -6,8 +6,10 @@ import { join } from 'node:path';
 import type { PolicyEngine, PolicyGenerateRequest, PolicyGenerateResult } from '@flowgrpo/agent';
 import { createRng } from '@flowgrpo/core';
 import {
+  type ArtifactGraphBuilders,
   buildDecoderArtifacts,
   createTinyQwen2,
+  type DecoderGraphKind,
   initLoraParams,
   type LoraConfig,
   type LoraParams,
@@ -18,9 +20,13 @@ import {
 
 export const GATEWAY_LORA: LoraConfig = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj'] };
 
-/** A tiny byte-level Qwen2 (hidden 32, 1 layer) and its LoRA artifacts under `root`. */
+/**
+ * A tiny byte-level Qwen2 (hidden 32, 1 layer) and its LoRA artifacts under `root`: decode and
+ * logprobs, and the graphs `builders` adds (the trainer's tests pass its train_step).
+ */
 export async function tinyGatewayModel(
   root: string,
+  builders: ArtifactGraphBuilders = {},
 ): Promise<{ model: TinyModel; artifacts: string }> {
   const model = await createTinyQwen2(join(root, 'model'), {
     seed: 'gateway',
@@ -36,7 +42,8 @@ export async function tinyGatewayModel(
   if (!existsSync(join(artifacts, 'artifacts.json')))
     buildDecoderArtifacts(model.weights, artifacts, {
       lora: GATEWAY_LORA,
-      graphs: ['decode', 'logprobs', 'train_step'],
+      graphs: ['decode', 'logprobs', ...(Object.keys(builders) as DecoderGraphKind[])],
+      builders,
       maxPositions: 1024,
     });
   return { model, artifacts };

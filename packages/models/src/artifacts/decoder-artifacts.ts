@@ -3,8 +3,6 @@ import { join, resolve } from 'node:path';
 import { DataFormatError } from '@flowgrpo/core';
 import { DEFAULT_OPSET, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
-// Moved with the split; the next commit inverts this (models must not import the trainer).
-import { buildTrainStepGraph } from '../../../trainer-cuda/src/train/train-step-graph.js';
 import type { LoraConfig } from '../lora/lora-config.js';
 import { loraScaling } from '../lora/lora-config.js';
 import type { DecoderConfig } from '../models/config.js';
@@ -23,7 +21,9 @@ import { writeDirAtomicallySync } from '../util/atomic-dir.js';
 
 // The artifacts directory: one .onnx per graph variant, every base weight once in weights.data
 // (referenced by all graphs), and artifacts.json describing them. Built once, opened by training
-// runs and policy engines.
+// runs and policy engines. This package builds the inference graphs; a graph it does not know how
+// to build (the trainer's train_step) comes in as a builder, so the folder, its manifest and its
+// single weights.data stay one format whoever adds graphs to it.
 
 export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
 /**
@@ -34,7 +34,7 @@ export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
 export const ARTIFACTS_FORMAT_VERSION = 3;
 export const ARTIFACTS_MANIFEST = 'artifacts.json';
 export const WEIGHTS_FILE = 'weights.data';
-/** The standard ai.onnx graphs (built from the differentiable IR). */
+/** The standard ai.onnx graphs (built from the differentiable IR; train_step by the trainer). */
 export const ALL_GRAPHS: readonly DecoderGraphKind[] = [
   'prefill',
   'decode',
@@ -76,10 +76,27 @@ export interface ArtifactsManifest {
   createdAt: string;
 }
 
+/**
+ * Builds one graph of the artifacts over the base weights already written to weights.data: how a
+ * package above this one adds a graph kind (@flowgrpo/trainer's `train_step`).
+ */
+export type ArtifactGraphBuilder = (
+  base: BaseWeights,
+  lora: LoraConfig | undefined,
+) => DecoderGraph;
+
+/** Builders of the graph kinds this package does not build itself, by kind. */
+export type ArtifactGraphBuilders = Partial<Record<DecoderGraphKind, ArtifactGraphBuilder>>;
+
 export interface BuildArtifactsOptions {
   lora?: LoraConfig;
-  /** Graphs to build (default: DEFAULT_GRAPHS; train_step only with `lora`). */
+  /**
+   * Graphs to build (default: DEFAULT_GRAPHS that can be built: train_step only with `lora` and
+   * a train_step builder).
+   */
   graphs?: readonly ArtifactGraphKind[];
+  /** Builders of further graph kinds (the trainer's buildTrainingArtifacts passes train_step's). */
+  builders?: ArtifactGraphBuilders;
   maxPositions?: number;
   /** Options of the `generate` graph (its decode loop's attention form). */
   generate?: Pick<GenerateGraphOptions, 'attention'>;
@@ -87,16 +104,19 @@ export interface BuildArtifactsOptions {
 
 const PRODUCER_VERSION = '0.1.0';
 
-/** One graph of the artifacts: the decoder's forward variants, or the train step (needs LoRA). */
+/** One graph of the artifacts: a builder's for its kind, else the decoder's forward variants. */
 export function buildArtifactGraph(
   base: BaseWeights,
   kind: DecoderGraphKind,
   lora: LoraConfig | undefined,
+  builders: ArtifactGraphBuilders = {},
 ): DecoderGraph {
-  if (kind === 'train_step') {
-    if (!lora) throw new RangeError('the train_step graph needs a LoRA config');
-    return buildTrainStepGraph(base, lora);
-  }
+  const build = builders[kind];
+  if (build) return build(base, lora);
+  if (kind === 'train_step')
+    throw new RangeError(
+      'the train_step graph is built by @flowgrpo/trainer: use its buildTrainingArtifacts',
+    );
   return buildDecoderGraph(base, { kind, ...(lora && { lora }) });
 }
 
@@ -116,7 +136,10 @@ function writeArtifacts(
   out: string,
   options: BuildArtifactsOptions,
 ): ArtifactsManifest {
-  const kinds = options.graphs ?? DEFAULT_GRAPHS.filter((k) => k !== 'train_step' || options.lora);
+  const builders = options.builders ?? {};
+  const kinds =
+    options.graphs ??
+    DEFAULT_GRAPHS.filter((k) => k !== 'train_step' || (options.lora && builders.train_step));
   if (kinds.includes('train_step') && !options.lora)
     throw new RangeError('the train_step graph needs a LoRA config');
   const writer = new WeightsFileWriter(join(out, WEIGHTS_FILE));
@@ -139,7 +162,7 @@ function writeArtifacts(
         };
         continue;
       }
-      const g = buildArtifactGraph(base, kind, options.lora);
+      const g = buildArtifactGraph(base, kind, options.lora, builders);
       const file = `${kind}.onnx`;
       const model = toOnnxModel(g.graph, {
         opset: DEFAULT_OPSET,

@@ -17,7 +17,6 @@ import { createRng, type TensorSource, writeSafetensors } from '@flowgrpo/core';
 import { toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import type { Device, ModelWeights } from '@flowgrpo/models';
 import {
-  buildDecoderArtifacts,
   buildDecoderGraph,
   createSession,
   initTinyWeights,
@@ -32,6 +31,7 @@ import {
   writeBaseWeights,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
+import { buildTrainingArtifacts } from '../../src/index.js';
 import { type TrainRow, targetsOf } from '../../src/train/collate.js';
 import { LoraPolicy } from '../../src/train/lora-policy.js';
 
@@ -146,7 +146,7 @@ export async function exportFidelity(
 
   // Gradients through LoraPolicy.gradients: the train_step graph the trainer runs.
   const art = join(out, 'artifacts');
-  buildDecoderArtifacts(weights, art, {
+  buildTrainingArtifacts(weights, art, {
     graphs: ['logprobs', 'train_step'],
     maxPositions: spec.seq,
     lora,

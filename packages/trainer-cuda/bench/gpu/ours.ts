@@ -13,7 +13,6 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Device } from '@flowgrpo/models';
 import {
-  buildDecoderArtifacts,
   DecoderArtifacts,
   DecoderGenerator,
   initLoraParams,
@@ -21,6 +20,7 @@ import {
   type LoraConfig,
   parseDecoderConfig,
 } from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '../../src/index.js';
 import { type TrainRow, targetsOf } from '../../src/train/collate.js';
 import { LoraPolicy } from '../../src/train/lora-policy.js';
 import { median } from '../anchors.js';
@@ -66,7 +66,7 @@ export async function benchDecode(
   const t0 = performance.now();
   const weights = randomWeights(config);
   const params = parameterCount(weights);
-  buildDecoderArtifacts(weights, dir, {
+  buildTrainingArtifacts(weights, dir, {
     graphs: ['prefill', 'decode'],
     maxPositions: prompt + newTokens + 8,
   });
@@ -140,7 +140,7 @@ export async function benchTrain(
   const dir = join(work, `train-${device}`);
   mkdirSync(work, { recursive: true });
   const t0 = performance.now();
-  buildDecoderArtifacts(randomWeights(config), dir, {
+  buildTrainingArtifacts(randomWeights(config), dir, {
     graphs: ['logprobs', 'train_step'],
     maxPositions: T,
     lora,

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { RolloutAgent } from '@flowgrpo/agent';
 import type { RewardFunction } from '@flowgrpo/reward';
 import {
-  buildDecoderArtifacts,
+  buildTrainingArtifacts,
   createAlmanac,
   createTinyQwen2,
   demoAgent,
@@ -34,7 +34,7 @@ export async function tinySetup(root: string) {
   });
   const artifacts = join(root, 'artifacts');
   if (!existsSync(join(artifacts, 'artifacts.json')))
-    buildDecoderArtifacts(model.weights, artifacts, {
+    buildTrainingArtifacts(model.weights, artifacts, {
       lora: { ...LORA, targetModules: [...LORA.targetModules] },
       maxPositions: 512,
     });
