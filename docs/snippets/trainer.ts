@@ -1,19 +1,21 @@
 // Snippets of docs/guides/trainer.md and docs/scaling.md (compiled by the test command).
 import { OpenAIPolicyEngine, type PolicyEngine, TagAgent } from '@flowgrpo/agent';
 import type { SampleRow } from '@flowgrpo/core';
+import {
+  createTinyQwen2,
+  DecoderArtifacts,
+  greedy,
+  LocalPolicyEngine,
+  loadDecoderModel,
+  loadTokenizer,
+} from '@flowgrpo/models';
 import { tokenF1Reward } from '@flowgrpo/reward';
 import { createCalculatorTool } from '@flowgrpo/tools';
 import {
   buildTrainingArtifacts,
   comparisonTable,
-  createTinyQwen2,
-  DecoderArtifacts,
   evaluate,
   GRPOTrainer,
-  greedy,
-  LocalPolicyEngine,
-  loadDecoderModel,
-  loadTokenizer,
   SFTTrainer,
 } from '@flowgrpo/trainer';
 

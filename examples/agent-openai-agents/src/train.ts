@@ -4,27 +4,24 @@
 // trainer trains the tiny planner's LoRA adapter on exactly those tokens.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { createPolicyGateway, EnginePolicyHost, gatewayAgent } from '@flowgrpo/gateway';
+import { createTinyQwen2, DecoderArtifacts, greedy, LocalPolicyEngine } from '@flowgrpo/models';
 import type { RewardFunction } from '@flowgrpo/reward';
 import {
   buildTrainingArtifacts,
-  createAlmanac,
-  createPolicyGateway,
-  createTinyQwen2,
-  DecoderArtifacts,
-  demoReward,
-  EnginePolicyHost,
   type EvalResult,
   evaluate,
   GRPOTrainer,
-  gatewayAgent,
-  greedy,
-  LocalPolicyEngine,
-  lookupAlmanac,
   type MetricsRecord,
-  makeQuestions,
-  questionRows,
   type TrainResult,
 } from '@flowgrpo/trainer';
+import {
+  createAlmanac,
+  demoReward,
+  lookupAlmanac,
+  makeQuestions,
+  questionRows,
+} from '@flowgrpo/trainer/demo';
 import { runAlmanacAgent } from './agent.js';
 
 export interface TrainOptions {

@@ -14,13 +14,9 @@ import { join, resolve } from 'node:path';
 import type { PolicyEngine, PolicyTokenizer } from '@flowgrpo/agent';
 import { loadDataset, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import {
-  buildTrainingArtifacts,
   createTinyQwen2,
   DecoderArtifacts,
   type DeviceRequest,
-  type EvalResult,
-  evaluate,
-  GRPOTrainer,
   greedy,
   LORA_TARGET_MODULES,
   LocalPolicyEngine,
@@ -28,12 +24,18 @@ import {
   loadDecoderModel,
   loadLoraAdapter,
   loadTokenizer,
-  type MetricsRecord,
   type ModelWeights,
   mergeLora,
-  SFTTrainer,
   saveHfModel,
   type Tokenizer,
+} from '@flowgrpo/models';
+import {
+  buildTrainingArtifacts,
+  type EvalResult,
+  evaluate,
+  GRPOTrainer,
+  type MetricsRecord,
+  SFTTrainer,
 } from '@flowgrpo/trainer';
 import { toDemonstration } from './agent-format.js';
 import { CalculatorAgent, DemonstrationPolicy } from './calculator-agent.js';

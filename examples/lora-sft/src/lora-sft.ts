@@ -4,15 +4,14 @@
 //   → load it back → generate with and without it.
 import { join } from 'node:path';
 import {
-  buildTrainingArtifacts,
   DecoderArtifacts,
   type DeviceRequest,
   LocalPolicyEngine,
   loadDecoderModel,
   loadLoraAdapter,
   loadTokenizer,
-  SFTTrainer,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts, SFTTrainer } from '@flowgrpo/trainer';
 
 /** The stories the adapter learns: a character the base model has never heard of. */
 export const STORIES = [

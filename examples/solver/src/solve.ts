@@ -15,6 +15,17 @@ import {
 } from '@flowgrpo/agent';
 import type { LLMEngine, StopReason, Trajectory } from '@flowgrpo/core';
 import {
+  createTinyQwen2,
+  DecoderArtifacts,
+  type DeviceRequest,
+  LocalPolicyEngine,
+  loadDecoderModel,
+  loadLoraAdapter,
+  loadTokenizer,
+  readArtifactsManifest,
+  type Tokenizer,
+} from '@flowgrpo/models';
+import {
   createCalculatorTool,
   createGeneralistTool,
   createPythonTool,
@@ -27,18 +38,7 @@ import {
   type Tool,
   type WikipediaBackend,
 } from '@flowgrpo/tools';
-import {
-  buildTrainingArtifacts,
-  createTinyQwen2,
-  DecoderArtifacts,
-  type DeviceRequest,
-  LocalPolicyEngine,
-  loadDecoderModel,
-  loadLoraAdapter,
-  loadTokenizer,
-  readArtifactsManifest,
-  type Tokenizer,
-} from '@flowgrpo/trainer';
+import { buildTrainingArtifacts } from '@flowgrpo/trainer';
 
 export const SEED_QUERY =
   'Calculate 12 squared, and then use Wikipedia to find out what major historical event happened in that year (AD).';

@@ -4,15 +4,14 @@ import { ConfigError, FileNotFoundError, systemError } from '@flowgrpo/core';
 import {
   ARTIFACTS_MANIFEST,
   type ArtifactsManifest,
-  buildTrainingArtifacts,
   type DecoderGraphKind,
   type LoraConfig,
-  type LoraOptionsSchema,
   loadDecoderModel,
   loadTokenizer,
   readArtifactsManifest,
   type Tokenizer,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts, type LoraOptionsSchema } from '@flowgrpo/trainer';
 import type { z } from 'zod';
 
 // What `--model` / `model` may name: an artifacts directory (used as it is) or a HF model folder

@@ -10,22 +10,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeModel, WeightsFileWriter } from '@flowgrpo/graph';
 import {
+  ALL_GRAPHS,
   buildArtifactGraph,
+  DEFAULT_GRAPHS,
+  DecoderArtifacts,
   expectedTensorShapes,
   initTinyWeights,
+  type LoraConfig,
+  readArtifactsManifest,
+  tinyQwen2Config,
   writeBaseWeights,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  ALL_GRAPHS,
-  buildTrainingArtifacts,
-  DEFAULT_GRAPHS,
-  DecoderArtifacts,
-  type LoraConfig,
-  readArtifactsManifest,
-  tinyQwen2Config,
-} from '../src/index.js';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-artifacts-'));

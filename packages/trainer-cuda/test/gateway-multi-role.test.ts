@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentProgram } from '@flowgrpo/gateway';
+import { loadLoraAdapter } from '@flowgrpo/models';
 import { afterAll, expect, it } from 'vitest';
 import {
   GATEWAY_LORA,
@@ -12,8 +13,7 @@ import {
   tinyGatewayModel,
   writeAdapter,
 } from '../../gateway/test/support/gateway-fixtures.js';
-import { MultiRoleGRPOTrainer } from '../src/gateway/index.js';
-import { loadLoraAdapter } from '../src/index.js';
+import { MultiRoleGRPOTrainer } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-roles-'));

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
 import { afterAll, expect, it } from 'vitest';
 import { GATEWAY_LORA, tinyGatewayModel } from '../../gateway/test/support/gateway-fixtures.js';
-import { MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/gateway/index.js';
+import { MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 interface PlainChoice {

@@ -18,6 +18,7 @@ import {
   LocalPolicyHost,
   type PolicyGateway,
 } from '@flowgrpo/gateway';
+import { createTinyQwen2, HfTokenizer, type TinyModel } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
@@ -25,17 +26,8 @@ import {
   ScriptedEngine,
   tinyGatewayModel,
 } from '../../gateway/test/support/gateway-fixtures.js';
-import {
-  buildTrainingArtifacts,
-  createAlmanac,
-  createTinyQwen2,
-  GRPOTrainer,
-  HfTokenizer,
-  lookupAlmanac,
-  makeQuestions,
-  questionRows,
-  type TinyModel,
-} from '../src/index.js';
+import { createAlmanac, lookupAlmanac, makeQuestions, questionRows } from '../src/demo/index.js';
+import { buildTrainingArtifacts, GRPOTrainer } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-train-'));

@@ -16,28 +16,26 @@ import {
   WeightsFileWriter,
 } from '@flowgrpo/graph';
 import {
+  DecoderArtifacts,
+  type DecoderConfig,
   expectedTensorShapes,
+  initLoraParams,
   initTinyWeights,
   LORA_SCALE,
+  type LoraConfig,
+  loadLoraAdapter,
   loraParamSpecs,
   loraScaling,
   ROPE_COS,
   ROPE_SIN,
   ropeTables,
+  saveLoraAdapter,
+  weightAsFloat32,
   writeBaseWeights,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  buildTrainingArtifacts,
-  DecoderArtifacts,
-  type DecoderConfig,
-  initLoraParams,
-  type LoraConfig,
-  loadLoraAdapter,
-  saveLoraAdapter,
-  weightAsFloat32,
-} from '../src/index.js';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { buildTrainStepGraph } from '../src/train/train-step-graph.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-lora-'));

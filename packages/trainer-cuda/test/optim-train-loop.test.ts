@@ -14,9 +14,9 @@ import {
   toOnnxModel,
 } from '@flowgrpo/graph';
 import { randomTensor, testRandom as rng } from '@flowgrpo/graph/testing';
+import { fromOrtTensor as fromOrt, toOrtTensor as toOrt } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
-import { fromOrtTensor as fromOrt, toOrtTensor as toOrt } from '../src/index.js';
 
 const N = 32;
 const H = 16;

@@ -11,22 +11,24 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRng, type Trajectory } from '@flowgrpo/core';
 import { grpoLoss, type LossAggregation } from '@flowgrpo/grpo';
-import { initTinyWeights } from '@flowgrpo/models';
+import {
+  type DecoderConfig,
+  initLoraParams,
+  initTinyWeights,
+  type LoraConfig,
+  type LoraParams,
+  mergeLora,
+  tinyQwen2Config,
+} from '@flowgrpo/models';
 import { ReferenceDecoder } from '@flowgrpo/models/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   buildTrainingArtifacts,
-  type DecoderConfig,
-  initLoraParams,
-  type LoraConfig,
-  type LoraParams,
   LoraPolicy,
-  mergeLora,
   rowsFromTrajectories,
   type Targets,
   type TrainRow,
   targetsOf,
-  tinyQwen2Config,
   type UpdateHyperParams,
 } from '../src/index.js';
 import { aggregationWeights } from '../src/train/lora-policy.js';

@@ -8,22 +8,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WeightsFileWriter } from '@flowgrpo/graph';
 import {
+  ALL_GRAPHS,
   buildArtifactGraph,
+  createSession,
+  type DecoderConfig,
+  deviceAvailability,
   initTinyWeights,
+  type LoraConfig,
   loraParamSpecs,
+  tinyQwen2Config,
   writeBaseWeights,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  ALL_GRAPHS,
-  buildTrainingArtifacts,
-  createSession,
-  type DecoderConfig,
-  deviceAvailability,
-  type LoraConfig,
-  tinyQwen2Config,
-} from '../src/index.js';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const webgpu = await deviceAvailability('webgpu');

@@ -2,8 +2,10 @@
 // with parameters, gradients and AdamW moments kept in GPU buffers, compared step by step with the
 // plain-TypeScript float64 loop. `disableCpuFallback` makes the sessions refuse to load if any
 // node of the train step, the optimizer or the export graph would run on the CPU EP.
+
+import { deviceAvailability } from '@flowgrpo/models';
 import { describe, expect, it } from 'vitest';
-import { deviceAvailability, TrainStepRunner } from '../src/index.js';
+import { TrainStepRunner } from '../src/index.js';
 import {
   buildMlpLoss,
   HP,

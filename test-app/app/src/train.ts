@@ -1,16 +1,15 @@
 // Not part of the README app: trains a planner with the installed trainer — a tiny model created
 // from a seed, 2 steps of Flow-GRPO on the embedded demo's almanac task — and prints the steps.
 import { join } from 'node:path';
+import { createTinyQwen2 } from '@flowgrpo/models';
+import { buildTrainingArtifacts, GRPOTrainer } from '@flowgrpo/trainer';
 import {
-  buildTrainingArtifacts,
   createAlmanac,
-  createTinyQwen2,
   demoAgent,
   demoReward,
-  GRPOTrainer,
   makeQuestions,
   questionRows,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/trainer/demo';
 
 const dir = process.argv[2] ?? 'out';
 const almanac = createAlmanac({ seed: 1, trainLandmarks: 20, testLandmarks: 10 });

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { DataFormatError, prepareCombinedTrainSet, writeJsonl } from '@flowgrpo/core';
-import { loadTokenizer } from '@flowgrpo/trainer';
+import { loadTokenizer } from '@flowgrpo/models';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { describeFile } from '../inspect-file.js';
 import { rolloutFiles, sftFromRollouts } from '../sft-from-rollouts.js';

@@ -5,7 +5,6 @@ import { ConfigError, systemError } from '@flowgrpo/core';
 import {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
-  buildTrainingArtifacts,
   type DecoderGraphKind,
   LORA_TARGET_MODULES,
   type LoraConfig,
@@ -16,7 +15,8 @@ import {
   mergeLora,
   saveHfModel,
   type WeightDType,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '@flowgrpo/trainer';
 import {
   type CliIO,
   type Command,

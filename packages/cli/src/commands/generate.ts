@@ -3,14 +3,14 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
 import {
-  buildTrainingArtifacts,
   chooseDevice,
   DecoderArtifacts,
   DecoderGenerator,
   eosTokenIds,
   loadDecoderModel,
   loadTokenizer,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '@flowgrpo/trainer';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
 

@@ -3,18 +3,20 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RolloutAgent } from '@flowgrpo/agent';
+import { createTinyQwen2 } from '@flowgrpo/models';
 import type { RewardFunction } from '@flowgrpo/reward';
 import {
-  buildTrainingArtifacts,
   createAlmanac,
-  createTinyQwen2,
   demoAgent,
   demoReward,
+  makeQuestions,
+  questionRows,
+} from '../../src/demo/index.js';
+import {
+  buildTrainingArtifacts,
   type GRPOConfigInput,
   GRPOTrainer,
   type GRPOTrainerOptions,
-  makeQuestions,
-  questionRows,
 } from '../../src/index.js';
 
 export const LORA = { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'up_proj'] } as const;
