@@ -18,6 +18,17 @@ export {
   rolloutGroupKey,
 } from './gateway/online-trainer.js';
 export type { RoleSpec, ServedRole } from './gateway/role-policies.js';
+// A training step you define yourself (any graph + autodiff + AdamW), run on a session.
+export { TrainLoopError } from './optimizer-step/errors.js';
+export {
+  type TrainStepBuild,
+  type TrainStepOptimizer,
+  type TrainStepResult,
+  TrainStepRunner,
+  type TrainStepRunnerOptions,
+  type TrainStepSessionOptions,
+  type TrainStepState,
+} from './optimizer-step/train-step-runner.js';
 // "GRPO − SFT: 27.2 points", called inconclusive when the 95% intervals overlap.
 export {
   type AccuracyDifference,
@@ -109,14 +120,3 @@ export {
   sftRows,
 } from './train/sft-trainer.js';
 export { buildTrainingArtifacts } from './train/training-artifacts.js';
-// A training step you define yourself (any graph + autodiff + AdamW), run on a session.
-export { TrainLoopError } from './train-loop/errors.js';
-export {
-  type TrainStepBuild,
-  type TrainStepOptimizer,
-  type TrainStepResult,
-  TrainStepRunner,
-  type TrainStepRunnerOptions,
-  type TrainStepSessionOptions,
-  type TrainStepState,
-} from './train-loop/train-step-runner.js';

@@ -19,7 +19,7 @@ import {
   writeDirAtomically,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import type { TrainStepState } from '../train-loop/train-step-runner.js';
+import type { TrainStepState } from '../optimizer-step/train-step-runner.js';
 
 // Checkpoints as HF Trainer lays them out: output_dir/checkpoint-<step>/ with the PEFT adapter
 // (adapter_config.json + adapter_model.safetensors: loadable by PEFT and vLLM as they are), the

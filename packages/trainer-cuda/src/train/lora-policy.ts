@@ -12,8 +12,8 @@ import {
   weightAsFloat32,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import { TrainLoopError } from '../train-loop/errors.js';
-import { TrainStepRunner, type TrainStepState } from '../train-loop/train-step-runner.js';
+import { TrainLoopError } from '../optimizer-step/errors.js';
+import { TrainStepRunner, type TrainStepState } from '../optimizer-step/train-step-runner.js';
 import {
   packMicroBatches,
   perTargetFeed,

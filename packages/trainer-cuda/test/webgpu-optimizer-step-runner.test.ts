@@ -1,4 +1,4 @@
-// TrainStepRunner on the WebGPU EP (lavapipe in CI): the MLP of train-loop-reference.ts fitted
+// TrainStepRunner on the WebGPU EP (lavapipe in CI): the MLP of support/mlp-reference.ts fitted
 // with parameters, gradients and AdamW moments kept in GPU buffers, compared step by step with the
 // plain-TypeScript float64 loop. `disableCpuFallback` makes the sessions refuse to load if any
 // node of the train step, the optimizer or the export graph would run on the CPU EP.
@@ -17,10 +17,10 @@ import {
   referenceRun,
   SHAPES,
   STEPS,
-} from './train-loop-reference.js';
+} from './support/mlp-reference.js';
 
 const webgpu = await deviceAvailability('webgpu');
-if (!webgpu.available) console.info(`[train-loop] WebGPU tests skipped: ${webgpu.reason}`);
+if (!webgpu.available) console.info(`[optimizer-step] WebGPU tests skipped: ${webgpu.reason}`);
 
 describe.skipIf(!webgpu.available)(
   `TrainStepRunner (WebGPU EP${webgpu.available ? '' : `, skipped: ${webgpu.reason}`})`,

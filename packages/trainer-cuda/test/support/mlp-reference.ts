@@ -1,4 +1,4 @@
-// The 2-layer MLP regression the train-loop tests fit, and its reference: the same training loop
+// The 2-layer MLP regression the optimizer-step tests fit, and its reference: the same training loop
 // in plain TypeScript float64 maths — forward, hand-derived backward and torch.optim.AdamW with
 // torch.nn.utils.clip_grad_norm_ — sharing the runner's init and data.
 //

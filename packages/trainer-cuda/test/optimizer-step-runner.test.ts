@@ -1,9 +1,16 @@
 // TrainStepRunner on the CPU EP: a 2-layer MLP fitted with AdamW through the runner tracks the
-// plain-TypeScript float64 loop of train-loop-reference.ts (same init, same data, same per-step
+// plain-TypeScript float64 loop of support/mlp-reference.ts (same init, same data, same per-step
 // learning rates) step by step; resuming from exportState() continues the uninterrupted run
-// bit for bit; misuse raises TrainLoopError.
+// bit for bit; misuse raises TrainLoopError. The same two graphs wired by hand in ORT sessions
+// track that reference too.
 
-import { encodeModel, GraphBuilder, toOnnxModel } from '@flowgrpo/graph';
+import {
+  buildAdamWGraph,
+  encodeModel,
+  type Graph,
+  GraphBuilder,
+  toOnnxModel,
+} from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import { describe, expect, it } from 'vitest';
 import { TrainLoopError, TrainStepRunner } from '../src/index.js';
@@ -18,7 +25,7 @@ import {
   referenceRun,
   SHAPES,
   STEPS,
-} from './train-loop-reference.js';
+} from './support/mlp-reference.js';
 
 const pr = problem();
 const ref = referenceRun(pr);
@@ -163,5 +170,75 @@ describe('TrainStepRunner (CPU EP)', () => {
     await expect(runner.step(ortBatch(pr), { lr: 0.1 })).rejects.toSatisfy((x) =>
       TrainLoopError.isInstance(x),
     );
+  });
+});
+
+// The two graphs the runner runs, without the runner: an autodiff train-step session and
+// @flowgrpo/graph's AdamW session, their state (parameters, moments) carried on the host between
+// runs. They must track the same float64 reference, so a runner bug and a graph bug tell apart.
+describe('train-step and AdamW graphs wired by hand (no runner)', () => {
+  it('track the plain-TS AdamW loop: loss curve, grad norms, final params', async () => {
+    const session = (graph: Graph) =>
+      ort.InferenceSession.create(encodeModel(toOnnxModel(graph, { opset: 21 })), {
+        logSeverityLevel: 3,
+        intraOpNumThreads: 1,
+      });
+    const b = new GraphBuilder('train_step');
+    const ps = Object.fromEntries(
+      Object.entries(SHAPES).map(([k, s]) => [k, b.input(k, 'float32', s)]),
+    );
+    const loss = buildMlpLoss(b, ps);
+    b.output(loss, 'loss');
+    b.grad(loss, Object.values(ps));
+    const step = await session(b.graph);
+    const opt = await session(
+      buildAdamWGraph({
+        params: Object.entries(SHAPES).map(([name, shape]) => ({ name, shape })),
+        beta1: HP.beta1,
+        beta2: HP.beta2,
+        eps: HP.eps,
+        weightDecay: HP.weightDecay,
+        maxGradNorm: HP.maxGradNorm,
+      }).graph,
+    );
+
+    let params = ortParams(pr);
+    let moments: Record<string, ort.Tensor> = {};
+    for (const [k, s] of Object.entries(SHAPES)) {
+      const n = s.reduce((a, d) => a * d, 1);
+      moments[`m.${k}`] = new ort.Tensor('float32', new Float32Array(n), s);
+      moments[`v.${k}`] = new ort.Tensor('float32', new Float32Array(n), s);
+    }
+    const losses: number[] = [];
+    const norms: number[] = [];
+    for (let t = 1; t <= STEPS; t++) {
+      const out = await step.run({ ...ortBatch(pr), ...params });
+      losses.push((out.loss!.data as Float32Array)[0]!);
+      const feeds: Record<string, ort.Tensor> = {
+        ...params,
+        ...moments,
+        lr: new ort.Tensor('float32', Float32Array.of(lrAt(t)), []),
+        step: new ort.Tensor('float32', Float32Array.of(t), []),
+      };
+      for (const k of Object.keys(SHAPES)) feeds[`grad.${k}`] = out[`grad.${k}`]!;
+      const upd = await opt.run(feeds);
+      norms.push((upd.grad_norm!.data as Float32Array)[0]!);
+      params = Object.fromEntries(Object.keys(SHAPES).map((k) => [k, upd[`new.${k}`]!]));
+      moments = {};
+      for (const k of Object.keys(SHAPES)) {
+        moments[`m.${k}`] = upd[`new.m.${k}`]!;
+        moments[`v.${k}`] = upd[`new.v.${k}`]!;
+      }
+    }
+    await step.release();
+    await opt.release();
+
+    expect(maxRelError(losses, ref.losses)).toBeLessThan(1e-4);
+    expect(maxRelError(norms, ref.gradNorms)).toBeLessThan(1e-4);
+    expect(losses[STEPS - 1]!).toBeLessThan(0.25 * losses[0]!);
+    for (const k of Object.keys(SHAPES)) {
+      const got = params[k]!.data as Float32Array;
+      for (let i = 0; i < got.length; i++) expect(got[i]!).toBeCloseTo(ref.params[k]![i]!, 4);
+    }
   });
 });
