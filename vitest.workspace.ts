@@ -34,6 +34,8 @@ export const projects: TestProjectInlineConfiguration[] = [
   pkg('reward', 'packages/reward-judge'),
   pkg('tools', 'packages/tools'),
   pkg('agent', 'packages/agent-solver'),
+  pkg('models', 'packages/models', { testTimeout: 120_000 }),
+  pkg('gateway', 'packages/gateway', { testTimeout: 120_000 }),
   pkg('trainer', 'packages/trainer-cuda', { testTimeout: 120_000 }),
   pkg('cli', 'packages/cli', { testTimeout: 120_000 }),
   pkg('viewer', 'packages/viewer', { testTimeout: 120_000 }),

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Enforces the one-way import order of docs/architecture.md (core ← {graph, grpo, reward, tools}
-// ← agent ← trainer ← cli), that the sources of core, graph and grpo import no ML runtime, and
-// that every bare import in a package's sources is declared in its package.json. Runs as part of
-// `pnpm lint`.
+// ← agent ← models ← gateway ← trainer ← cli; core ← viewer), that the sources of core, graph and
+// grpo import no ML runtime, and that every bare import in a package's sources is declared in its
+// package.json. Runs as part of `pnpm lint`.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { join, relative } from 'node:path';
@@ -24,6 +24,23 @@ const allowed = {
     '@flowgrpo/reward',
     '@flowgrpo/tools',
   ],
+  '@flowgrpo/models': [
+    '@flowgrpo/core',
+    '@flowgrpo/graph',
+    '@flowgrpo/grpo',
+    '@flowgrpo/reward',
+    '@flowgrpo/tools',
+    '@flowgrpo/agent',
+  ],
+  '@flowgrpo/gateway': [
+    '@flowgrpo/core',
+    '@flowgrpo/graph',
+    '@flowgrpo/grpo',
+    '@flowgrpo/reward',
+    '@flowgrpo/tools',
+    '@flowgrpo/agent',
+    '@flowgrpo/models',
+  ],
   '@flowgrpo/trainer': [
     '@flowgrpo/core',
     '@flowgrpo/graph',
@@ -31,6 +48,8 @@ const allowed = {
     '@flowgrpo/reward',
     '@flowgrpo/tools',
     '@flowgrpo/agent',
+    '@flowgrpo/models',
+    '@flowgrpo/gateway',
     // report.html embeds the viewer's token view of the selected sample.
     '@flowgrpo/viewer',
   ],
@@ -41,6 +60,8 @@ const allowed = {
     '@flowgrpo/reward',
     '@flowgrpo/tools',
     '@flowgrpo/agent',
+    '@flowgrpo/models',
+    '@flowgrpo/gateway',
     '@flowgrpo/trainer',
     '@flowgrpo/viewer',
   ],

@@ -17,6 +17,8 @@ const ALL = [
   'reward-judge',
   'tools',
   'agent-solver',
+  'models',
+  'gateway',
   'trainer-cuda',
   'cli',
 ];

@@ -34,12 +34,23 @@ const PACKAGES = [
   'reward-judge',
   'tools',
   'agent-solver',
+  'models',
+  'gateway',
   'trainer-cuda',
   'cli',
 ];
-const NAMES = ['core', 'graph', 'grpo', 'reward', 'tools', 'agent', 'trainer', 'cli'].map(
-  (n) => `@flowgrpo/${n}`,
-);
+const NAMES = [
+  'core',
+  'graph',
+  'grpo',
+  'reward',
+  'tools',
+  'agent',
+  'models',
+  'gateway',
+  'trainer',
+  'cli',
+].map((n) => `@flowgrpo/${n}`);
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 
 const work = mkdtempSync(join(tmpdir(), 'flowgrpo-app-'));
@@ -247,11 +258,14 @@ describe('an app outside the workspace', () => {
         'core',
         'graph',
         'graphTesting',
+        'gateway',
         'grpo',
+        'models',
+        'modelsTesting',
         'reward',
         'tools',
         'trainer',
-        'trainerTesting',
+        'trainerDemo',
       ].sort(),
     );
     for (const [name, n] of Object.entries(counts)) expect(n, name).toBeGreaterThan(0);

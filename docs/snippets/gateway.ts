@@ -1,20 +1,18 @@
 // Snippets of docs/gateway.md (compiled by the test command).
 import { OpenAIPolicyEngine } from '@flowgrpo/agent';
 import type { SampleRow } from '@flowgrpo/core';
-import { exactMatchReward } from '@flowgrpo/reward';
 import {
   type AgentProgram,
   createPolicyGateway,
   EnginePolicyHost,
-  GRPOTrainer,
   gatewayAgent,
   gatewayReward,
   LocalPolicyHost,
-  loadTokenizer,
-  MultiRoleGRPOTrainer,
-  OnlineGRPOTrainer,
   UpstreamPolicyHost,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/gateway';
+import { loadTokenizer } from '@flowgrpo/models';
+import { exactMatchReward } from '@flowgrpo/reward';
+import { GRPOTrainer, MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '@flowgrpo/trainer';
 import OpenAI from 'openai';
 
 export async function client(): Promise<void> {

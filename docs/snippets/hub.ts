@@ -1,6 +1,6 @@
 // Snippets of docs/guides/hub.md (compiled by the test command).
 import { downloadHubDataset, downloadHubModel, resolveModelSource } from '@flowgrpo/core';
-import { loadDecoderModel, loadTokenizer } from '@flowgrpo/trainer';
+import { loadDecoderModel, loadTokenizer } from '@flowgrpo/models';
 
 export async function fromCode(): Promise<void> {
   // #region hub-api

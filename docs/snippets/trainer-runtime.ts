@@ -1,7 +1,7 @@
-// Snippets of packages/trainer-cuda/docs/runtime.md (compiled by the test command).
+// Snippets of packages/models/docs/runtime.md (compiled by the test command).
 import { join } from 'node:path';
 import { GraphBuilder, tensor, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
-import { createSession, DeviceTensorStore, type FeedValue, SessionWorker } from '@flowgrpo/trainer';
+import { createSession, DeviceTensorStore, type FeedValue, SessionWorker } from '@flowgrpo/models';
 import type * as ort from 'onnxruntime-node';
 
 export function sharedWeights(dir: string): void {

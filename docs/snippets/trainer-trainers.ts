@@ -2,16 +2,12 @@
 // #region grpo-trainer
 import { FlowRollout, OpenAIEngine } from '@flowgrpo/agent';
 import { readSampleRows } from '@flowgrpo/core';
+import { loadDecoderModel, loadTokenizer } from '@flowgrpo/models';
 import { llmJudgeReward } from '@flowgrpo/reward';
 import { createCalculatorTool } from '@flowgrpo/tools';
-import {
-  buildDecoderArtifacts,
-  GRPOTrainer,
-  loadDecoderModel,
-  loadTokenizer,
-} from '@flowgrpo/trainer';
+import { buildTrainingArtifacts, GRPOTrainer } from '@flowgrpo/trainer';
 
-buildDecoderArtifacts(await loadDecoderModel('models/planner'), 'out/artifacts', {
+buildTrainingArtifacts(await loadDecoderModel('models/planner'), 'out/artifacts', {
   lora: { r: 16, alpha: 32, targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] },
 });
 // The fixed roles (executor, verifier, generator) and the judge: a served model, not trained.

@@ -1,19 +1,21 @@
 // Snippets of docs/guides/trainer.md and docs/scaling.md (compiled by the test command).
 import { OpenAIPolicyEngine, type PolicyEngine, TagAgent } from '@flowgrpo/agent';
 import type { SampleRow } from '@flowgrpo/core';
-import { tokenF1Reward } from '@flowgrpo/reward';
-import { createCalculatorTool } from '@flowgrpo/tools';
 import {
-  buildDecoderArtifacts,
-  comparisonTable,
   createTinyQwen2,
   DecoderArtifacts,
-  evaluate,
-  GRPOTrainer,
   greedy,
   LocalPolicyEngine,
   loadDecoderModel,
   loadTokenizer,
+} from '@flowgrpo/models';
+import { tokenF1Reward } from '@flowgrpo/reward';
+import { createCalculatorTool } from '@flowgrpo/tools';
+import {
+  buildTrainingArtifacts,
+  comparisonTable,
+  evaluate,
+  GRPOTrainer,
   SFTTrainer,
 } from '@flowgrpo/trainer';
 
@@ -22,7 +24,7 @@ export async function grpoTagAgent(train: SampleRow[]): Promise<void> {
   // A tiny Qwen2 made from a seed (or loadDecoderModel('<HF folder>') for a real one).
   const model = await createTinyQwen2('out/tiny', { seed: 1, hiddenSize: 64, layers: 2 });
   const lora = { r: 8, alpha: 16, targetModules: ['q_proj' as const, 'v_proj' as const] };
-  buildDecoderArtifacts(model.weights, 'out/tiny-artifacts', { lora, maxPositions: 1024 });
+  buildTrainingArtifacts(model.weights, 'out/tiny-artifacts', { lora, maxPositions: 1024 });
 
   const trainer = new GRPOTrainer({
     config: {
@@ -52,7 +54,7 @@ export async function sftThenEval(modelDir: string, test: SampleRow[]): Promise<
   const weights = await loadDecoderModel(modelDir); // HF folder or llama2.c .bin
   const tokenizer = await loadTokenizer(modelDir);
   const lora = { r: 16, alpha: 32, targetModules: ['q_proj' as const, 'v_proj' as const] };
-  buildDecoderArtifacts(weights, 'out/artifacts', { lora });
+  buildTrainingArtifacts(weights, 'out/artifacts', { lora });
   const sft = await new SFTTrainer({
     config: {
       output_dir: 'out/runs/sft',

@@ -155,12 +155,14 @@ describe('docs: the snippet checker reads the markdown it is given', () => {
     // Markdown outside docs/ that had unchecked ```ts blocks before this check covered it.
     for (const f of [
       'README.md',
+      'packages/gateway/README.md',
       'packages/grpo-math/README.md',
+      'packages/models/README.md',
       'packages/reward-judge/README.md',
       'packages/tools/README.md',
       'packages/agent-solver/docs/engines.md',
       'packages/graph/docs/autodiff.md',
-      'packages/trainer-cuda/docs/runtime.md',
+      'packages/models/docs/runtime.md',
       'packages/trainer-cuda/docs/train-loop.md',
       'packages/trainer-cuda/docs/trainers.md',
     ])

@@ -5,7 +5,7 @@
 #   node.xz                      this machine's node binary (x86-64 Linux), xz-compressed
 #   app/flowgrpo.js              the CLI, one file (packages/cli/scripts/bundle.mjs)
 #   app/measure.js               the measuring steps, one file (packages/trainer-cuda/bench/gpu)
-#   app/session-worker-main.js   the trainer's session worker
+#   app/session-worker-main.js   @flowgrpo/models' session worker
 #   app/node_modules/            onnxruntime-node + onnxruntime-common; the native library
 #                                libonnxruntime.so.1 (WebGPU EP inside) xz-compressed
 #   vulkan/*.deb                 the Vulkan/EGL/GL loaders (the GPU machine has none), from apt
@@ -36,7 +36,7 @@ rm -f "$OUT"/app/*.map
 echo '{ "type": "module" }' >"$OUT/app/package.json"
 
 echo "bundle: onnxruntime-node"
-ORT="$(cd "$ROOT/packages/trainer-cuda/node_modules/onnxruntime-node" && pwd -P)"
+ORT="$(cd "$ROOT/packages/models/node_modules/onnxruntime-node" && pwd -P)"
 COMMON="$(cd "$ORT/../onnxruntime-common" && pwd -P)"
 mkdir -p "$OUT/app/node_modules/onnxruntime-node" "$OUT/app/node_modules/onnxruntime-common"
 cp -r "$ORT/package.json" "$ORT/dist" "$ORT/lib" "$OUT/app/node_modules/onnxruntime-node/"

@@ -4,27 +4,24 @@
 // trainer trains the tiny planner's LoRA adapter on exactly those tokens.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { createPolicyGateway, EnginePolicyHost, gatewayAgent } from '@flowgrpo/gateway';
+import { createTinyQwen2, DecoderArtifacts, greedy, LocalPolicyEngine } from '@flowgrpo/models';
 import type { RewardFunction } from '@flowgrpo/reward';
 import {
-  buildDecoderArtifacts,
-  createAlmanac,
-  createPolicyGateway,
-  createTinyQwen2,
-  DecoderArtifacts,
-  demoReward,
-  EnginePolicyHost,
+  buildTrainingArtifacts,
   type EvalResult,
   evaluate,
   GRPOTrainer,
-  gatewayAgent,
-  greedy,
-  LocalPolicyEngine,
-  lookupAlmanac,
   type MetricsRecord,
-  makeQuestions,
-  questionRows,
   type TrainResult,
 } from '@flowgrpo/trainer';
+import {
+  createAlmanac,
+  demoReward,
+  lookupAlmanac,
+  makeQuestions,
+  questionRows,
+} from '@flowgrpo/trainer/demo';
 import { runAlmanacAgent } from './agent.js';
 
 export interface TrainOptions {
@@ -89,7 +86,7 @@ export async function trainAgent(o: TrainOptions): Promise<TrainAgentResult> {
     maxPositionEmbeddings: 2048,
   });
   const artifacts = join(o.out, 'artifacts');
-  buildDecoderArtifacts(model.weights, artifacts, {
+  buildTrainingArtifacts(model.weights, artifacts, {
     lora: LORA,
     graphs: ['decode', 'logprobs', 'train_step'],
     maxPositions: 2048,

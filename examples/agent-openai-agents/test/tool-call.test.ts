@@ -3,12 +3,12 @@
 // back, and the gateway records both calls as one token-continuous chain (one training row).
 import type { PolicyGenerateRequest, PolicyGenerateResult } from '@flowgrpo/agent';
 import {
-  ByteLevelTokenizer,
   chainCalls,
   createPolicyGateway,
   EnginePolicyHost,
   rolloutTrajectory,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/gateway';
+import { ByteLevelTokenizer } from '@flowgrpo/models';
 import { expect, it } from 'vitest';
 import { runAlmanacAgent } from '../src/agent.js';
 

@@ -3,7 +3,7 @@
 //                             [--live-steps N] [--beta B] [--device D] [--seed N] [--out DIR]
 import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
-import type { DeviceRequest } from '@flowgrpo/trainer';
+import type { DeviceRequest } from '@flowgrpo/models';
 import { runAgenticGrpo } from './run.js';
 
 const usage = `Usage: pnpm example agentic-grpo [flags]

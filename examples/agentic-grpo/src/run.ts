@@ -15,18 +15,20 @@ import { join, relative, resolve } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Trajectory } from '@flowgrpo/core';
 import {
-  buildDecoderArtifacts,
   createTinyQwen2,
   type DeviceRequest,
-  GRPOTrainer,
   LORA_TARGET_MODULES,
   type LocalPolicyEngine,
   loadDecoderModel,
   loadHfModel,
   loadTokenizer,
+  type Tokenizer,
+} from '@flowgrpo/models';
+import {
+  buildTrainingArtifacts,
+  GRPOTrainer,
   type MetricsRecord,
   SFTTrainer,
-  type Tokenizer,
   writeReport,
 } from '@flowgrpo/trainer';
 import { type AgentSettings, DemonstratorPolicy, ShopAgent } from './agent.js';
@@ -226,7 +228,7 @@ export async function runAgenticGrpo(o: AgenticGrpoOptions): Promise<AgenticGrpo
   const weights = custom
     ? await loadDecoderModel(policyModel, { dtype: 'F32' })
     : await loadHfModel(policyModel);
-  buildDecoderArtifacts(weights, artifacts, {
+  buildTrainingArtifacts(weights, artifacts, {
     lora,
     maxPositions: s.agent.maxTotalTokens + 64,
   });

@@ -3,7 +3,8 @@
 // Runtime with parameters and optimizer state kept on the device between steps.
 import { createRng } from '@flowgrpo/core';
 import { encodeModel, GraphBuilder, toOnnxModel, type Value } from '@flowgrpo/graph';
-import { type DeviceRequest, TrainStepRunner } from '@flowgrpo/trainer';
+import type { DeviceRequest } from '@flowgrpo/models';
+import { TrainStepRunner } from '@flowgrpo/trainer';
 import * as ort from 'onnxruntime-node';
 
 export interface FitOptions {

@@ -2,7 +2,7 @@
 //   pnpm example autodiff-mlp [--quick] [--device cpu|webgpu|cuda|auto] [--steps N]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { parseCommandLine } from '@flowgrpo/core';
-import type { DeviceRequest } from '@flowgrpo/trainer';
+import type { DeviceRequest } from '@flowgrpo/models';
 import { fitMlp } from './fit-mlp.js';
 
 const usage = `Usage: pnpm example autodiff-mlp [flags]

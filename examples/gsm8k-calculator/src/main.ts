@@ -4,7 +4,7 @@
 //                                 [--test N] [--device cpu|cuda|webgpu|auto] [--out DIR]
 import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
-import type { DeviceRequest } from '@flowgrpo/trainer';
+import type { DeviceRequest } from '@flowgrpo/models';
 import { GSM8K_HUB, gsm8kFiles } from './data-source.js';
 import { runGsm8k } from './run.js';
 import { sharedDir } from './shared.js';

@@ -14,13 +14,9 @@ import { join, resolve } from 'node:path';
 import type { PolicyEngine, PolicyTokenizer } from '@flowgrpo/agent';
 import { loadDataset, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import {
-  buildDecoderArtifacts,
   createTinyQwen2,
   DecoderArtifacts,
   type DeviceRequest,
-  type EvalResult,
-  evaluate,
-  GRPOTrainer,
   greedy,
   LORA_TARGET_MODULES,
   LocalPolicyEngine,
@@ -28,12 +24,18 @@ import {
   loadDecoderModel,
   loadLoraAdapter,
   loadTokenizer,
-  type MetricsRecord,
   type ModelWeights,
   mergeLora,
-  SFTTrainer,
   saveHfModel,
   type Tokenizer,
+} from '@flowgrpo/models';
+import {
+  buildTrainingArtifacts,
+  type EvalResult,
+  evaluate,
+  GRPOTrainer,
+  type MetricsRecord,
+  SFTTrainer,
 } from '@flowgrpo/trainer';
 import { toDemonstration } from './agent-format.js';
 import { CalculatorAgent, DemonstrationPolicy } from './calculator-agent.js';
@@ -206,7 +208,7 @@ export async function runGsm8k(o: Gsm8kRunOptions): Promise<Gsm8kRunResult> {
   const lora = { r: 16, alpha: 32, targetModules: targets };
   const loraConfig = { r: 16, lora_alpha: 32, target_modules: targets };
   const artifacts = join(out, 'artifacts');
-  buildDecoderArtifacts(weights, artifacts, { lora, maxPositions: s.maxTotalTokens });
+  buildTrainingArtifacts(weights, artifacts, { lora, maxPositions: s.maxTotalTokens });
   const agentOptions = {
     maxNewTokens: s.maxNewTokens,
     maxAnswerTokens: 24,
@@ -313,7 +315,7 @@ export async function runGsm8k(o: Gsm8kRunOptions): Promise<Gsm8kRunResult> {
   await saveHfModel(sftMerged, sftModel);
   copyTokenizerFiles(modelDir, sftMerged);
   const grpoArtifacts = join(out, 'artifacts-grpo');
-  buildDecoderArtifacts(sftModel, grpoArtifacts, { lora, maxPositions: s.maxTotalTokens });
+  buildTrainingArtifacts(sftModel, grpoArtifacts, { lora, maxPositions: s.maxTotalTokens });
 
   // ---- 3. GRPO with the multi-dimension reward ----------------------------------------------
   log(

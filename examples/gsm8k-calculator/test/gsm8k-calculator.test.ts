@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SampleRow } from '@flowgrpo/core';
-import { ByteLevelTokenizer, loadHfModel, weightAsFloat32 } from '@flowgrpo/trainer';
+import { ByteLevelTokenizer, loadHfModel, weightAsFloat32 } from '@flowgrpo/models';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import { parseCalculatorCall, toDemonstration } from '../src/agent-format.js';

@@ -4,15 +4,14 @@
 //   → load it back → generate with and without it.
 import { join } from 'node:path';
 import {
-  buildDecoderArtifacts,
   DecoderArtifacts,
   type DeviceRequest,
   LocalPolicyEngine,
   loadDecoderModel,
   loadLoraAdapter,
   loadTokenizer,
-  SFTTrainer,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts, SFTTrainer } from '@flowgrpo/trainer';
 
 /** The stories the adapter learns: a character the base model has never heard of. */
 export const STORIES = [
@@ -45,7 +44,7 @@ export async function loraSft(o: LoraSftOptions) {
     targetModules: ['q_proj', 'k_proj', 'v_proj', 'o_proj'] as const,
   };
   const artifacts = join(o.out, 'artifacts');
-  buildDecoderArtifacts(weights, artifacts, {
+  buildTrainingArtifacts(weights, artifacts, {
     lora: { ...lora, targetModules: [...lora.targetModules] },
   });
 

@@ -2,7 +2,7 @@
 //   pnpm example lora-sft [--quick] [--steps N] [--model FILE|DIR --tokenizer FILE|DIR] [--out DIR]
 import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
-import type { DeviceRequest } from '@flowgrpo/trainer';
+import type { DeviceRequest } from '@flowgrpo/models';
 import { loraSft } from './lora-sft.js';
 import { sharedDir } from './shared.js';
 

@@ -4,7 +4,7 @@
 //                             [--retriever-url URL] [--sft-steps N] [--grpo-steps N] [--out DIR]
 import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
-import type { DeviceRequest } from '@flowgrpo/trainer';
+import type { DeviceRequest } from '@flowgrpo/models';
 import { runSearchAgent } from './run.js';
 import { sharedDir } from './shared.js';
 

@@ -13,24 +13,26 @@ import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { PolicyEngine, RolloutAgent } from '@flowgrpo/agent';
 import { loadDataset, type SampleRow, type Trajectory } from '@flowgrpo/core';
-import { type RewardFunction, tokenF1Reward } from '@flowgrpo/reward';
-import { loadFlashRagPassages, loadHotpotQaPassages, type Passage } from '@flowgrpo/tools';
 import {
-  buildDecoderArtifacts,
   createTinyQwen2,
   DecoderArtifacts,
   type DeviceRequest,
-  evaluate,
-  GRPOTrainer,
   greedy,
   LORA_TARGET_MODULES,
   LocalPolicyEngine,
   loadDecoderModel,
   loadTokenizer,
-  type MetricsRecord,
   type ModelWeights,
-  SFTTrainer,
   type Tokenizer,
+} from '@flowgrpo/models';
+import { type RewardFunction, tokenF1Reward } from '@flowgrpo/reward';
+import { loadFlashRagPassages, loadHotpotQaPassages, type Passage } from '@flowgrpo/tools';
+import {
+  buildTrainingArtifacts,
+  evaluate,
+  GRPOTrainer,
+  type MetricsRecord,
+  SFTTrainer,
 } from '@flowgrpo/trainer';
 import { type RetrievalServer, startRetrievalServer } from './retrieval-server.js';
 import { createSearchAgent, createSearchTool, DemonstratorPolicy } from './search-agent.js';
@@ -211,7 +213,7 @@ export async function runSearchAgent(o: SearchAgentRunOptions): Promise<SearchAg
     const r = o.model ? 16 : 8;
     const lora = { r, alpha: 2 * r, targetModules: [...LORA_TARGET_MODULES] };
     const artifacts = join(out, 'artifacts');
-    buildDecoderArtifacts(weights, artifacts, { lora, maxPositions: s.maxTotalTokens + 64 });
+    buildTrainingArtifacts(weights, artifacts, { lora, maxPositions: s.maxTotalTokens + 64 });
     const loraConfig = { r, lora_alpha: 2 * r, target_modules: lora.targetModules };
     const agentOptions = {
       maxTurns: s.maxTurns,

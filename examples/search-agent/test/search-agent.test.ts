@@ -3,8 +3,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ByteLevelTokenizer } from '@flowgrpo/models';
 import { RetrievalServerProvider } from '@flowgrpo/tools';
-import { ByteLevelTokenizer } from '@flowgrpo/trainer';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import { startRetrievalServer } from '../src/retrieval-server.js';

@@ -5,7 +5,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
-import type { DeviceRequest } from '@flowgrpo/trainer';
+import type { DeviceRequest } from '@flowgrpo/models';
 import { scriptedServer } from './scripted-server.js';
 import { sharedDir } from './shared.js';
 import { loadPassages, runSolverExample, SEED_QUERY } from './solve.js';

@@ -15,6 +15,17 @@ import {
 } from '@flowgrpo/agent';
 import type { LLMEngine, StopReason, Trajectory } from '@flowgrpo/core';
 import {
+  createTinyQwen2,
+  DecoderArtifacts,
+  type DeviceRequest,
+  LocalPolicyEngine,
+  loadDecoderModel,
+  loadLoraAdapter,
+  loadTokenizer,
+  readArtifactsManifest,
+  type Tokenizer,
+} from '@flowgrpo/models';
+import {
   createCalculatorTool,
   createGeneralistTool,
   createPythonTool,
@@ -27,18 +38,7 @@ import {
   type Tool,
   type WikipediaBackend,
 } from '@flowgrpo/tools';
-import {
-  buildDecoderArtifacts,
-  createTinyQwen2,
-  DecoderArtifacts,
-  type DeviceRequest,
-  LocalPolicyEngine,
-  loadDecoderModel,
-  loadLoraAdapter,
-  loadTokenizer,
-  readArtifactsManifest,
-  type Tokenizer,
-} from '@flowgrpo/trainer';
+import { buildTrainingArtifacts } from '@flowgrpo/trainer';
 
 export const SEED_QUERY =
   'Calculate 12 squared, and then use Wikipedia to find out what major historical event happened in that year (AD).';
@@ -178,7 +178,7 @@ async function localPlanner(
     });
     if (o.adapter) throw new Error('--adapter needs --local <HF folder or artifacts>, not tiny');
     dir = join(work, 'tiny-planner-artifacts');
-    buildDecoderArtifacts(tiny.weights, dir, { graphs: ['decode'], maxPositions: 8192 });
+    buildTrainingArtifacts(tiny.weights, dir, { graphs: ['decode'], maxPositions: 8192 });
     tokenizer = tiny.tokenizer;
     describe = 'a tiny untrained Qwen2 (byte-level tokenizer): expect unparseable plans';
   } else if (isArtifacts) {
@@ -193,7 +193,7 @@ async function localPlanner(
     const adapterLora = o.adapter
       ? (await loadLoraAdapter(o.adapter, weights.config)).lora
       : undefined;
-    buildDecoderArtifacts(weights, dir, {
+    buildTrainingArtifacts(weights, dir, {
       graphs: ['decode'],
       maxPositions: 8192,
       ...(adapterLora && { lora: adapterLora }),

@@ -28,14 +28,7 @@ export async function bundleCli(
     entryPoints: {
       ...extraEntries,
       flowgrpo: join(pkg, 'src', 'bin.ts'),
-      'session-worker-main': join(
-        pkg,
-        '..',
-        'trainer-cuda',
-        'src',
-        'runtime',
-        'session-worker-main.ts',
-      ),
+      'session-worker-main': join(pkg, '..', 'models', 'src', 'runtime', 'session-worker-main.ts'),
     },
     outdir,
     bundle: true,

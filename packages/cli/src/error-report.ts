@@ -23,7 +23,7 @@ const FALLBACK_FIXES: Record<string, string> = {
     'fix the file at the line or row named (for a data set, check "data_format"), or write it again',
   SAFETENSORS_ERROR: 'the weights file is damaged or not safetensors: download or export it again',
   UNSUPPORTED_ARCHITECTURE:
-    'use a supported decoder (Qwen2, Qwen3, Llama, Mistral: see packages/trainer-cuda/docs)',
+    'use a supported decoder (Qwen2, Qwen3, Llama, Mistral: see packages/models/docs/models.md)',
   WEIGHTS_MISMATCH:
     'the adapter or weights were made for another model: use the model they were trained from',
   LLM_REQUEST_ERROR: 'check that the server at the base URL is running and serves that model',

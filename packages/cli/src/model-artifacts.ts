@@ -4,15 +4,14 @@ import { ConfigError, FileNotFoundError, systemError } from '@flowgrpo/core';
 import {
   ARTIFACTS_MANIFEST,
   type ArtifactsManifest,
-  buildDecoderArtifacts,
   type DecoderGraphKind,
   type LoraConfig,
-  type LoraOptionsSchema,
   loadDecoderModel,
   loadTokenizer,
   readArtifactsManifest,
   type Tokenizer,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts, type LoraOptionsSchema } from '@flowgrpo/trainer';
 import type { z } from 'zod';
 
 // What `--model` / `model` may name: an artifacts directory (used as it is) or a HF model folder
@@ -102,7 +101,7 @@ export async function ensureArtifacts(
   o.log?.(`artifacts: building ${dir} from ${model}`);
   const weights = await loadDecoderModel(model);
   try {
-    const manifest = buildDecoderArtifacts(weights, dir, {
+    const manifest = buildTrainingArtifacts(weights, dir, {
       ...(o.lora && { lora: o.lora }),
       ...(o.graphs && { graphs: o.graphs }),
       maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),

@@ -7,7 +7,6 @@ import type {
   RolloutAgent,
 } from '@flowgrpo/agent';
 import { ConfigError, FlowGrpoError, type SampleRow } from '@flowgrpo/core';
-import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
 import {
   ContextLengthExceededError,
   chooseDevice,
@@ -16,11 +15,11 @@ import {
   loadDecoderConfig,
   policyPromptIds,
   readArtifactsManifest,
-  type SFTExample,
-  sftRows,
   type Tokenizer,
   TokenOutOfVocabularyError,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
+import { type SFTExample, sftRows } from '@flowgrpo/trainer';
 import type { CliIO } from './command.js';
 import { modelKind, resolveTokenizer } from './model-artifacts.js';
 import { type AgentSampling, agentFactory, policyTokenizer, rewardFunction } from './run-agent.js';

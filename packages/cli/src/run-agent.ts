@@ -8,6 +8,7 @@ import {
   TagAgent,
 } from '@flowgrpo/agent';
 import { type ChatMessage, ConfigError, type LLMEngine } from '@flowgrpo/core';
+import type { Tokenizer } from '@flowgrpo/models';
 import {
   exactMatchReward,
   LLMJudge,
@@ -16,7 +17,6 @@ import {
   tokenF1Reward,
 } from '@flowgrpo/reward';
 import { builtinToolAlias, type Tool } from '@flowgrpo/tools';
-import type { Tokenizer } from '@flowgrpo/trainer';
 import { buildTools } from './commands/solve.js';
 import {
   type AgentSpec,

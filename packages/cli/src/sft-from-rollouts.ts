@@ -1,7 +1,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { DataFormatError, readTrajectoriesParquet, type Trajectory } from '@flowgrpo/core';
-import type { Tokenizer } from '@flowgrpo/trainer';
+import type { Tokenizer } from '@flowgrpo/models';
 import { UsageError } from './command.js';
 
 // `flowgrpo data sft-from-rollouts`: the successful rollouts a run recorded become SFT rows in

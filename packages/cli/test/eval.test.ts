@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   createTinyQwen2,
-  type EvalResult,
   initLoraParams,
   loadDecoderConfig,
   saveLoraAdapter,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import type { EvalResult } from '@flowgrpo/trainer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';

@@ -2,15 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  LoraPolicy,
-  loadHfModel,
-  loadLoraAdapter,
-  readArtifactsManifest,
-  type TrainRow,
-  targetsOf,
-} from '@flowgrpo/trainer';
-import { ReferenceDecoder, referenceSequenceLogprobs } from '@flowgrpo/trainer/testing';
+import { loadHfModel, loadLoraAdapter, readArtifactsManifest } from '@flowgrpo/models';
+import { ReferenceDecoder, referenceSequenceLogprobs } from '@flowgrpo/models/testing';
+import { LoraPolicy, type TrainRow, targetsOf } from '@flowgrpo/trainer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { createTinyQwen2 } from '@flowgrpo/trainer';
+import { createTinyQwen2 } from '@flowgrpo/models';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import { deviceLine } from '../src/commands/generate.js';

@@ -10,7 +10,7 @@ import {
   type LoraConfig,
   loadDecoderConfig,
   saveLoraAdapter,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';

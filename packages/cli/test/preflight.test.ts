@@ -10,7 +10,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { deviceAvailability, softwareVulkanAdapter } from '@flowgrpo/trainer';
+import { deviceAvailability, softwareVulkanAdapter } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { PreflightError, preflight, trainPlan } from '../src/preflight.js';

@@ -17,7 +17,7 @@ import {
   schemaResponder,
 } from '@flowgrpo/agent/testing';
 import { type ChatMessage, readTrajectoriesParquet } from '@flowgrpo/core';
-import { createTinyQwen2, HfTokenizer } from '@flowgrpo/trainer';
+import { createTinyQwen2, HfTokenizer } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import { runCli } from '../src/main.js';

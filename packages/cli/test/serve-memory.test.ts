@@ -3,7 +3,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildDecoderArtifacts, loadDecoderModel } from '@flowgrpo/trainer';
+import { loadDecoderModel } from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '@flowgrpo/trainer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tinyModel } from './train-fixtures.js';
 
@@ -37,7 +38,7 @@ let child: ChildProcess | undefined;
 beforeAll(async () => {
   model = await tinyModel(join(tmp, 'tiny'));
   fusedArtifacts = join(tmp, 'fused');
-  buildDecoderArtifacts(await loadDecoderModel(model), fusedArtifacts, {
+  buildTrainingArtifacts(await loadDecoderModel(model), fusedArtifacts, {
     graphs: ['decode', 'generate'],
     maxPositions: 2048,
   });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { trajectoryFromJson } from '@flowgrpo/core';
-import { initLoraParams, loadDecoderModel, saveLoraAdapter } from '@flowgrpo/trainer';
+import { initLoraParams, loadDecoderModel, saveLoraAdapter } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultTagPrompt } from '@flowgrpo/agent';
 import { TrajectorySchema, writeTrajectoriesParquet } from '@flowgrpo/core';
-import { loadTokenizer, type Tokenizer } from '@flowgrpo/trainer';
+import { loadTokenizer, type Tokenizer } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';

@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SampleRow } from '@flowgrpo/core';
-import { createTinyQwen2 } from '@flowgrpo/trainer';
+import { createTinyQwen2 } from '@flowgrpo/models';
 
 // Fixtures of the train / eval / export tests: a tiny Qwen2 HF folder (byte-level tokenizer with
 // a chat template), arithmetic questions as SampleRows, and run configs that need no server —

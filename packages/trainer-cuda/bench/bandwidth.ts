@@ -9,10 +9,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
-import { DecoderGenerator } from '../src/generation/decoder-generator.js';
-import type { ModelWeights } from '../src/models/weights/model-weights.js';
-import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
+import type { ModelWeights } from '@flowgrpo/models';
+import { DecoderArtifacts, DecoderGenerator, expectedTensorShapes } from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { compileC, loadAverage, median } from './anchors.js';
 import { qwen05, randomWeights } from './models.js';
 import type { BenchSection } from './table.js';
@@ -53,7 +52,7 @@ export async function benchBandwidth(): Promise<BenchSection> {
     const bytes = params * 4; // float32; the tied embedding counted once (the LM head reads it whole)
     const t0 = performance.now();
     const holder: { weights?: ModelWeights } = { weights: randomWeights(config) };
-    buildDecoderArtifacts(holder.weights!, join(tmp, 'art'), {
+    buildTrainingArtifacts(holder.weights!, join(tmp, 'art'), {
       graphs: ['generate'],
       maxPositions: 256,
     });

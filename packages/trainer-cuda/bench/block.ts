@@ -21,9 +21,8 @@ import {
   toOnnxModel,
   type Value,
 } from '@flowgrpo/graph';
+import { type CreateSessionOptions, createSession, deviceAvailability } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import { deviceAvailability } from '../src/runtime/devices.js';
-import { type CreateSessionOptions, createSession } from '../src/runtime/session.js';
 import type { BenchSection } from './table.js';
 
 interface BlockConfig {

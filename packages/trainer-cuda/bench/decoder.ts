@@ -7,18 +7,18 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as ort from 'onnxruntime-node';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
-import type { LoraConfig } from '../src/lora/lora-config.js';
+import type { LoraConfig, ModelWeights } from '@flowgrpo/models';
 import {
+  DecoderArtifacts,
+  loadLlama2cCheckpoint,
   pastKeyName,
   pastValueName,
   presentKeyName,
   presentValueName,
-} from '../src/models/graph/decoder-graph.js';
-import { ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
-import { loadLlama2cCheckpoint } from '../src/models/weights/llama2c-checkpoint.js';
-import type { ModelWeights } from '../src/models/weights/model-weights.js';
+} from '@flowgrpo/models';
+import { ReferenceDecoder } from '@flowgrpo/models/testing';
+import * as ort from 'onnxruntime-node';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { qwen05, randomWeights, trainStepFeeds } from './models.js';
 import type { BenchSection } from './table.js';
 
@@ -66,7 +66,7 @@ async function benchModel(
   const dir = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-decoder-'));
   try {
     const t0 = performance.now();
-    buildDecoderArtifacts(holder.weights!, dir, {
+    buildTrainingArtifacts(holder.weights!, dir, {
       graphs: ['decode', 'train_step'],
       maxPositions: 1024,
       lora: LORA,

@@ -7,10 +7,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
-import { DecoderGenerator } from '../src/generation/decoder-generator.js';
-import { loadLlama2cCheckpoint } from '../src/models/weights/llama2c-checkpoint.js';
-import { loadTokenizer } from '../src/tokenizers/load-tokenizer.js';
+import {
+  DecoderArtifacts,
+  DecoderGenerator,
+  loadLlama2cCheckpoint,
+  loadTokenizer,
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { buildLlama2c, loadAverage, median, runLlama2c, STORIES } from './anchors.js';
 import type { BenchSection } from './table.js';
 
@@ -57,12 +60,12 @@ export async function benchGeneration(): Promise<BenchSection> {
   try {
     const c = buildLlama2c(tmp);
     if ('reason' in c) notes.push(`llama2.c skipped: ${c.reason}`);
-    buildDecoderArtifacts(weights, join(tmp, 'art'), {
+    buildTrainingArtifacts(weights, join(tmp, 'art'), {
       graphs: ['decode', 'generate'],
       maxPositions: STEPS,
     });
     // The split-cache decode loop (no per-token copy of the cache), for comparison.
-    buildDecoderArtifacts(weights, join(tmp, 'split'), {
+    buildTrainingArtifacts(weights, join(tmp, 'split'), {
       graphs: ['generate'],
       maxPositions: STEPS,
       generate: { attention: 'split' },

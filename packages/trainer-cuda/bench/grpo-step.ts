@@ -8,14 +8,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildDecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
+import type { ModelWeights } from '@flowgrpo/models';
+import { ByteLevelTokenizer, createTinyQwen2, LORA_TARGET_MODULES } from '@flowgrpo/models';
 import { createAlmanac } from '../src/demo/almanac.js';
 import { demoAgent, demoReward } from '../src/demo/roles.js';
 import { makeQuestions, questionRows } from '../src/demo/task.js';
-import { LORA_TARGET_MODULES } from '../src/lora/lora-config.js';
-import { createTinyQwen2 } from '../src/models/tiny-factory.js';
-import type { ModelWeights } from '../src/models/weights/model-weights.js';
-import { ByteLevelTokenizer } from '../src/tokenizers/byte-level-tokenizer.js';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { GRPOTrainer } from '../src/train/grpo-trainer.js';
 import type { MetricsRecord } from '../src/train/run-dir.js';
 import { loadAverage } from './anchors.js';
@@ -30,7 +28,7 @@ async function twoSteps(
   o: { queries: number; generations: number; maxTokens: number; maxTurns: number },
 ): Promise<MetricsRecord> {
   const lora = { r: 16, alpha: 32, targetModules: [...LORA_TARGET_MODULES] };
-  buildDecoderArtifacts(weights, join(root, 'artifacts'), { lora, maxPositions: 512 });
+  buildTrainingArtifacts(weights, join(root, 'artifacts'), { lora, maxPositions: 512 });
   const almanac = createAlmanac({ seed: 'bench', trainLandmarks: 200, testLandmarks: 20 });
   const trainer = new GRPOTrainer({
     config: {

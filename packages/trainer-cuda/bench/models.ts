@@ -1,10 +1,9 @@
 // Model shapes for the benchmarks: random weights of a given config (a shape, not a model), and
 // the Qwen2.5-0.5B config with a chosen number of layers.
 import { createTensor, type Tensor } from '@flowgrpo/core';
+import type { DecoderConfig, ModelWeights, WeightDType } from '@flowgrpo/models';
+import { expectedTensorShapes } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import type { DecoderConfig } from '../src/models/config.js';
-import type { ModelWeights, WeightDType } from '../src/models/weights/model-weights.js';
-import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
 
 /** Random weights fast (xorshift uniform · 0.02; norms 1): a shape, not a model. */
 export function randomWeights(config: DecoderConfig): ModelWeights {

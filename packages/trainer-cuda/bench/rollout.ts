@@ -11,17 +11,20 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SampleRow, Trajectory } from '@flowgrpo/core';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
+import {
+  ByteLevelTokenizer,
+  createTinyQwen2,
+  DecoderArtifacts,
+  DecoderGenerator,
+  LORA_TARGET_MODULES,
+  LocalPolicyEngine,
+  loadHfModel,
+} from '@flowgrpo/models';
 import { createAlmanac } from '../src/demo/almanac.js';
 import { demoAgent } from '../src/demo/roles.js';
 import { makeQuestions, questionRows } from '../src/demo/task.js';
 import { TeacherPolicy } from '../src/demo/teacher.js';
-import { DecoderGenerator } from '../src/generation/decoder-generator.js';
-import { LocalPolicyEngine } from '../src/generation/local-policy-engine.js';
-import { LORA_TARGET_MODULES } from '../src/lora/lora-config.js';
-import { createTinyQwen2 } from '../src/models/tiny-factory.js';
-import { loadHfModel } from '../src/models/weights/hf-folder.js';
-import { ByteLevelTokenizer } from '../src/tokenizers/byte-level-tokenizer.js';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { runOne } from '../src/train/evaluate.js';
 import { SFTTrainer } from '../src/train/sft-trainer.js';
 import { loadAverage, median } from './anchors.js';
@@ -112,7 +115,7 @@ export async function benchRollout(): Promise<BenchSection> {
   );
   const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-rollout-'));
   try {
-    buildDecoderArtifacts(model, join(tmp, 'art'), {
+    buildTrainingArtifacts(model, join(tmp, 'art'), {
       lora: { r: 16, alpha: 32, targetModules: [...LORA_TARGET_MODULES] },
       graphs: ['decode', 'generate'],
       maxPositions: 512,

@@ -9,10 +9,13 @@ import {
   type OnnxGraph,
   onnxTensor,
 } from '@flowgrpo/graph';
+import {
+  type CreateSessionOptions,
+  createSession,
+  deviceAvailability,
+  SessionWorker,
+} from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import { deviceAvailability } from '../src/runtime/devices.js';
-import { type CreateSessionOptions, createSession } from '../src/runtime/session.js';
-import { SessionWorker } from '../src/runtime/session-worker.js';
 import type { BenchSection } from './table.js';
 
 const F = OnnxDataType.FLOAT;

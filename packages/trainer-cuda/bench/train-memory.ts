@@ -10,10 +10,9 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { buildDecoderArtifacts } from '../src/artifacts/decoder-artifacts.js';
-import { LORA_TARGET_MODULES } from '../src/lora/lora-config.js';
-import type { DecoderConfig } from '../src/models/config.js';
-import type { CreateSessionOptions } from '../src/runtime/session.js';
+import type { CreateSessionOptions, DecoderConfig } from '@flowgrpo/models';
+import { LORA_TARGET_MODULES } from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { ANCHORS, loadAverage, median } from './anchors.js';
 import { qwen05, randomWeights } from './models.js';
 import type { BenchSection } from './table.js';
@@ -120,7 +119,7 @@ export async function benchTrainMemory(): Promise<BenchSection> {
     for (const shape of ['a', 'b'] as const) {
       const { config, B, T } = SHAPES[shape];
       const dir = join(tmp, shape);
-      buildDecoderArtifacts(randomWeights(config), dir, {
+      buildTrainingArtifacts(randomWeights(config), dir, {
         graphs: ['train_step'],
         maxPositions: T,
         lora: { r: 16, alpha: 32, targetModules: LORA_TARGET_MODULES },

@@ -5,8 +5,7 @@
 // peak RSS is the train step's and not the bench's.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { readArtifactsManifest } from '../src/artifacts/decoder-artifacts.js';
-import { type CreateSessionOptions, createSession } from '../src/runtime/session.js';
+import { type CreateSessionOptions, createSession, readArtifactsManifest } from '@flowgrpo/models';
 import { trainStepFeeds } from './models.js';
 
 const [dir, shape, optionsJson, stepsArg] = process.argv.slice(2);

@@ -6,16 +6,10 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readTrajectoriesParquet, type SampleRow } from '@flowgrpo/core';
+import { loadHfModel, readArtifactsManifest, weightAsFloat32 } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createAlmanac,
-  type DemoResult,
-  loadCheckpoint,
-  loadHfModel,
-  readArtifactsManifest,
-  runDemo,
-  weightAsFloat32,
-} from '../src/index.js';
+import { createAlmanac, type DemoResult, runDemo } from '../src/demo/index.js';
+import { loadCheckpoint } from '../src/index.js';
 
 const out = mkdtempSync(join(tmpdir(), 'flowgrpo-demo-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));

@@ -7,15 +7,16 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { AgentProgram } from '@flowgrpo/gateway';
+import { loadLoraAdapter } from '@flowgrpo/models';
 import { afterAll, expect, it } from 'vitest';
-import { type AgentProgram, MultiRoleGRPOTrainer } from '../src/gateway/index.js';
-import { listCheckpoints, loadLoraAdapter } from '../src/index.js';
 import {
   GATEWAY_LORA,
   randomAdapter,
   tinyGatewayModel,
   writeAdapter,
-} from './support/gateway-fixtures.js';
+} from '../../gateway/test/support/gateway-fixtures.js';
+import { listCheckpoints, MultiRoleGRPOTrainer } from '../src/index.js';
 import {
   checkpointFiles,
   twoRoleConfig,

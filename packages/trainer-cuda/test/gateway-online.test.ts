@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
 import { afterAll, expect, it } from 'vitest';
-import { MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/gateway/index.js';
-import { GATEWAY_LORA, tinyGatewayModel } from './support/gateway-fixtures.js';
+import { GATEWAY_LORA, tinyGatewayModel } from '../../gateway/test/support/gateway-fixtures.js';
+import { MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/index.js';
 
 interface PlainChoice {
   message: { content: string };

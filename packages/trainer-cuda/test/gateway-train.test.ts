@@ -8,8 +8,6 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readTrajectoriesParquet } from '@flowgrpo/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
   type AgentProgram,
   chainCalls,
@@ -19,19 +17,18 @@ import {
   gatewayReward,
   LocalPolicyHost,
   type PolicyGateway,
-} from '../src/gateway/index.js';
+} from '@flowgrpo/gateway';
+import { createTinyQwen2, HfTokenizer, type TinyModel } from '@flowgrpo/models';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sharedPath, skipWithoutShared } from '../../../test-utils/shared.js';
 import {
-  buildDecoderArtifacts,
-  createAlmanac,
-  createTinyQwen2,
-  GRPOTrainer,
-  HfTokenizer,
-  lookupAlmanac,
-  makeQuestions,
-  questionRows,
-  type TinyModel,
-} from '../src/index.js';
-import { GATEWAY_LORA, ScriptedEngine, tinyGatewayModel } from './support/gateway-fixtures.js';
+  GATEWAY_LORA,
+  ScriptedEngine,
+  tinyGatewayModel,
+} from '../../gateway/test/support/gateway-fixtures.js';
+import { createAlmanac, lookupAlmanac, makeQuestions, questionRows } from '../src/demo/index.js';
+import { buildTrainingArtifacts, GRPOTrainer } from '../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-train-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -108,7 +105,7 @@ describe('GRPOTrainer through the gateway (tiny byte-level model, CPU)', () => {
   let model: TinyModel;
   let artifacts: string;
   beforeAll(async () => {
-    ({ model, artifacts } = await tinyGatewayModel(root));
+    ({ model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS));
     gw = await createPolicyGateway({
       host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: {}, maxContext: 1024 }),
     });
@@ -193,7 +190,7 @@ describe.skipIf(skip)('the real Qwen chat template (native tools) on a tiny Qwen
     const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
     writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...config, eos_token_id: 151645 }));
     tokenizer = await HfTokenizer.fromDir(dir);
-    buildDecoderArtifacts(m.weights, join(dir, 'artifacts'), {
+    buildTrainingArtifacts(m.weights, join(dir, 'artifacts'), {
       graphs: ['decode'],
       maxPositions: 1024,
     });

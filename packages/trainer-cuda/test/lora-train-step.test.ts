@@ -15,28 +15,27 @@ import {
   tensor,
   WeightsFileWriter,
 } from '@flowgrpo/graph';
-import * as ort from 'onnxruntime-node';
-import { afterAll, describe, expect, it } from 'vitest';
 import {
-  buildDecoderArtifacts,
   DecoderArtifacts,
   type DecoderConfig,
+  expectedTensorShapes,
   initLoraParams,
+  initTinyWeights,
+  LORA_SCALE,
   type LoraConfig,
   loadLoraAdapter,
-  saveLoraAdapter,
-  weightAsFloat32,
-} from '../src/index.js';
-import { loraParamSpecs, loraScaling } from '../src/lora/lora-config.js';
-import {
+  loraParamSpecs,
+  loraScaling,
   ROPE_COS,
   ROPE_SIN,
   ropeTables,
+  saveLoraAdapter,
+  weightAsFloat32,
   writeBaseWeights,
-} from '../src/models/graph/base-weights.js';
-import { LORA_SCALE } from '../src/models/graph/decoder-graph.js';
-import { initTinyWeights } from '../src/models/tiny-factory.js';
-import { expectedTensorShapes } from '../src/models/weights/tensor-names.js';
+} from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildTrainingArtifacts } from '../src/index.js';
 import { buildTrainStepGraph } from '../src/train/train-step-graph.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-lora-'));
@@ -250,7 +249,7 @@ describe('train_step: LoRA gradients', () => {
 
   const trainStepArtifacts = async () => {
     const dir = join(tmp, 'art');
-    buildDecoderArtifacts(weights, dir, { lora: allModules, graphs: ['train_step'] });
+    buildTrainingArtifacts(weights, dir, { lora: allModules, graphs: ['train_step'] });
     return DecoderArtifacts.open(dir, { intraOpThreads: 1 });
   };
   /** dataFeeds as ORT tensors, with the LoRA parameters and zero accumulators. */

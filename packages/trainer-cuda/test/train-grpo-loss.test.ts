@@ -11,24 +11,26 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRng, type Trajectory } from '@flowgrpo/core';
 import { grpoLoss, type LossAggregation } from '@flowgrpo/grpo';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  buildDecoderArtifacts,
   type DecoderConfig,
   initLoraParams,
+  initTinyWeights,
   type LoraConfig,
   type LoraParams,
-  LoraPolicy,
   mergeLora,
+  tinyQwen2Config,
+} from '@flowgrpo/models';
+import { ReferenceDecoder } from '@flowgrpo/models/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  buildTrainingArtifacts,
+  LoraPolicy,
   rowsFromTrajectories,
   type Targets,
   type TrainRow,
   targetsOf,
-  tinyQwen2Config,
   type UpdateHyperParams,
 } from '../src/index.js';
-import { ReferenceDecoder } from '../src/models/reference/reference-decoder.js';
-import { initTinyWeights } from '../src/models/tiny-factory.js';
 import { aggregationWeights } from '../src/train/lora-policy.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-grpo-loss-'));
@@ -94,7 +96,7 @@ let old: Float32Array;
 let ref: Float32Array;
 beforeAll(async () => {
   const dir = join(tmp, 'artifacts');
-  buildDecoderArtifacts(weights, dir, { lora, graphs: ['logprobs', 'train_step'] });
+  buildTrainingArtifacts(weights, dir, { lora, graphs: ['logprobs', 'train_step'] });
   policy = await LoraPolicy.open({
     artifacts: dir,
     params,

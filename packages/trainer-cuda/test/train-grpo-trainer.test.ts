@@ -6,17 +6,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RolloutAgent } from '@flowgrpo/agent';
 import { ConfigError, readTrajectoriesParquet } from '@flowgrpo/core';
+import { initLoraParams, type LocalPolicyEngine, readArtifactsManifest } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { demoAgent } from '../src/demo/index.js';
 import {
-  demoAgent,
   type GRPOConfigInput,
   type GRPOTrainer,
-  initLoraParams,
-  type LocalPolicyEngine,
   listCheckpoints,
   loadCheckpoint,
   NonFiniteLossError,
-  readArtifactsManifest,
   SFTTrainer,
   type TrainResult,
 } from '../src/index.js';

@@ -19,12 +19,13 @@ import { hostname, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import { ConfigError, NotADirectoryError, readTrajectoriesParquet } from '@flowgrpo/core';
+import { readArtifactsManifest } from '@flowgrpo/models';
 import type { RewardFunction } from '@flowgrpo/reward';
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { demoAgent } from '../src/demo/index.js';
 import {
   claimOutputDir,
-  demoAgent,
   LOCK_FILE,
   listCheckpoints,
   type Progress,
@@ -33,7 +34,6 @@ import {
   RunLock,
   RunLockedError,
   RunWriteError,
-  readArtifactsManifest,
   silentProgress,
 } from '../src/index.js';
 import { tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';

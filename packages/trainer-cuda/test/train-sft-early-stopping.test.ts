@@ -15,14 +15,9 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { createTinyQwen2, type TinyModel } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createTinyQwen2,
-  listCheckpoints,
-  type SFTExample,
-  SFTTrainer,
-  type TinyModel,
-} from '../src/index.js';
+import { listCheckpoints, type SFTExample, SFTTrainer } from '../src/index.js';
 import { rotateCheckpoints, TRAINER_STATE } from '../src/train/checkpoint.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-sft-early-'));

@@ -13,17 +13,19 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, createRng } from '@flowgrpo/core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  buildDecoderArtifacts,
   createTinyQwen2,
   initLoraParams,
   type LoraConfig,
   type LoraParams,
+  type TinyModel,
+} from '@flowgrpo/models';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  buildTrainingArtifacts,
   LoraPolicy,
   SFTTrainer,
   type Targets,
-  type TinyModel,
   type TrainRow,
   targetsOf,
   type UpdateHyperParams,
@@ -53,7 +55,7 @@ beforeAll(async () => {
     embeddingInitRange: 0.2,
   });
   artifacts = join(tmp, 'artifacts');
-  buildDecoderArtifacts(model.weights, artifacts, {
+  buildTrainingArtifacts(model.weights, artifacts, {
     lora,
     graphs: ['logprobs', 'train_step'],
     maxPositions: 128,

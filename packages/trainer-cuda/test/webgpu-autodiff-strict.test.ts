@@ -17,13 +17,13 @@ import {
   toOnnxModel,
 } from '@flowgrpo/graph';
 import { randomTensor, testRandom as rng, tensorMismatch } from '@flowgrpo/graph/testing';
-import { describe, expect, it } from 'vitest';
 import {
   createSession,
   deviceAvailability,
   fromOrtTensor as fromOrt,
   toOrtTensor as toOrt,
-} from '../src/index.js';
+} from '@flowgrpo/models';
+import { describe, expect, it } from 'vitest';
 
 const webgpu = await deviceAvailability('webgpu');
 if (!webgpu.available) console.info(`[autodiff] WebGPU strict tests skipped: ${webgpu.reason}`);

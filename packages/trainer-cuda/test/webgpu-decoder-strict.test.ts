@@ -7,21 +7,22 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WeightsFileWriter } from '@flowgrpo/graph';
-import * as ort from 'onnxruntime-node';
-import { afterAll, describe, expect, it } from 'vitest';
-import { buildArtifactGraph } from '../src/artifacts/decoder-artifacts.js';
 import {
   ALL_GRAPHS,
-  buildDecoderArtifacts,
+  buildArtifactGraph,
   createSession,
   type DecoderConfig,
   deviceAvailability,
+  initTinyWeights,
   type LoraConfig,
+  loraParamSpecs,
   tinyQwen2Config,
-} from '../src/index.js';
-import { loraParamSpecs } from '../src/lora/lora-config.js';
-import { writeBaseWeights } from '../src/models/graph/base-weights.js';
-import { initTinyWeights } from '../src/models/tiny-factory.js';
+  writeBaseWeights,
+} from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildTrainingArtifacts } from '../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const webgpu = await deviceAvailability('webgpu');
 if (!webgpu.available) console.info(`[decoder] WebGPU strict tests skipped: ${webgpu.reason}`);
@@ -105,7 +106,7 @@ describe('the decoder graphs do no int64 arithmetic (no WebGPU needed)', () => {
         { maxPositions: 16 },
       );
       for (const kind of ALL_GRAPHS) {
-        const { graph } = buildArtifactGraph(base, kind, lora);
+        const { graph } = buildArtifactGraph(base, kind, lora, TRAINING_GRAPH_BUILDERS);
         for (const n of graph.nodes) {
           const what = `${kind} ${n.name}`;
           if (n.outputs.some((o) => o.dtype === 'int64')) expect(n.op, what).toBe('Shape');
@@ -119,7 +120,7 @@ describe.skipIf(!webgpu.available).each(configs)(
   `decoder graphs on WebGPU with CPU fallback disabled${webgpu.available ? '' : ` (skipped: ${webgpu.reason})`}: %s`,
   (label, config) => {
     const dir = join(tmp, label.replace(/\W+/g, '-'));
-    buildDecoderArtifacts(initTinyWeights(config, 3), dir, { lora, maxPositions: 16 });
+    buildTrainingArtifacts(initTinyWeights(config, 3), dir, { lora, maxPositions: 16 });
     const loraFeeds = loraFeedsFor(config);
     const prefillFeeds = {
       ...loraFeeds,

@@ -6,14 +6,14 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
-import { afterAll, describe, expect, it } from 'vitest';
-import { samplingGraph } from '../src/artifacts/decoder-artifacts.js';
 import {
   DecoderArtifacts,
   deviceAvailability,
   LocalPolicyEngine,
   readArtifactsManifest,
-} from '../src/index.js';
+  samplingGraph,
+} from '@flowgrpo/models';
+import { afterAll, describe, expect, it } from 'vitest';
 import { tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 const webgpu = await deviceAvailability('webgpu');

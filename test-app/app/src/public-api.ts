@@ -3,25 +3,31 @@
 import * as agent from '@flowgrpo/agent';
 import * as agentTesting from '@flowgrpo/agent/testing';
 import * as core from '@flowgrpo/core';
+import * as gateway from '@flowgrpo/gateway';
 import * as graph from '@flowgrpo/graph';
 import * as graphTesting from '@flowgrpo/graph/testing';
 import * as grpo from '@flowgrpo/grpo';
+import * as models from '@flowgrpo/models';
+import * as modelsTesting from '@flowgrpo/models/testing';
 import * as reward from '@flowgrpo/reward';
 import * as tools from '@flowgrpo/tools';
 import * as trainer from '@flowgrpo/trainer';
-import * as trainerTesting from '@flowgrpo/trainer/testing';
+import * as trainerDemo from '@flowgrpo/trainer/demo';
 
 const entries = {
   agent,
   agentTesting,
   core,
+  gateway,
   graph,
   graphTesting,
   grpo,
+  models,
+  modelsTesting,
   reward,
   tools,
   trainer,
-  trainerTesting,
+  trainerDemo,
 };
 for (const [name, exports] of Object.entries(entries)) {
   console.log(`${name}: ${Object.keys(exports).length} exports`);

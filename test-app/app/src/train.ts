@@ -1,22 +1,21 @@
 // Not part of the README app: trains a planner with the installed trainer — a tiny model created
 // from a seed, 2 steps of Flow-GRPO on the embedded demo's almanac task — and prints the steps.
 import { join } from 'node:path';
+import { createTinyQwen2 } from '@flowgrpo/models';
+import { buildTrainingArtifacts, GRPOTrainer } from '@flowgrpo/trainer';
 import {
-  buildDecoderArtifacts,
   createAlmanac,
-  createTinyQwen2,
   demoAgent,
   demoReward,
-  GRPOTrainer,
   makeQuestions,
   questionRows,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/trainer/demo';
 
 const dir = process.argv[2] ?? 'out';
 const almanac = createAlmanac({ seed: 1, trainLandmarks: 20, testLandmarks: 10 });
 const model = await createTinyQwen2(join(dir, 'model'), { seed: 1, hiddenSize: 16, layers: 1 });
 const lora = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj'] as const };
-buildDecoderArtifacts(model.weights, join(dir, 'artifacts'), {
+buildTrainingArtifacts(model.weights, join(dir, 'artifacts'), {
   lora: { ...lora, targetModules: [...lora.targetModules] },
   maxPositions: 256,
 });

@@ -7,7 +7,7 @@ import {
   prepareCombinedTrainSet,
   writeJsonl,
 } from '@flowgrpo/core';
-import { loadTokenizer } from '@flowgrpo/trainer';
+import { loadTokenizer } from '@flowgrpo/models';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { describeFile } from '../inspect-file.js';
 import { cliProgress } from '../run-progress.js';

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
-import { accuracyDifference, formatAccuracyDifference, runDemo } from '@flowgrpo/trainer';
+import { accuracyDifference, formatAccuracyDifference } from '@flowgrpo/trainer';
+import { runDemo } from '@flowgrpo/trainer/demo';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { cliProgress, interruptSignal } from '../run-progress.js';
 

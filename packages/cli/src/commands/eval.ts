@@ -3,20 +3,22 @@ import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { systemError, trajectoryToJson } from '@flowgrpo/core';
 import {
-  accuracyDifference,
-  comparisonTable,
   DecoderArtifacts,
-  type EvalResult,
-  evaluate,
-  formatAccuracyDifference,
   greedy,
   LocalPolicyEngine,
   type LoraConfig,
   type LoraParams,
   loadDecoderConfig,
   loadLoraAdapter,
-  parseConfig,
   readArtifactsManifest,
+} from '@flowgrpo/models';
+import {
+  accuracyDifference,
+  comparisonTable,
+  type EvalResult,
+  evaluate,
+  formatAccuracyDifference,
+  parseConfig,
 } from '@flowgrpo/trainer';
 import {
   type CliIO,

@@ -5,7 +5,6 @@ import { ConfigError, systemError } from '@flowgrpo/core';
 import {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
-  buildDecoderArtifacts,
   type DecoderGraphKind,
   LORA_TARGET_MODULES,
   type LoraConfig,
@@ -16,7 +15,8 @@ import {
   mergeLora,
   saveHfModel,
   type WeightDType,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '@flowgrpo/trainer';
 import {
   type CliIO,
   type Command,
@@ -169,9 +169,9 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
   const maxPositions = numberOption(args, 'max-positions');
   const weights = await loadHfModel(model);
   const created = !existsSync(out);
-  let manifest: ReturnType<typeof buildDecoderArtifacts>;
+  let manifest: ReturnType<typeof buildTrainingArtifacts>;
   try {
-    manifest = buildDecoderArtifacts(weights, out, {
+    manifest = buildTrainingArtifacts(weights, out, {
       ...(lora && { lora }),
       ...(graphs && { graphs }),
       maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),

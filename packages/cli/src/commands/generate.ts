@@ -3,14 +3,14 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ConfigError, FileNotFoundError } from '@flowgrpo/core';
 import {
-  buildDecoderArtifacts,
   chooseDevice,
   DecoderArtifacts,
   DecoderGenerator,
   eosTokenIds,
   loadDecoderModel,
   loadTokenizer,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '@flowgrpo/trainer';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { resolveModelArg } from '../hub-names.js';
 import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
@@ -157,7 +157,7 @@ export const generateCommand: Command = {
       // EP the standard decode graph alone (it prefills from an empty cache: one copy of the
       // weights).
       const graph = device === 'cpu' ? 'generate' : 'decode';
-      buildDecoderArtifacts(weights, dir, {
+      buildTrainingArtifacts(weights, dir, {
         graphs: [graph],
         maxPositions: Math.min(weights.config.maxPositionEmbeddings, 32768),
       });

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
-import { createTinyQwen2 } from '@flowgrpo/trainer';
+import { createTinyQwen2 } from '@flowgrpo/models';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
 import {
   checkNoneExist,

@@ -5,21 +5,20 @@ import { dirname, join, resolve } from 'node:path';
 import { ConfigError, FileNotFoundError, trajectoryToJson } from '@flowgrpo/core';
 import {
   createPolicyGateway,
-  GRPOConfigSchema,
-  LORA_TARGET_MODULES,
   LocalPolicyHost,
-  type LoraConfig,
-  type LoraTargetModule,
-  loadTokenizer,
-  OnlineGRPOTrainer,
   type PolicyHost,
-  parseConfig,
   type RecordedRollout,
-  type RoleSpec,
   RolloutRecorder,
   rolloutTrajectory,
   UpstreamPolicyHost,
-} from '@flowgrpo/trainer';
+} from '@flowgrpo/gateway';
+import {
+  LORA_TARGET_MODULES,
+  type LoraConfig,
+  type LoraTargetModule,
+  loadTokenizer,
+} from '@flowgrpo/models';
+import { GRPOConfigSchema, OnlineGRPOTrainer, parseConfig, type RoleSpec } from '@flowgrpo/trainer';
 import {
   type Command,
   numberOption,

@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { FlowGrpoError } from '@flowgrpo/core';
+import { loadDecoderConfig } from '@flowgrpo/models';
 import {
   claimOutputDir,
   GRPOTrainer,
-  loadDecoderConfig,
   type MetricsRecord,
   type RunLock,
   SFTTrainer,

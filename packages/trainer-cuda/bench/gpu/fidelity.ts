@@ -15,22 +15,23 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRng, type TensorSource, writeSafetensors } from '@flowgrpo/core';
 import { toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
-import * as ort from 'onnxruntime-node';
-import { buildDecoderArtifacts } from '../../src/artifacts/decoder-artifacts.js';
+import type { Device, ModelWeights } from '@flowgrpo/models';
 import {
+  buildDecoderGraph,
+  createSession,
+  initTinyWeights,
+  LORA_SCALE,
   LORA_TARGET_MODULES,
   type LoraConfig,
+  type LoraParams,
   loraParamSpecs,
-} from '../../src/lora/lora-config.js';
-import { type LoraParams, saveLoraAdapter } from '../../src/lora/lora-weights.js';
-import { parseDecoderConfig } from '../../src/models/config.js';
-import { writeBaseWeights } from '../../src/models/graph/base-weights.js';
-import { buildDecoderGraph, LORA_SCALE } from '../../src/models/graph/decoder-graph.js';
-import { initTinyWeights } from '../../src/models/tiny-factory.js';
-import { saveHfModel } from '../../src/models/weights/hf-folder.js';
-import type { ModelWeights } from '../../src/models/weights/model-weights.js';
-import type { Device } from '../../src/runtime/errors.js';
-import { createSession } from '../../src/runtime/session.js';
+  parseDecoderConfig,
+  saveHfModel,
+  saveLoraAdapter,
+  writeBaseWeights,
+} from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
+import { buildTrainingArtifacts } from '../../src/index.js';
 import { type TrainRow, targetsOf } from '../../src/train/collate.js';
 import { LoraPolicy } from '../../src/train/lora-policy.js';
 
@@ -145,7 +146,7 @@ export async function exportFidelity(
 
   // Gradients through LoraPolicy.gradients: the train_step graph the trainer runs.
   const art = join(out, 'artifacts');
-  buildDecoderArtifacts(weights, art, {
+  buildTrainingArtifacts(weights, art, {
     graphs: ['logprobs', 'train_step'],
     maxPositions: spec.seq,
     lora,

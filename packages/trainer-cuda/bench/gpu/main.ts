@@ -12,8 +12,8 @@
 
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { deviceAvailability } from '../../src/runtime/devices.js';
-import type { Device } from '../../src/runtime/errors.js';
+import type { Device } from '@flowgrpo/models';
+import { deviceAvailability } from '@flowgrpo/models';
 import { exportFidelity, type FidelitySpec } from './fidelity.js';
 import { benchDecode, benchTrain, readShape } from './ours.js';
 import { adapter, cudaProbe, environment, refuseWebgpu } from './probes.js';

@@ -11,12 +11,16 @@
 
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildDecoderArtifacts, DecoderArtifacts } from '../../src/artifacts/decoder-artifacts.js';
-import { DecoderGenerator } from '../../src/generation/decoder-generator.js';
-import { LORA_TARGET_MODULES, type LoraConfig } from '../../src/lora/lora-config.js';
-import { initLoraParams } from '../../src/lora/lora-weights.js';
-import { parseDecoderConfig } from '../../src/models/config.js';
-import type { Device } from '../../src/runtime/errors.js';
+import type { Device } from '@flowgrpo/models';
+import {
+  DecoderArtifacts,
+  DecoderGenerator,
+  initLoraParams,
+  LORA_TARGET_MODULES,
+  type LoraConfig,
+  parseDecoderConfig,
+} from '@flowgrpo/models';
+import { buildTrainingArtifacts } from '../../src/index.js';
 import { type TrainRow, targetsOf } from '../../src/train/collate.js';
 import { LoraPolicy } from '../../src/train/lora-policy.js';
 import { median } from '../anchors.js';
@@ -62,7 +66,7 @@ export async function benchDecode(
   const t0 = performance.now();
   const weights = randomWeights(config);
   const params = parameterCount(weights);
-  buildDecoderArtifacts(weights, dir, {
+  buildTrainingArtifacts(weights, dir, {
     graphs: ['prefill', 'decode'],
     maxPositions: prompt + newTokens + 8,
   });
@@ -136,7 +140,7 @@ export async function benchTrain(
   const dir = join(work, `train-${device}`);
   mkdirSync(work, { recursive: true });
   const t0 = performance.now();
-  buildDecoderArtifacts(randomWeights(config), dir, {
+  buildTrainingArtifacts(randomWeights(config), dir, {
     graphs: ['logprobs', 'train_step'],
     maxPositions: T,
     lora,

@@ -11,13 +11,13 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
-import * as ort from 'onnxruntime-node';
 import {
   hasVulkanLoader,
   listBackends,
   ortBinaryDir,
   probeExecutionProvider,
-} from '../../src/runtime/devices.js';
+} from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
 
 /** The bundled CLI (flowgrpo.js beside this file in the bundle) starts here, ORT and all. */
 function bundledCli(): { ok: boolean; detail: string } {

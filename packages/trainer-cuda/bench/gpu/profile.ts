@@ -8,15 +8,15 @@
 
 import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import * as ort from 'onnxruntime-node';
+import type { Device } from '@flowgrpo/models';
 import {
-  buildDecoderArtifacts,
   type GraphManifest,
+  LORA_TARGET_MODULES,
+  parseDecoderConfig,
   readArtifactsManifest,
-} from '../../src/artifacts/decoder-artifacts.js';
-import { LORA_TARGET_MODULES } from '../../src/lora/lora-config.js';
-import { parseDecoderConfig } from '../../src/models/config.js';
-import type { Device } from '../../src/runtime/errors.js';
+} from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
+import { buildTrainingArtifacts } from '../../src/index.js';
 import { randomWeights, trainStepFeeds } from '../models.js';
 import type { ShapeSpec } from './ours.js';
 
@@ -158,7 +158,7 @@ export async function profileShape(
   const { batch, seq } = shape.train;
   const dir = join(work, `profile-${device}`);
   try {
-    buildDecoderArtifacts(randomWeights(config), join(dir, 'art'), {
+    buildTrainingArtifacts(randomWeights(config), join(dir, 'art'), {
       graphs: ['decode', 'train_step'],
       maxPositions: Math.max(seq, P + 1),
       lora: { ...shape.train.lora, targetModules: LORA_TARGET_MODULES },

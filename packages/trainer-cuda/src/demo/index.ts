@@ -1,5 +1,35 @@
-export * from './almanac.js';
-export * from './pipeline.js';
-export * from './roles.js';
-export * from './task.js';
-export * from './teacher.js';
+// '@flowgrpo/trainer/demo': the embedded demo (`flowgrpo demo`) — the almanac task, its agent,
+// reward, teacher and pipeline. Kept out of the trainer's main entry point: a library user
+// training their own task never sees it; the CLI, the examples and the tests import it here.
+export {
+  type Almanac,
+  type AlmanacHalf,
+  type AlmanacOptions,
+  createAlmanac,
+  type Landmark,
+  lookupAlmanac,
+} from './almanac.js';
+export {
+  type DemoBudget,
+  type DemoOptions,
+  type DemoResult,
+  demoSettings,
+  runDemo,
+} from './pipeline.js';
+export {
+  almanacTool,
+  type DemoAgentOptions,
+  demoAgent,
+  demoPlannerPrompt,
+  demoReward,
+  demoTools,
+} from './roles.js';
+export {
+  type DemoQuestion,
+  type KindWeights,
+  makeQuestions,
+  QUESTION_KINDS,
+  questionRows,
+  SUB_GOALS,
+} from './task.js';
+export { type TeacherOptions, TeacherPolicy } from './teacher.js';

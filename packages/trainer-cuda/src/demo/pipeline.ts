@@ -2,24 +2,24 @@ import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Trajectory } from '@flowgrpo/core';
-import { rewardInputFromTrajectory } from '@flowgrpo/reward';
+import type { DeviceRequest } from '@flowgrpo/models';
 import {
-  buildDecoderArtifacts,
+  createTinyQwen2,
   DecoderArtifacts,
+  greedy,
+  LORA_TARGET_MODULES,
+  LocalPolicyEngine,
+  loadHfModel,
   readArtifactsManifest,
   samplingGraph,
-} from '../artifacts/decoder-artifacts.js';
-import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import { LORA_TARGET_MODULES } from '../lora/lora-config.js';
-import { createTinyQwen2 } from '../models/tiny-factory.js';
-import { loadHfModel } from '../models/weights/hf-folder.js';
-import type { DeviceRequest } from '../runtime/devices.js';
+} from '@flowgrpo/models';
+import { rewardInputFromTrajectory } from '@flowgrpo/reward';
 import { comparisonTable, type EvalResult, evaluate } from '../train/evaluate.js';
 import { GRPOTrainer } from '../train/grpo-trainer.js';
 import { type Progress, silentProgress } from '../train/progress.js';
 import { writeReport } from '../train/report.js';
-import { greedy } from '../train/sampling-override.js';
 import { type SFTResult, SFTTrainer } from '../train/sft-trainer.js';
+import { buildTrainingArtifacts } from '../train/training-artifacts.js';
 import { createAlmanac } from './almanac.js';
 import { demoAgent, demoReward } from './roles.js';
 import { type DemoQuestion, makeQuestions, questionRows } from './task.js';
@@ -155,7 +155,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     maxPositionEmbeddings: 512,
   });
   const tokenizer = base.tokenizer;
-  buildDecoderArtifacts(base.weights, join(out, 'artifacts', 'base'), {
+  buildTrainingArtifacts(base.weights, join(out, 'artifacts', 'base'), {
     graphs: ['decode', 'generate'],
     maxPositions: 512,
   });
@@ -238,7 +238,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       demonstrations: train.length,
       validation: validation.length,
     };
-    buildDecoderArtifacts(await loadHfModel(rft.bestCheckpoint), join(out, 'artifacts', 'rft'), {
+    buildTrainingArtifacts(await loadHfModel(rft.bestCheckpoint), join(out, 'artifacts', 'rft'), {
       graphs: ['decode', 'generate'],
       maxPositions: 512,
     });
@@ -251,7 +251,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   start = performance.now();
   const sftModel = await loadHfModel(sft.bestCheckpoint);
   const lora = { r: s.grpo.r, alpha: 2 * s.grpo.r, targetModules: [...LORA_TARGET_MODULES] };
-  buildDecoderArtifacts(sftModel, join(out, 'artifacts', 'sft'), { lora, maxPositions: 512 });
+  buildTrainingArtifacts(sftModel, join(out, 'artifacts', 'sft'), { lora, maxPositions: 512 });
   for (const f of ['tokenizer.json', 'tokenizer_config.json'])
     copyFileSync(join(out, 'models', 'base', f), join(out, 'artifacts', 'sft', f));
   const grpoTrainer = new GRPOTrainer({

@@ -5,7 +5,7 @@ import type {
   PolicyTokenizer,
 } from '@flowgrpo/agent';
 import { createRng } from '@flowgrpo/core';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import type { Tokenizer } from '@flowgrpo/models';
 import type { DemoQuestion, PlannerStep } from './task.js';
 
 // The demonstrator the SFT baseline learns from: a scripted planner standing in for what a user

@@ -1,9 +1,19 @@
 import { join, resolve } from 'node:path';
 import { ConfigError, createRng, type SampleRow, type Trajectory } from '@flowgrpo/core';
+import {
+  type AgentProgram,
+  createPolicyGateway,
+  gatewayAgent,
+  gatewayReward,
+  type PolicyGateway,
+  type PolicyGatewayOptions,
+  type RecordedRollout,
+  rolloutTrajectory,
+  runAgentProgram,
+} from '@flowgrpo/gateway';
+import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
+import { greedy, readArtifactsManifest } from '@flowgrpo/models';
 import type { RewardFunction } from '@flowgrpo/reward';
-import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
 import { scoreChecked } from '../train/checked-reward.js';
 import type { TrainerState } from '../train/checkpoint.js';
 import {
@@ -29,16 +39,7 @@ import {
 } from '../train/rollout-failures.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
-import { greedy } from '../train/sampling-override.js';
 import { StepClock } from '../train/step-clock.js';
-import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
-import {
-  type AgentProgram,
-  gatewayAgent,
-  gatewayReward,
-  runAgentProgram,
-} from './gateway-agent.js';
-import { type RecordedRollout, rolloutTrajectory } from './recorder.js';
 import {
   hostRoles,
   type RoleSpec,

@@ -1,9 +1,15 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
-import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import {
+  createPolicyGateway,
+  type PolicyGateway,
+  type PolicyGatewayOptions,
+  type RecordedRollout,
+  RolloutRecorder,
+} from '@flowgrpo/gateway';
+import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
+import { readArtifactsManifest } from '@flowgrpo/models';
 import {
   type GRPOConfig,
   type GRPOConfigInput,
@@ -16,8 +22,6 @@ import { NonFiniteGuard } from '../train/non-finite-guard.js';
 import { writeReport } from '../train/report.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
-import { createPolicyGateway, type PolicyGateway, type PolicyGatewayOptions } from './gateway.js';
-import { type RecordedRollout, RolloutRecorder } from './recorder.js';
 import {
   type HostedRoles,
   hostRoles,

@@ -1,28 +1,23 @@
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
+import { LocalPolicyHost, type RecordedRollout, rolloutTrajectory } from '@flowgrpo/gateway';
+import type { DeviceRequest, Tokenizer, TrainingSampling } from '@flowgrpo/models';
 import {
   type ArtifactsManifest,
   DecoderArtifacts,
-  readArtifactsManifest,
-} from '../artifacts/decoder-artifacts.js';
-import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import {
   initLoraParams,
+  LocalPolicyEngine,
   type LoraParams,
   loadLoraAdapter,
+  readArtifactsManifest,
   saveLoraAdapter,
-} from '../lora/lora-weights.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
+} from '@flowgrpo/models';
 import { type GRPOConfig, policyOptions } from '../train/config.js';
 import { grpoUpdate } from '../train/grpo-update.js';
 import { LoraPolicy } from '../train/lora-policy.js';
 import type { NonFiniteGuard } from '../train/non-finite-guard.js';
 import type { LoadedRolesCheckpoint } from '../train/roles-checkpoint.js';
-import type { TrainingSampling } from '../train/sampling-override.js';
 import { scoreBatch } from '../train/scored-batch.js';
-import { LocalPolicyHost } from './policy-host.js';
-import { type RecordedRollout, rolloutTrajectory } from './recorder.js';
 
 // Roles served by the gateway, each a LoRA adapter on the shared base: an engine per role over
 // one opened artifacts directory, and for a trained role its LoraPolicy (train-step + logprobs

@@ -9,14 +9,17 @@ import {
   tensorToFloat32,
   writeSafetensors,
 } from '@flowgrpo/core';
+import type { DecoderConfig, LoraConfig, ModelWeights } from '@flowgrpo/models';
+import {
+  type LoraParams,
+  loadHfModel,
+  loadLoraAdapter,
+  saveHfModel,
+  saveLoraAdapter,
+  writeDirAtomically,
+} from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import type { LoraConfig } from '../lora/lora-config.js';
-import { type LoraParams, loadLoraAdapter, saveLoraAdapter } from '../lora/lora-weights.js';
-import type { DecoderConfig } from '../models/config.js';
-import { loadHfModel, saveHfModel } from '../models/weights/hf-folder.js';
-import type { ModelWeights } from '../models/weights/model-weights.js';
-import type { TrainStepState } from '../train-loop/train-step-runner.js';
-import { writeDirAtomically } from '../util/atomic-dir.js';
+import type { TrainStepState } from '../optimizer-step/train-step-runner.js';
 
 // Checkpoints as HF Trainer lays them out: output_dir/checkpoint-<step>/ with the PEFT adapter
 // (adapter_config.json + adapter_model.safetensors: loadable by PEFT and vLLM as they are), the

@@ -1,5 +1,4 @@
 import { ConfigError, type Trajectory } from '@flowgrpo/core';
-import * as ort from 'onnxruntime-node';
 import {
   ATTENTION_MASK,
   INPUT_IDS,
@@ -7,7 +6,8 @@ import {
   SEGMENT_IDS,
   TARGET_IDS,
   TARGET_POSITIONS,
-} from '../models/graph/decoder-graph.js';
+} from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
 
 // Token-exact collation: recorded turns become training rows from the very ids the policy saw
 // and sampled — never decoded and re-tokenized (retokenization drift is the most reported bug

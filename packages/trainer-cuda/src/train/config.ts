@@ -1,6 +1,6 @@
 import { ConfigError } from '@flowgrpo/core';
+import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '@flowgrpo/models';
 import { z } from 'zod';
-import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '../lora/lora-config.js';
 import { AlarmsConfigSchema } from './alarms.js';
 
 // Trainer configurations, keyed as TRL's GRPOConfig / SFTConfig (and HF TrainingArguments) where

@@ -1,7 +1,7 @@
 import type { RolloutAgent } from '@flowgrpo/agent';
 import { FlowGrpoError, type SampleRow, type Trajectory } from '@flowgrpo/core';
+import { expectAbortListeners } from '@flowgrpo/models';
 import { type RewardFunction, rewardInputFromTrajectory } from '@flowgrpo/reward';
-import { expectAbortListeners } from '../util/abort-listeners.js';
 import { scoreTrajectory } from './checked-reward.js';
 import { mapConcurrent } from './map-concurrent.js';
 import { countRolloutFailures, RolloutsFailedError } from './rollout-failures.js';

@@ -7,15 +7,15 @@ import {
   WeightsFileWriter,
   writeModel,
 } from '@flowgrpo/graph';
-import { writeBaseWeights } from '../models/graph/base-weights.js';
+import type { ModelWeights } from '@flowgrpo/models';
 import {
   addDecoderInputs,
   addTargetInputs,
   decoderForward,
   targetLogprobs,
   useWeightInputs,
-} from '../models/graph/decoder-graph.js';
-import type { ModelWeights } from '../models/weights/model-weights.js';
+  writeBaseWeights,
+} from '@flowgrpo/models';
 import { buildTrainStepGraph } from './train-step-graph.js';
 
 // The two graphs of full fine-tuning — train_step (objective + gradients w.r.t. every weight) and

@@ -2,28 +2,27 @@ import { join, resolve } from 'node:path';
 import type { PolicyEngine, RolloutAgent } from '@flowgrpo/agent';
 import { ConfigError, createRng, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import { grpoMetrics } from '@flowgrpo/grpo';
+import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
+import {
+  DecoderArtifacts,
+  DecoderGenerator,
+  expectAbortListeners,
+  greedy,
+  initLoraParams,
+  LocalPolicyEngine,
+  type LoraParams,
+  loadLoraAdapter,
+  readArtifactsManifest,
+  samplingGraph,
+  saveLoraAdapter,
+  trainingSampling,
+} from '@flowgrpo/models';
 import {
   type RewardFunction,
   type RewardResult,
   rewardInputFromTrajectory,
   rewardMetrics,
 } from '@flowgrpo/reward';
-import {
-  DecoderArtifacts,
-  readArtifactsManifest,
-  samplingGraph,
-} from '../artifacts/decoder-artifacts.js';
-import { DecoderGenerator } from '../generation/decoder-generator.js';
-import { LocalPolicyEngine } from '../generation/local-policy-engine.js';
-import {
-  initLoraParams,
-  type LoraParams,
-  loadLoraAdapter,
-  saveLoraAdapter,
-} from '../lora/lora-weights.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
-import { expectAbortListeners } from '../util/abort-listeners.js';
 import { scoreTrajectory } from './checked-reward.js';
 import type { TrainerState } from './checkpoint.js';
 import {
@@ -60,7 +59,6 @@ import {
 import type { MetricsRecord, RunDirectory } from './run-dir.js';
 import { RunLifecycle } from './run-lifecycle.js';
 import type { RunLock } from './run-lock.js';
-import { greedy, trainingSampling } from './sampling-override.js';
 import { type ScoredBatch, scoreBatch } from './scored-batch.js';
 import { StepClock } from './step-clock.js';
 import { isTruncated } from './truncation.js';

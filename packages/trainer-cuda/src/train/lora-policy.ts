@@ -1,17 +1,19 @@
 import { join } from 'node:path';
 import { type LossAggregation, tokenWeights } from '@flowgrpo/grpo';
+import type { DecoderConfig, DeviceRequest, LoraConfig, LoraParams } from '@flowgrpo/models';
+import {
+  createSession,
+  LORA_SCALE,
+  loraParamSpecs,
+  type ModelWeights,
+  readArtifactsManifest,
+  type Session,
+  TEMPERATURE,
+  weightAsFloat32,
+} from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import { readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
-import type { LoraConfig } from '../lora/lora-config.js';
-import { loraParamSpecs } from '../lora/lora-config.js';
-import type { LoraParams } from '../lora/lora-weights.js';
-import type { DecoderConfig } from '../models/config.js';
-import { LORA_SCALE, TEMPERATURE } from '../models/graph/decoder-graph.js';
-import { type ModelWeights, weightAsFloat32 } from '../models/weights/model-weights.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import { createSession, type Session } from '../runtime/session.js';
-import { TrainLoopError } from '../train-loop/errors.js';
-import { TrainStepRunner, type TrainStepState } from '../train-loop/train-step-runner.js';
+import { TrainLoopError } from '../optimizer-step/errors.js';
+import { TrainStepRunner, type TrainStepState } from '../optimizer-step/train-step-runner.js';
 import {
   packMicroBatches,
   perTargetFeed,

@@ -1,11 +1,14 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { LoraConfig } from '../lora/lora-config.js';
-import { type LoraParams, loadLoraAdapter, saveLoraAdapter } from '../lora/lora-weights.js';
-import type { DecoderConfig } from '../models/config.js';
-import type { TrainStepState } from '../train-loop/train-step-runner.js';
-import { writeDirAtomically } from '../util/atomic-dir.js';
+import type { DecoderConfig, LoraConfig } from '@flowgrpo/models';
+import {
+  type LoraParams,
+  loadLoraAdapter,
+  saveLoraAdapter,
+  writeDirAtomically,
+} from '@flowgrpo/models';
+import type { TrainStepState } from '../optimizer-step/train-step-runner.js';
 import {
   CheckpointError,
   checkpointName,

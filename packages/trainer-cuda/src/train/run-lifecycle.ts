@@ -6,8 +6,7 @@ import {
   PermissionDeniedError,
   ReadOnlyFileSystemError,
 } from '@flowgrpo/core';
-import type { LoraParams } from '../lora/lora-weights.js';
-import type { DecoderConfig } from '../models/config.js';
+import type { DecoderConfig, LoraParams } from '@flowgrpo/models';
 import {
   type LoadedCheckpoint,
   listCheckpoints,

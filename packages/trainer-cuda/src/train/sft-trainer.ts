@@ -1,13 +1,15 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type ChatMessage, ConfigError, type Trajectory } from '@flowgrpo/core';
-import { type ArtifactsManifest, readArtifactsManifest } from '../artifacts/decoder-artifacts.js';
-import { initLoraParams, type LoraParams, loadLoraAdapter } from '../lora/lora-weights.js';
-import type { DecoderConfig } from '../models/config.js';
-import { loadHfModel } from '../models/weights/hf-folder.js';
-import type { ModelWeights } from '../models/weights/model-weights.js';
-import type { DeviceRequest } from '../runtime/devices.js';
-import type { Tokenizer } from '../tokenizers/tokenizer.js';
+import type { DecoderConfig, DeviceRequest, ModelWeights, Tokenizer } from '@flowgrpo/models';
+import {
+  type ArtifactsManifest,
+  initLoraParams,
+  type LoraParams,
+  loadHfModel,
+  loadLoraAdapter,
+  readArtifactsManifest,
+} from '@flowgrpo/models';
 import { checkpointName } from './checkpoint.js';
 import { packMicroBatches, rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
 import {

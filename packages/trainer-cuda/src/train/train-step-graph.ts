@@ -1,7 +1,6 @@
 import { GraphBuilder, type Value } from '@flowgrpo/graph';
 import { LOG_RATIO_CLAMP } from '@flowgrpo/grpo';
-import type { LoraConfig } from '../lora/lora-config.js';
-import type { BaseWeights } from '../models/graph/base-weights.js';
+import type { BaseWeights, LoraConfig } from '@flowgrpo/models';
 import {
   addDecoderInputs,
   addLoraInputs,
@@ -11,7 +10,7 @@ import {
   decoderGraphOf,
   targetLogprobs,
   useWeightInputs,
-} from '../models/graph/decoder-graph.js';
+} from '@flowgrpo/models';
 
 // The train step: the decoder's logprobs forward with LoRA, the training objective, and its
 // gradients w.r.t. every LoRA matrix (appended by @flowgrpo/graph's autodiff). One graph serves

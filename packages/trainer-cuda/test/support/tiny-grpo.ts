@@ -3,18 +3,20 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RolloutAgent } from '@flowgrpo/agent';
+import { createTinyQwen2 } from '@flowgrpo/models';
 import type { RewardFunction } from '@flowgrpo/reward';
 import {
-  buildDecoderArtifacts,
   createAlmanac,
-  createTinyQwen2,
   demoAgent,
   demoReward,
+  makeQuestions,
+  questionRows,
+} from '../../src/demo/index.js';
+import {
+  buildTrainingArtifacts,
   type GRPOConfigInput,
   GRPOTrainer,
   type GRPOTrainerOptions,
-  makeQuestions,
-  questionRows,
 } from '../../src/index.js';
 
 export const LORA = { r: 4, alpha: 8, targetModules: ['q_proj', 'v_proj', 'up_proj'] } as const;
@@ -34,7 +36,7 @@ export async function tinySetup(root: string) {
   });
   const artifacts = join(root, 'artifacts');
   if (!existsSync(join(artifacts, 'artifacts.json')))
-    buildDecoderArtifacts(model.weights, artifacts, {
+    buildTrainingArtifacts(model.weights, artifacts, {
       lora: { ...LORA, targetModules: [...LORA.targetModules] },
       maxPositions: 512,
     });

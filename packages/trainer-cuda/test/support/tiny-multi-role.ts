@@ -3,13 +3,10 @@
 // test kills with SIGKILL.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  type AgentProgram,
-  MultiRoleGRPOTrainer,
-  type MultiRoleGRPOTrainerOptions,
-} from '../../src/gateway/index.js';
+import type { AgentProgram } from '@flowgrpo/gateway';
+import { GATEWAY_LORA, tinyGatewayModel } from '../../../gateway/test/support/gateway-fixtures.js';
 import type { GRPOConfigInput } from '../../src/index.js';
-import { GATEWAY_LORA, tinyGatewayModel } from './gateway-fixtures.js';
+import { MultiRoleGRPOTrainer, type MultiRoleGRPOTrainerOptions } from '../../src/index.js';
 
 async function chat(baseURL: string, body: object): Promise<string> {
   const r = await fetch(`${baseURL}/chat/completions`, {

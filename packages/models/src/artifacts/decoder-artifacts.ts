@@ -1,0 +1,334 @@
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { DataFormatError } from '@flowgrpo/core';
+import { DEFAULT_OPSET, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
+import * as ort from 'onnxruntime-node';
+import type { LoraConfig } from '../lora/lora-config.js';
+import { loraScaling } from '../lora/lora-config.js';
+import type { DecoderConfig } from '../models/config.js';
+import { type BaseWeights, writeBaseWeights } from '../models/graph/base-weights.js';
+import {
+  buildDecoderGraph,
+  type DecoderGraph,
+  type DecoderGraphKind,
+  type GraphIOSpec,
+} from '../models/graph/decoder-graph.js';
+import { buildGenerateGraph, type GenerateGraphOptions } from '../models/graph/inference-graph.js';
+import type { ModelWeights } from '../models/weights/model-weights.js';
+import type { DeviceRequest } from '../runtime/devices.js';
+import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
+import { writeDirAtomicallySync } from '../util/atomic-dir.js';
+
+// The artifacts directory: one .onnx per graph variant, every base weight once in weights.data
+// (referenced by all graphs), and artifacts.json describing them. Built once, opened by training
+// runs and policy engines. This package builds the inference graphs; a graph it does not know how
+// to build (the trainer's train_step) comes in as a builder, so the folder, its manifest and its
+// single weights.data stay one format whoever adds graphs to it.
+
+export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
+/**
+ * Bumped whenever a graph's inputs or meaning change, so artifacts built before are rebuilt rather
+ * than fed what they do not expect. 2: train_step takes `segment_ids` (packed rows). 3: train_step
+ * takes `on_policy` (π_old from its own forward).
+ */
+export const ARTIFACTS_FORMAT_VERSION = 3;
+export const ARTIFACTS_MANIFEST = 'artifacts.json';
+export const WEIGHTS_FILE = 'weights.data';
+/** The standard ai.onnx graphs (built from the differentiable IR; train_step by the trainer). */
+export const ALL_GRAPHS: readonly DecoderGraphKind[] = [
+  'prefill',
+  'decode',
+  'logprobs',
+  'train_step',
+];
+
+/**
+ * Every kind an artifacts directory can hold: the standard graphs, and `generate` — the fused
+ * generation graph (com.microsoft ops, the decode loop inside the graph; inference-graph.ts)
+ * that DecoderGenerator uses when it is there.
+ */
+export type ArtifactGraphKind = DecoderGraphKind | 'generate';
+
+/** Built when `graphs` is left out: the standard graphs and `generate`. */
+export const DEFAULT_GRAPHS: readonly ArtifactGraphKind[] = [...ALL_GRAPHS, 'generate'];
+
+export interface GraphManifest {
+  file: string;
+  inputs: GraphIOSpec[];
+  outputs: GraphIOSpec[];
+  nodes: number;
+}
+
+export interface ArtifactsManifest {
+  format: typeof ARTIFACTS_FORMAT;
+  formatVersion: number;
+  producer: { name: string; version: string };
+  onnxruntime: string;
+  opset: number;
+  config: DecoderConfig;
+  /** Present when the graphs take LoRA inputs; `scaling` is alpha/r (or alpha/√r). */
+  lora?: LoraConfig & { scaling: number };
+  /** Position ids must stay below this (rows of the RoPE tables). */
+  maxPositions: number;
+  weights: { file: string; bytes: number; tensors: number };
+  /** Log-probabilities are of softmax(logits / temperature) over the full vocabulary (sampling.ts). */
+  graphs: Partial<Record<ArtifactGraphKind, GraphManifest>>;
+  createdAt: string;
+}
+
+/**
+ * Builds one graph of the artifacts over the base weights already written to weights.data: how a
+ * package above this one adds a graph kind (@flowgrpo/trainer's `train_step`).
+ */
+export type ArtifactGraphBuilder = (
+  base: BaseWeights,
+  lora: LoraConfig | undefined,
+) => DecoderGraph;
+
+/** Builders of the graph kinds this package does not build itself, by kind. */
+export type ArtifactGraphBuilders = Partial<Record<DecoderGraphKind, ArtifactGraphBuilder>>;
+
+export interface BuildArtifactsOptions {
+  lora?: LoraConfig;
+  /**
+   * Graphs to build (default: DEFAULT_GRAPHS that can be built: train_step only with `lora` and
+   * a train_step builder).
+   */
+  graphs?: readonly ArtifactGraphKind[];
+  /** Builders of further graph kinds (the trainer's buildTrainingArtifacts passes train_step's). */
+  builders?: ArtifactGraphBuilders;
+  maxPositions?: number;
+  /** Options of the `generate` graph (its decode loop's attention form). */
+  generate?: Pick<GenerateGraphOptions, 'attention'>;
+}
+
+const PRODUCER_VERSION = '0.1.0';
+
+/** One graph of the artifacts: a builder's for its kind, else the decoder's forward variants. */
+export function buildArtifactGraph(
+  base: BaseWeights,
+  kind: DecoderGraphKind,
+  lora: LoraConfig | undefined,
+  builders: ArtifactGraphBuilders = {},
+): DecoderGraph {
+  const build = builders[kind];
+  if (build) return build(base, lora);
+  if (kind === 'train_step')
+    throw new RangeError(
+      'the train_step graph is built by @flowgrpo/trainer: use its buildTrainingArtifacts',
+    );
+  return buildDecoderGraph(base, { kind, ...(lora && { lora }) });
+}
+
+/** Writes the graphs, weights.data and artifacts.json into `dir` (created, or replaced whole). */
+export function buildDecoderArtifacts(
+  weights: ModelWeights,
+  dir: string,
+  options: BuildArtifactsOptions = {},
+): ArtifactsManifest {
+  // Built in a temporary sibling and swapped in: a kill mid-build never truncates the
+  // weights.data that a previous build's graphs (and running sessions) refer to.
+  return writeDirAtomicallySync(dir, (out) => writeArtifacts(weights, out, options));
+}
+
+function writeArtifacts(
+  weights: ModelWeights,
+  out: string,
+  options: BuildArtifactsOptions,
+): ArtifactsManifest {
+  const builders = options.builders ?? {};
+  const kinds =
+    options.graphs ??
+    DEFAULT_GRAPHS.filter((k) => k !== 'train_step' || (options.lora && builders.train_step));
+  if (kinds.includes('train_step') && !options.lora)
+    throw new RangeError('the train_step graph needs a LoRA config');
+  const writer = new WeightsFileWriter(join(out, WEIGHTS_FILE));
+  const graphs: Partial<Record<ArtifactGraphKind, GraphManifest>> = {};
+  let base: ReturnType<typeof writeBaseWeights>;
+  try {
+    base = writeBaseWeights(weights, writer, { maxPositions: options.maxPositions });
+    for (const kind of kinds) {
+      if (kind === 'generate') {
+        const g = buildGenerateGraph(base, {
+          ...options.generate,
+          ...(options.lora && { lora: options.lora }),
+        });
+        writeModel(g.model, { dir: out, fileName: 'generate.onnx', weights: writer });
+        graphs.generate = {
+          file: 'generate.onnx',
+          inputs: g.inputs,
+          outputs: g.outputs,
+          nodes: g.model.graph.nodes.length,
+        };
+        continue;
+      }
+      const g = buildArtifactGraph(base, kind, options.lora, builders);
+      const file = `${kind}.onnx`;
+      const model = toOnnxModel(g.graph, {
+        opset: DEFAULT_OPSET,
+        docString: `flowgrpo ${kind} graph of a ${weights.config.modelType} decoder`,
+      });
+      writeModel(model, { dir: out, fileName: file, weights: writer });
+      graphs[kind] = {
+        file,
+        inputs: g.inputs,
+        outputs: g.outputs,
+        nodes: model.graph.nodes.length,
+      };
+    }
+  } finally {
+    writer.close();
+  }
+  const manifest: ArtifactsManifest = {
+    format: ARTIFACTS_FORMAT,
+    formatVersion: ARTIFACTS_FORMAT_VERSION,
+    producer: { name: '@flowgrpo/trainer', version: PRODUCER_VERSION },
+    onnxruntime: ort.env.versions.node ?? ort.env.versions.common,
+    opset: DEFAULT_OPSET,
+    config: weights.config,
+    ...(options.lora && { lora: { ...options.lora, scaling: loraScaling(options.lora) } }),
+    maxPositions: base.maxPositions,
+    weights: { file: WEIGHTS_FILE, bytes: writer.size, tensors: writer.count },
+    graphs,
+    createdAt: new Date().toISOString(),
+  };
+  writeFileSync(join(out, ARTIFACTS_MANIFEST), `${JSON.stringify(manifest, null, 2)}\n`);
+  return manifest;
+}
+
+export function readArtifactsManifest(dir: string): ArtifactsManifest {
+  const path = join(dir, ARTIFACTS_MANIFEST);
+  let m: ArtifactsManifest;
+  try {
+    m = JSON.parse(readFileSync(path, 'utf8')) as ArtifactsManifest;
+  } catch (cause) {
+    throw new DataFormatError(
+      `${path}: cannot read the artifacts manifest: ${(cause as Error).message}`,
+      { file: path },
+      { cause },
+    );
+  }
+  if (m.format !== ARTIFACTS_FORMAT || m.formatVersion !== ARTIFACTS_FORMAT_VERSION) {
+    const stale = m.format === ARTIFACTS_FORMAT && typeof m.formatVersion === 'number';
+    throw new DataFormatError(
+      stale
+        ? `${path}: artifacts of format v${m.formatVersion}, this version reads v${ARTIFACTS_FORMAT_VERSION}: rebuild them (buildDecoderArtifacts / flowgrpo export)`
+        : `${path}: not a ${ARTIFACTS_FORMAT} v${ARTIFACTS_FORMAT_VERSION} manifest`,
+      { file: path },
+    );
+  }
+  const size = statSync(join(dir, m.weights.file), { throwIfNoEntry: false })?.size;
+  if (size !== m.weights.bytes) {
+    throw new DataFormatError(
+      `${join(dir, m.weights.file)} has ${size ?? 'no'} bytes, the manifest says ${m.weights.bytes}`,
+      { file: join(dir, m.weights.file) },
+    );
+  }
+  return m;
+}
+
+export interface OpenArtifactsOptions extends Omit<CreateSessionOptions, 'device'> {
+  /** Default 'cpu'; 'auto' | 'cuda' | 'webgpu' are passed through to createSession. */
+  device?: DeviceRequest;
+  /** Graphs to open (default: every graph in the manifest). */
+  graphs?: readonly ArtifactGraphKind[];
+}
+
+/**
+ * The graph to sample with on `device`: the fused `generate` graph when the artifacts have it
+ * and it can run its decode loop there (a CPU Loop: the CPU EP, or 'auto' when it picks the CPU),
+ * else the standard `decode` graph. The generator opens `decode` itself should 'auto' pick a GPU.
+ */
+export function samplingGraph(
+  manifest: ArtifactsManifest,
+  device: DeviceRequest = 'cpu',
+): 'generate' | 'decode' {
+  const fusedRuns = device === 'cpu' || device === 'auto';
+  return manifest.graphs.generate && fusedRuns ? 'generate' : 'decode';
+}
+
+/** Open sessions over an artifacts directory. */
+export class DecoderArtifacts {
+  readonly #onRelease: (() => Promise<void>)[] = [];
+
+  private constructor(
+    readonly dir: string,
+    readonly manifest: ArtifactsManifest,
+    readonly sessions: Partial<Record<ArtifactGraphKind, Session>>,
+    readonly options: OpenArtifactsOptions,
+  ) {}
+
+  static async open(dir: string, options: OpenArtifactsOptions = {}): Promise<DecoderArtifacts> {
+    const manifest = readArtifactsManifest(dir);
+    const kinds = options.graphs ?? (Object.keys(manifest.graphs) as ArtifactGraphKind[]);
+    const sessions: Partial<Record<ArtifactGraphKind, Session>> = {};
+    try {
+      for (const kind of kinds) {
+        const g = manifest.graphs[kind];
+        if (!g)
+          throw new DataFormatError(`${dir} has no ${kind} graph`, {
+            file: join(dir, ARTIFACTS_MANIFEST),
+          });
+        sessions[kind] = await createSession(join(dir, g.file), {
+          ...options,
+          device: options.device ?? 'cpu',
+        });
+      }
+    } catch (e) {
+      for (const s of Object.values(sessions)) await s.release();
+      throw e;
+    }
+    return new DecoderArtifacts(resolve(dir), manifest, sessions, options);
+  }
+
+  get config(): DecoderConfig {
+    return this.manifest.config;
+  }
+
+  /** The session of one graph; throws when it was not opened. */
+  session(kind: ArtifactGraphKind): Session {
+    const s = this.sessions[kind];
+    if (!s)
+      throw new RangeError(
+        `the ${kind} graph was not opened (graphs: ${Object.keys(this.sessions).join(', ')})`,
+      );
+    return s;
+  }
+
+  /**
+   * The session of a graph the manifest has, opened now (with the options the artifacts were
+   * opened with) if it was not; it is released with the others.
+   */
+  async openSession(
+    kind: ArtifactGraphKind,
+    overrides: Pick<OpenArtifactsOptions, 'intraOpThreads'> = {},
+  ): Promise<Session> {
+    const open = this.sessions[kind];
+    if (open) return open;
+    const g = this.manifest.graphs[kind];
+    if (!g)
+      throw new DataFormatError(`${this.dir} has no ${kind} graph`, {
+        file: join(this.dir, ARTIFACTS_MANIFEST),
+      });
+    const s = await createSession(join(this.dir, g.file), {
+      ...this.options,
+      ...overrides,
+      device: this.options.device ?? 'cpu',
+    });
+    this.sessions[kind] = s;
+    return s;
+  }
+
+  /**
+   * Runs `close` when these artifacts are released, before their sessions: what was opened over
+   * them (a generator's worker threads) ends with them.
+   */
+  onRelease(close: () => Promise<void>): void {
+    this.#onRelease.push(close);
+  }
+
+  async release(): Promise<void> {
+    for (const close of this.#onRelease.splice(0)) await close();
+    for (const s of Object.values(this.sessions)) await s.release();
+  }
+}
