@@ -3,9 +3,9 @@ import { join, resolve } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
 import { FileNotFoundError, NotADirectoryError, readTrajectoriesParquet } from '@flowgrpo/core';
 
-// Reads a run directory as any trainer writes it (DESIGN.md §5.9): config.json, metrics.jsonl,
-// rollouts/step-<n>.parquet and checkpoint-<n>/. Only reads — the viewer runs beside a trainer
-// that is still writing, so a metrics line without its newline yet (the trainer mid-append, or a
+// Reads a run directory as any trainer writes it (the trainer's docs/trainers.md, "The output_dir"):
+// config.json, metrics.jsonl, rollouts/step-<n>.parquet and checkpoint-<n>/. Only reads — the
+// viewer runs beside a trainer that is still writing, so a metrics line without its newline yet (the trainer mid-append, or a
 // kill) is left for the next read, and a rollouts file still being written (the writer's *.tmp)
 // is not listed.
 
