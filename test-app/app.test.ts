@@ -36,6 +36,7 @@ const PACKAGES = [
   'agent-solver',
   'models',
   'gateway',
+  'viewer',
   'trainer-cuda',
   'cli',
 ];
@@ -48,6 +49,7 @@ const NAMES = [
   'agent',
   'models',
   'gateway',
+  'viewer',
   'trainer',
   'cli',
 ].map((n) => `@flowgrpo/${n}`);
@@ -203,7 +205,7 @@ describe('an app outside the workspace', () => {
 
   it('a solver-only app (agent + tools) installs neither onnxruntime-node nor @huggingface/transformers', async () => {
     // docs/install.md's solver line: @flowgrpo/agent and @flowgrpo/tools (with core and reward,
-    // their dependencies) — the local-model engines live in @flowgrpo/trainer and in the
+    // their dependencies) — the local-model engines live in @flowgrpo/models and in the
     // optional peer @huggingface/transformers, which an app asks for only when it uses them.
     const solverApp = join(work, 'solver-app');
     mkdirSync(solverApp);
@@ -266,6 +268,7 @@ describe('an app outside the workspace', () => {
         'tools',
         'trainer',
         'trainerDemo',
+        'viewer',
       ].sort(),
     );
     for (const [name, n] of Object.entries(counts)) expect(n, name).toBeGreaterThan(0);

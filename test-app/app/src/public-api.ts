@@ -13,6 +13,7 @@ import * as reward from '@flowgrpo/reward';
 import * as tools from '@flowgrpo/tools';
 import * as trainer from '@flowgrpo/trainer';
 import * as trainerDemo from '@flowgrpo/trainer/demo';
+import * as viewer from '@flowgrpo/viewer';
 
 const entries = {
   agent,
@@ -28,6 +29,7 @@ const entries = {
   tools,
   trainer,
   trainerDemo,
+  viewer,
 };
 for (const [name, exports] of Object.entries(entries)) {
   console.log(`${name}: ${Object.keys(exports).length} exports`);
