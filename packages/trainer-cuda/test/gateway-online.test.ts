@@ -8,8 +8,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
 import { afterAll, expect, it } from 'vitest';
-import { GATEWAY_LORA, tinyGatewayModel } from '../../gateway/test/support/gateway-fixtures.js';
-import { listCheckpoints, MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/index.js';
+import {
+  GATEWAY_LORA,
+  randomAdapter,
+  tinyGatewayModel,
+} from '../../gateway/test/support/gateway-fixtures.js';
+import {
+  listCheckpoints,
+  MultiRoleGRPOTrainer,
+  NonFiniteLossError,
+  OnlineGRPOTrainer,
+} from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 import { checkpointFiles } from './support/tiny-multi-role.js';
 import { feed, onlineConfig, onlineTrainer } from './support/tiny-online.js';
@@ -235,6 +244,37 @@ it('close() before max_steps checkpoints the last update; a resume from it goes 
   }
   // Nothing trained since: no new checkpoint, checkpoint-1 is left as it was.
   expect(listCheckpoints(out).map((c) => c.step)).toEqual([1]);
+
+  // overwrite_output_dir: a fresh run from step 0 replaces it once it has a checkpoint.
+  const over = await onlineTrainer(root, onlineConfig(out, { overwrite_output_dir: true }));
+  try {
+    expect(over.step).toBe(0);
+    await feed(over, 0, 2);
+  } finally {
+    await over.close();
+  }
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([2]);
+  expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
+});
+
+it('a failed update stops training: close() saves nothing more and throws its error', async () => {
+  // A corrupt adapter (one NaN) makes every loss non-finite; max_nan_steps_in_a_row: 1 stops it.
+  const { model } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
+  const adapter = randomAdapter(model, 'nan');
+  [...adapter.values()][0]![0] = Number.NaN;
+  const out = join(root, 'failed');
+  const trainer = await onlineTrainer(
+    root,
+    onlineConfig(out, { save_steps: 1, max_nan_steps_in_a_row: 1 }),
+    { trainable: true, adapter },
+  );
+  await expect(feed(trainer, 0, 1)).rejects.toBeInstanceOf(NonFiniteLossError);
+  await trainer.finished;
+  await expect(trainer.close()).rejects.toBeInstanceOf(NonFiniteLossError);
+  expect(listCheckpoints(out)).toEqual([]);
+  expect(existsSync(join(out, 'adapters'))).toBe(false);
+  // Closed whole: the lock is released, a new run may open the folder.
+  await (await onlineTrainer(root, onlineConfig(out))).close();
 });
 
 it('refuses the GRPO keys it cannot act on, each with why, before opening anything', async () => {

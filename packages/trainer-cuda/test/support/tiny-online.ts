@@ -4,7 +4,7 @@
 // process that the resume test kills with SIGKILL.
 import { writeFileSync } from 'node:fs';
 import { GATEWAY_LORA, tinyGatewayModel } from '../../../gateway/test/support/gateway-fixtures.js';
-import type { GRPOConfigInput } from '../../src/index.js';
+import type { GRPOConfigInput, RoleSpec } from '../../src/index.js';
 import { OnlineGRPOTrainer } from '../../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../../src/train/training-artifacts.js';
 
@@ -36,13 +36,14 @@ export function onlineConfig(
 export async function onlineTrainer(
   root: string,
   config: GRPOConfigInput,
+  policy: RoleSpec = { trainable: true },
 ): Promise<OnlineGRPOTrainer> {
   const { model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
   return OnlineGRPOTrainer.start({
     config,
     artifacts,
     tokenizer: model.tokenizer,
-    roles: { policy: { trainable: true } },
+    roles: { policy },
   });
 }
 
