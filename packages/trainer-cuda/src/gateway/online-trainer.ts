@@ -135,7 +135,7 @@ export class OnlineGRPOTrainer {
   readonly #complete: RecordedRollout[][] = [];
   #queue: Promise<void> = Promise.resolve();
   readonly #guards: Map<string, NonFiniteGuard>;
-  /** The checkpoint of the current step, once written (or resumed from). */
+  /** The latest checkpoint written by this run, or the one it resumed from. */
   #checkpoint: string | undefined;
   #finish!: () => void;
   #failure: unknown;
