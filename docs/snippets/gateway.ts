@@ -220,7 +220,7 @@ export async function online(artifacts: string, tokenizerDir: string): Promise<v
   // #region online
   const trainer = await OnlineGRPOTrainer.start({
     config: {
-      output_dir: 'out/runs/online', // metrics.jsonl, adapters/<role>/
+      output_dir: 'out/runs/online', // metrics.jsonl, checkpoint-<step>/<role>/, adapters/<role>/
       num_generations: 8, // rewarded rollouts per group (task)
       queries_per_step: 4, // complete groups per update
       max_steps: 100,
@@ -234,6 +234,6 @@ export async function online(artifacts: string, tokenizerDir: string): Promise<v
   });
   console.log(`agents: ${trainer.gateway.baseURL}, model "policy"`);
   await trainer.finished; // max_steps updates done; the gateway keeps serving
-  await trainer.close(); // saves the adapters
+  await trainer.close(); // checkpoints the last update, saves the adapters and report.html
   // #endregion online
 }

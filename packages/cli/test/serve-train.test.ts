@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { runCli } from '../src/main.js';
+import { captureIO } from './support.js';
 import { tinyModel } from './train-fixtures.js';
 
 // `flowgrpo serve --train`: an agent of its own (here plain fetch; any OpenAI-compatible client
@@ -141,4 +143,14 @@ it('trains the served adapter from posted rewards; the held-out reward goes up',
   child.kill('SIGTERM');
   expect(await new Promise((r) => child!.on('exit', r))).toBe(0);
   expect(existsSync(join(tmp, 'run', 'adapters', 'policy', 'adapter_config.json'))).toBe(true);
+  // The run ended at max_steps with its checkpoint (a folder per trained role).
+  expect(existsSync(join(tmp, 'run', 'checkpoint-12', 'policy', 'optimizer.safetensors'))).toBe(
+    true,
+  );
+
+  // A fresh run into it is refused before anything is built (HF's rule), naming --resume.
+  const io = captureIO(tmp);
+  expect(await runCli(['serve', '--model', model, '--port', '0', '--train', config], io)).toBe(1);
+  expect(io.err).toMatch(/\[CONFIG_ERROR\] .*already holds a run's checkpoints \(checkpoint-12\)/);
+  expect(io.err).toContain('--resume');
 }, 180_000);

@@ -196,5 +196,8 @@ describe('flowgrpo serve (real process)', () => {
     const io3 = captureIO(tmp);
     expect(await runCli(['serve', '--model', model, '--lora', 'x'], io3)).toBe(2);
     expect(io3.err).toContain('NAME=PATH');
+    const io4 = captureIO(tmp);
+    expect(await runCli(['serve', '--model', model, '--resume'], io4)).toBe(2);
+    expect(io4.err).toContain('--resume and --overwrite apply to a training run: add --train FILE');
   });
 });

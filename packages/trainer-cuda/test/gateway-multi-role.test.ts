@@ -17,6 +17,7 @@ import {
   writeAdapter,
 } from '../../gateway/test/support/gateway-fixtures.js';
 import { listCheckpoints, MultiRoleGRPOTrainer } from '../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 import {
   checkpointFiles,
   twoRoleConfig,
@@ -28,7 +29,7 @@ const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-roles-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 it('trains two roles with their own adapters and keeps the frozen role frozen', async () => {
-  const { model, artifacts } = await tinyGatewayModel(root);
+  const { model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
   const critic = await writeAdapter(join(root, 'critic'), model, randomAdapter(model, 'critic'));
   // The critic sees one fixed prompt with one fixed seed in every rollout: a frozen adapter must
   // answer it with the same tokens at every step.
@@ -130,7 +131,7 @@ it('trains two roles with their own adapters and keeps the frozen role frozen', 
 });
 
 it("num_iterations: 2 is GRPOTrainer's μ — two optimizer steps on one batch of rollouts", async () => {
-  const { model } = await tinyGatewayModel(root);
+  const { model } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
   const run = async (name: string, numIterations: number) => {
     const out = join(root, name);
     const result = await (

@@ -1,13 +1,27 @@
 // Training driven by the agents (`flowgrpo serve --train`): agents run episodes against the
 // gateway on their own and post rewards with a group id; every queries_per_step complete groups
-// of G rollouts make one GRPO update, and the role serves its new adapter from then on.
+// of G rollouts make one GRPO update, and the role serves its new adapter from then on. The run
+// is a whole trainer: checkpoints, rotation, exact resume after a SIGKILL, logging_steps.
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
 import { afterAll, expect, it } from 'vitest';
-import { GATEWAY_LORA, tinyGatewayModel } from '../../gateway/test/support/gateway-fixtures.js';
-import { MultiRoleGRPOTrainer, OnlineGRPOTrainer } from '../src/index.js';
+import {
+  GATEWAY_LORA,
+  randomAdapter,
+  tinyGatewayModel,
+} from '../../gateway/test/support/gateway-fixtures.js';
+import {
+  listCheckpoints,
+  MultiRoleGRPOTrainer,
+  NonFiniteLossError,
+  OnlineGRPOTrainer,
+} from '../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
+import { checkpointFiles } from './support/tiny-multi-role.js';
+import { feed, onlineConfig, onlineTrainer } from './support/tiny-online.js';
 
 interface PlainChoice {
   message: { content: string };
@@ -18,7 +32,7 @@ const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-online-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 it('updates the served adapter from the rewards agents post, group by group', async () => {
-  const { model, artifacts } = await tinyGatewayModel(root);
+  const { model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
   const out = join(root, 'run');
   const trainer = await OnlineGRPOTrainer.start({
     config: {
@@ -123,38 +137,175 @@ it('updates the served adapter from the rewards agents post, group by group', as
   expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('Online GRPO run');
 });
 
-it('refuses the GRPO keys the gateway trainers would ignore, naming each, before opening anything', async () => {
-  // Metrics every update, adapters at the end, no checkpoints: a run.json copied from a
-  // GRPOTrainer run with save_steps 10 would silently do something else. (num_iterations, the
-  // filters and max_nan_steps_in_a_row are GRPOTrainer's update's, accepted.)
-  const { model, artifacts } = await tinyGatewayModel(root);
-  const config = {
-    output_dir: join(root, 'refused'),
-    max_steps: 2,
-    lora: {
-      r: GATEWAY_LORA.r,
-      lora_alpha: GATEWAY_LORA.alpha,
-      target_modules: [...GATEWAY_LORA.targetModules],
-    },
-    save_steps: 10,
-    save_total_limit: 2,
-    num_iterations: 2, // GRPOTrainer's update: accepted
-    logging_steps: 1, // the default: what the gateway trainers do anyway, accepted
-  };
-  const start = OnlineGRPOTrainer.start({
-    config,
-    artifacts,
-    tokenizer: model.tokenizer,
-    roles: { policy: { trainable: true } },
-  });
-  await expect(start).rejects.toBeInstanceOf(ConfigError);
-  await expect(start).rejects.toThrow(
-    /save_steps = 10, save_total_limit = 2: OnlineGRPOTrainer does not use these keys/,
+it('killed with SIGKILL after a checkpoint and resumed, continues bit-identically to the uninterrupted run fed the same groups', async () => {
+  // save_steps, save_total_limit, logging_steps and success_threshold, all taking effect.
+  const keys = { logging_steps: 2, success_threshold: 0.5 };
+  const full = join(root, 'full');
+  const uninterrupted = await onlineTrainer(
+    root,
+    onlineConfig(full, { ...keys, save_steps: 1, save_total_limit: 2 }),
   );
+  let rewards: number[][];
+  try {
+    rewards = await feed(uninterrupted, 0, 4);
+    await uninterrupted.finished;
+  } finally {
+    await uninterrupted.close();
+  }
+  // save_total_limit: the two latest; each a folder per trained role, adapter + optimizer state.
+  expect(listCheckpoints(full).map((c) => c.step)).toEqual([3, 4]);
+  for (const f of checkpointFiles(full, 4, 'policy')) expect(existsSync(f)).toBe(true);
+  // logging_steps: 2 → steps 2 and 4 in metrics.jsonl; every update in trainer_state.json.
+  const lines = readFileSync(join(full, 'metrics.jsonl'), 'utf8').trim().split('\n');
+  const logged = lines.map((l) => JSON.parse(l) as Record<string, number>);
+  expect(logged.map((m) => m.step)).toEqual([2, 4]);
+  expect(uninterrupted.metrics.map((m) => m.step)).toEqual([1, 2, 3, 4]);
+  const state = JSON.parse(readFileSync(join(full, 'checkpoint-4', 'trainer_state.json'), 'utf8'));
+  expect(state.global_step).toBe(4);
+  expect(state.batches).toBe(4);
+  // success_threshold: accuracy is the share of the batch's rewards at or above 0.5.
+  for (const [k, m] of uninterrupted.metrics.entries())
+    expect(m.accuracy).toBe(rewards[k]!.filter((r) => r >= 0.5).length / rewards[k]!.length);
+  expect(new Set(uninterrupted.metrics.map((m) => m.accuracy)).size).toBeGreaterThan(1);
+
+  const out = join(root, 'killed');
+  const marker = join(root, 'holding');
+  const child = spawn(
+    process.execPath,
+    [
+      '--conditions=@flowgrpo/source',
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'support', 'tiny-online.ts'),
+      root,
+      out,
+      marker,
+      JSON.stringify(keys),
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+    child.on('exit', (_c, s) => resolve(s)),
+  );
+  // The child holds with a group of batch 2 half full (after checkpoint-2): kill it there.
+  while (!existsSync(marker)) {
+    if (child.exitCode !== null) throw new Error(`the child exited with ${child.exitCode}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill('SIGKILL');
+  expect(await exited).toBe('SIGKILL');
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);
+
+  // A fresh run into it is refused (HF's rule); resume_from_checkpoint continues it.
+  await expect(onlineTrainer(root, onlineConfig(out, keys))).rejects.toThrow(
+    /already holds a run's checkpoints/,
+  );
+  const resumed = await onlineTrainer(
+    root,
+    onlineConfig(out, { ...keys, save_steps: 1, resume_from_checkpoint: true }),
+  );
+  try {
+    expect(resumed.step).toBe(2);
+    // The half-filled group died with the child: its agents post the batch again, whole.
+    expect(resumed.pending()).toEqual({});
+    await feed(resumed, 2, 4);
+    await resumed.finished;
+  } finally {
+    await resumed.close();
+  }
+  // Steps 1–2 from before the kill, 3–4 after: the same records, the same bits.
+  expect(resumed.metrics).toEqual(uninterrupted.metrics);
+  expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toEqual(lines);
+  for (const [a, b] of zip(checkpointFiles(full, 4, 'policy'), checkpointFiles(out, 4, 'policy')))
+    expect(readFileSync(b).equals(readFileSync(a))).toBe(true);
+}, 300_000);
+
+const zip = <A, B>(a: readonly A[], b: readonly B[]) => a.map((x, i) => [x, b[i]!] as const);
+
+it('close() before max_steps checkpoints the last update; a resume from it goes on from there', async () => {
+  const out = join(root, 'closed');
+  const first = await onlineTrainer(root, onlineConfig(out, { save_steps: 10 }));
+  try {
+    await feed(first, 0, 1);
+  } finally {
+    await first.close();
+  }
+  // No save_steps boundary was crossed: close() wrote checkpoint-1, and the adapters.
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([1]);
+  expect(existsSync(join(out, 'adapters', 'policy', 'adapter_model.safetensors'))).toBe(true);
+  const again = await onlineTrainer(
+    root,
+    onlineConfig(out, { save_steps: 10, resume_from_checkpoint: true }),
+  );
+  try {
+    expect(again.step).toBe(1);
+  } finally {
+    await again.close();
+  }
+  // Nothing trained since: no new checkpoint, checkpoint-1 is left as it was.
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([1]);
+
+  // overwrite_output_dir: a fresh run from step 0 replaces it once it has a checkpoint.
+  const over = await onlineTrainer(root, onlineConfig(out, { overwrite_output_dir: true }));
+  try {
+    expect(over.step).toBe(0);
+    await feed(over, 0, 2);
+  } finally {
+    await over.close();
+  }
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([2]);
+  expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
+});
+
+it('a failed update stops training: close() saves nothing more and throws its error', async () => {
+  // A corrupt adapter (one NaN) makes every loss non-finite; max_nan_steps_in_a_row: 1 stops it.
+  const { model } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
+  const adapter = randomAdapter(model, 'nan');
+  [...adapter.values()][0]![0] = Number.NaN;
+  const out = join(root, 'failed');
+  const trainer = await onlineTrainer(
+    root,
+    onlineConfig(out, { save_steps: 1, max_nan_steps_in_a_row: 1 }),
+    { trainable: true, adapter },
+  );
+  await expect(feed(trainer, 0, 1)).rejects.toBeInstanceOf(NonFiniteLossError);
+  await trainer.finished;
+  await expect(trainer.close()).rejects.toBeInstanceOf(NonFiniteLossError);
+  expect(listCheckpoints(out)).toEqual([]);
+  expect(existsSync(join(out, 'adapters'))).toBe(false);
+  // Closed whole: the lock is released, a new run may open the folder.
+  await (await onlineTrainer(root, onlineConfig(out))).close();
+});
+
+it('refuses the GRPO keys it cannot act on, each with why, before opening anything', async () => {
+  // The agents run their rollouts: their turns, top_k and failures are theirs, not the trainer's.
+  const { model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
+  const config = (extra: Record<string, unknown>) => ({
+    ...onlineConfig(join(root, 'refused')),
+    num_iterations: 2, // GRPOTrainer's update: accepted
+    ...extra,
+  });
+  const start = (extra: Record<string, unknown>) =>
+    OnlineGRPOTrainer.start({
+      config: config(extra),
+      artifacts,
+      tokenizer: model.tokenizer,
+      roles: { policy: { trainable: true } },
+    });
+  await expect(start({ max_turns: 3, top_k: 5 })).rejects.toThrow(
+    /max_turns = 3, top_k = 5: OnlineGRPOTrainer does not use these keys: the agents run their own rollouts/,
+  );
+  // eval_steps: no dataset of its own; the error says what to use instead.
+  const evalSteps = start({ eval_steps: 2 });
+  await expect(evalSteps).rejects.toBeInstanceOf(ConfigError);
+  await expect(evalSteps).rejects.toThrow(/eval_steps = 2: OnlineGRPOTrainer has no dataset/);
+  await expect(evalSteps).rejects.toMatchObject({
+    hint: expect.stringContaining('flowgrpo eval --adapter'),
+  });
   expect(
     () =>
       new MultiRoleGRPOTrainer({
-        config: { ...config, save_steps: 0, save_total_limit: 0, top_k: 5 },
+        config: { ...config({}), top_k: 5 },
         artifacts,
         tokenizer: model.tokenizer,
         roles: { policy: { trainable: true } },

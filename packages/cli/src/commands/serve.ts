@@ -18,8 +18,18 @@ import {
   type LoraTargetModule,
   loadTokenizer,
 } from '@flowgrpo/models';
-import { GRPOConfigSchema, OnlineGRPOTrainer, parseConfig, type RoleSpec } from '@flowgrpo/trainer';
 import {
+  claimOutputDir,
+  type GRPOConfig,
+  GRPOConfigSchema,
+  OnlineGRPOTrainer,
+  type OnlineGRPOTrainerOptions,
+  parseConfig,
+  type RoleSpec,
+  type RunLock,
+} from '@flowgrpo/trainer';
+import {
+  type CliIO,
   type Command,
   numberOption,
   type ParsedArgs,
@@ -83,16 +93,28 @@ const usage = `Usage:
                               Agents post {"reward": R, "group_id": TASK} to
                               /v1/rollouts/<id>/reward; each queries_per_step complete groups of
                               num_generations rollouts make one GRPO update of the trained roles,
-                              which then serve their new adapters. metrics.jsonl and the PEFT
+                              which then serve their new adapters. metrics.jsonl (every
+                              logging_steps updates), checkpoint-<step>/<role> (every save_steps,
+                              at max_steps and on stop; save_total_limit kept) and the PEFT
                               adapters (output_dir/adapters/<role>) are written as it goes; a
                               relative output_dir is taken from FILE's folder. A trained role's
                               calls in a named rollout sample at FILE's temperature and top_p,
-                              capped at its max_completion_length; keys this mode does not use
-                              (num_iterations, save_steps, eval_steps, …) are refused.
+                              capped at its max_completion_length. Refused: eval_steps (no
+                              dataset here: run flowgrpo eval on a checkpoint's role folder) and
+                              the agent's own keys (max_turns, top_k, generate_workers,
+                              max_failed_rollout_steps).
     --train-role NAME         a served role (model name) to train (repeatable; default: policy);
                               it starts from --lora NAME=PATH when given, else from PEFT's init
+    --resume                  continue the run in output_dir from its latest checkpoint
+                              (resume_from_checkpoint: true); groups that were still filling when
+                              it stopped are not in it: their agents post them again
+    --overwrite               replace the run in output_dir (overwrite_output_dir: true; its files
+                              are deleted once the new run has a checkpoint)
+  As with flowgrpo train, a run into an output_dir holding checkpoints needs --resume or
+  --overwrite; one run at a time per output_dir.
   Prints "listening on http://HOST:PORT/v1" when ready; Ctrl-C (SIGINT) or SIGTERM stops it
-  (after saving the trained adapters).`;
+  (after checkpointing the last update and saving the trained adapters); a failed update stops
+  it with the error (exit 1), the checkpoints written so far kept.`;
 
 function repeated(args: ParsedArgs, name: string): string[] {
   const v = args.values[name];
@@ -175,6 +197,86 @@ function untilSignal(log: (line: string) => void): Promise<void> {
   });
 }
 
+/** `serve --train`, with output_dir's lock held: build, serve, train until a signal or failure. */
+async function serveAndTrain(
+  args: ParsedArgs,
+  io: CliIO,
+  o: {
+    config: GRPOConfig;
+    modelArg: string;
+    tokArg: string | undefined;
+    adapters: Record<string, string>;
+    device: string;
+    serving: NonNullable<OnlineGRPOTrainerOptions['gateway']>;
+    record: ((r: RecordedRollout) => void) | undefined;
+    log: (line: string) => void;
+    lock: RunLock;
+  },
+): Promise<number> {
+  const { config, adapters, log } = o;
+  const model = await resolveModelArg(o.modelArg, io, '--model');
+  const { dir: artifacts, manifest } = await ensureArtifacts(
+    model,
+    join(config.output_dir, 'artifacts'),
+    { lora: loraFromOptions(config.lora), graphs: ['decode', 'logprobs', 'train_step'], log },
+  );
+  const tokenizer = await resolveTokenizer(
+    model,
+    o.tokArg ? resolve(io.cwd, o.tokArg) : undefined,
+    manifest.config.vocabSize,
+  );
+  const trained = repeated(args, 'train-role');
+  const roles: Record<string, RoleSpec> = {};
+  for (const name of trained.length > 0 ? trained : ['policy'])
+    roles[name] = { trainable: true, ...(adapters[name] && { adapter: adapters[name] }) };
+  for (const [name, path] of Object.entries(adapters))
+    roles[name] ??= { trainable: false, adapter: path };
+  const trainer = await OnlineGRPOTrainer.start({
+    config,
+    artifacts,
+    tokenizer,
+    roles,
+    baseModel:
+      stringOption(args, 'served-model-name') ?? model.split(/[\\/]/).filter(Boolean).at(-1)!,
+    device: o.device as 'cpu',
+    gateway: o.serving,
+    lock: o.lock,
+    log,
+    onLog: (m) => io.stderr(metricsLine(m)),
+    ...(o.record && { onReward: o.record }),
+  });
+  const models = trainer.gateway.host.models().map((m) => m.id);
+  // Listening for the signals before saying so: a SIGTERM sent on that line stops it cleanly.
+  const signalled = untilSignal(log);
+  io.stdout(`listening on ${trainer.gateway.baseURL} (models: ${models.join(', ')})\n`);
+  log(
+    `training ${Object.keys(roles)
+      .filter((r) => roles[r]!.trainable)
+      .join(', ')}: ` +
+      `${config.queries_per_step} groups of ${config.num_generations} rewarded rollouts per update, ` +
+      `${config.max_steps} updates${trainer.step > 0 ? ` (resumed at ${trainer.step})` : ''}; metrics in ${join(config.output_dir, 'metrics.jsonl')}`,
+  );
+  // Done: the gateway keeps serving the trained adapters until a signal. A failed update stops
+  // the server: close() then throws its error (exit 1).
+  const failed = trainer.finished
+    .then(() => trainer.idle())
+    .then(
+      () => {
+        log(
+          `training done after ${trainer.step} updates; adapters in ${join(config.output_dir, 'adapters')} (still serving)`,
+        );
+        return new Promise<void>(() => {});
+      },
+      () => undefined,
+    );
+  await Promise.race([signalled, failed]);
+  const saved = await trainer.close();
+  log(
+    `checkpoint: ${trainer.checkpoint ?? '(none: no update yet)'}; adapters saved: ${Object.values(saved).join(', ')}`,
+  );
+  return 0;
+}
+
 export const serveCommand: Command = {
   name: 'serve',
   summary: 'OpenAI-compatible policy gateway that records token-exact calls (one LoRA per role)',
@@ -204,6 +306,8 @@ export const serveCommand: Command = {
     'artifacts-dir': { type: 'string' },
     train: { type: 'string' },
     'train-role': { type: 'string', multiple: true },
+    resume: { type: 'boolean' },
+    overwrite: { type: 'boolean' },
   },
   async run(args, io) {
     const cwd = io.cwd;
@@ -267,56 +371,32 @@ export const serveCommand: Command = {
       const file = resolve(cwd, trainFile);
       const config = parseConfig(GRPOConfigSchema, readJsonFile(file, '--train'), trainFile);
       config.output_dir = resolve(dirname(file), config.output_dir);
-      const model = await resolveModelArg(modelArg, io, '--model');
-      const { dir: artifacts, manifest } = await ensureArtifacts(
-        model,
-        join(config.output_dir, 'artifacts'),
-        { lora: loraFromOptions(config.lora), graphs: ['decode', 'logprobs', 'train_step'], log },
-      );
-      const tokenizer = await resolveTokenizer(
-        model,
-        tokArg ? resolve(cwd, tokArg) : undefined,
-        manifest.config.vocabSize,
-      );
-      const trained = repeated(args, 'train-role');
-      const roles: Record<string, RoleSpec> = {};
-      for (const name of trained.length > 0 ? trained : ['policy'])
-        roles[name] = { trainable: true, ...(adapters[name] && { adapter: adapters[name] }) };
-      for (const [name, path] of Object.entries(adapters))
-        roles[name] ??= { trainable: false, adapter: path };
-      const trainer = await OnlineGRPOTrainer.start({
-        config,
-        artifacts,
-        tokenizer,
-        roles,
-        baseModel:
-          stringOption(args, 'served-model-name') ?? model.split(/[\\/]/).filter(Boolean).at(-1)!,
-        device: device as 'cpu',
-        gateway: serving,
-        onLog: (m) => io.stderr(metricsLine(m)),
-        ...(record && { onReward: record }),
-      });
-      const models = trainer.gateway.host.models().map((m) => m.id);
-      // Listening for the signals before saying so: a SIGTERM sent on that line stops it cleanly.
-      const signalled = untilSignal(log);
-      io.stdout(`listening on ${trainer.gateway.baseURL} (models: ${models.join(', ')})\n`);
-      log(
-        `training ${Object.keys(roles)
-          .filter((r) => roles[r]!.trainable)
-          .join(', ')}: ` +
-          `${config.queries_per_step} groups of ${config.num_generations} rewarded rollouts per update, ` +
-          `${config.max_steps} updates; metrics in ${join(config.output_dir, 'metrics.jsonl')}`,
-      );
-      void trainer.finished.then(() =>
-        log(
-          `training done after ${trainer.step} updates; adapters in ${join(config.output_dir, 'adapters')} (still serving)`,
-        ),
-      );
-      await signalled;
-      const saved = await trainer.close();
-      log(`adapters saved: ${Object.values(saved).join(', ')}`);
-      return 0;
+      if (typeof config.resume_from_checkpoint === 'string' && config.resume_from_checkpoint)
+        config.resume_from_checkpoint = resolve(dirname(file), config.resume_from_checkpoint);
+      if (args.values.resume === true) config.resume_from_checkpoint = true;
+      if (args.values.overwrite === true) config.overwrite_output_dir = true;
+      // output_dir before the artifacts are built (as flowgrpo train): a run that will be refused
+      // (locked by another run, or holding checkpoints without --resume / --overwrite) is refused
+      // at once.
+      const lock = claimOutputDir({ ...config, trainer: 'online-grpo', log });
+      try {
+        return await serveAndTrain(args, io, {
+          config,
+          modelArg,
+          tokArg,
+          adapters,
+          device,
+          serving,
+          record,
+          log,
+          lock,
+        });
+      } finally {
+        lock.release();
+      }
     }
+    if (args.values.resume === true || args.values.overwrite === true)
+      throw new UsageError('--resume and --overwrite apply to a training run: add --train FILE');
 
     // ---- serving --------------------------------------------------------------------------------
     let host: PolicyHost;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
 import {
   createPolicyGateway,
@@ -10,6 +10,7 @@ import {
 } from '@flowgrpo/gateway';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import { readArtifactsManifest } from '@flowgrpo/models';
+import { checkpointName, type TrainerState } from '../train/checkpoint.js';
 import {
   type GRPOConfig,
   type GRPOConfigInput,
@@ -18,10 +19,14 @@ import {
   parseConfig,
   refuseUnusedKeys,
 } from '../train/config.js';
+import { freshGRPOState } from '../train/grpo-trainer.js';
 import { NonFiniteGuard } from '../train/non-finite-guard.js';
 import { writeReport } from '../train/report.js';
+import type { RoleCheckpointPart } from '../train/roles-checkpoint.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
+import type { RunLock } from '../train/run-lock.js';
+import { StepClock } from '../train/step-clock.js';
 import {
   type HostedRoles,
   hostRoles,
@@ -44,6 +49,15 @@ import {
 // importance weights min(π_now / π_sampled, cap) (TRL's vllm_importance_sampling_correction), so
 // agents never have to wait for the trainer. Updates run on the server's thread: requests wait
 // while one runs.
+//
+// The run is MultiRoleGRPOTrainer's (run-lifecycle.ts, roles-checkpoint.ts): output_dir's lock
+// and HF's fresh / resume / overwrite rules, checkpoint-<step>/ with a folder per trained role
+// (adapter + AdamW moments) and trainer_state.json, written at update boundaries every save_steps,
+// at max_steps and on close. The groups still filling (and complete groups short of a batch) are
+// rollouts of the agents that posted them: they are in no checkpoint, and a resumed run starts
+// gathering afresh. Everything an update depends on besides its rollouts — the adapters, the
+// optimizer moments, the step, the batch count — is in the checkpoint, so a resumed run fed the
+// same groups makes the same updates.
 
 export interface OnlineGRPOTrainerOptions {
   /** GRPOTrainer's keys: num_generations (G per group), queries_per_step (groups per update), max_steps, … */
@@ -57,27 +71,23 @@ export interface OnlineGRPOTrainerOptions {
   baseModel?: string;
   device?: DeviceRequest;
   gateway?: Omit<PolicyGatewayOptions, 'host' | 'recorder'>;
+  /** A lock on output_dir the caller already holds (the CLI takes it before building artifacts). */
+  lock?: RunLock;
+  /** Called with each logged record (every logging_steps updates and the last). */
   onLog?: (record: Record<string, number>) => void;
   /** Also called for every rewarded rollout (e.g. to write it to a file). */
   onReward?: (rollout: RecordedRollout) => void;
+  /** Lifecycle lines: resuming, overwriting. */
+  log?: (line: string) => void;
 }
 
 /** GRPO keys this trainer cannot act on, and why. */
-const UNUSED_KEYS = [
-  'max_turns',
-  'top_k',
-  'eval_steps',
-  'logging_steps',
-  'save_steps',
-  'save_total_limit',
-  'resume_from_checkpoint',
-  'success_threshold',
-  'generate_workers',
-  'overwrite_output_dir',
-  'max_failed_rollout_steps',
-] as const;
+const UNUSED_KEYS = ['max_turns', 'top_k', 'generate_workers', 'max_failed_rollout_steps'] as const;
 const UNUSED_WHY =
-  "OnlineGRPOTrainer does not use these keys: the agents run their own rollouts (their turns, sampling and failures are theirs), it logs every update and saves the adapters and report.html when it closes (no checkpoints, resume or evaluation: the groups still filling live in the agents' rollouts, not in a checkpoint)";
+  'OnlineGRPOTrainer does not use these keys: the agents run their own rollouts (their turns, sampling on the gateway and failures are theirs; a failed episode is one the agent does not reward)';
+
+/** A role's name is its folder in checkpoints and adapters/ (as MultiRoleGRPOTrainer's). */
+const FOLDER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /** The group of a rollout: the posted group_id, else the first call's prompt (the task). */
 export function rolloutGroupKey(r: RecordedRollout): string {
@@ -87,25 +97,49 @@ export function rolloutGroupKey(r: RecordedRollout): string {
   return `prompt:${createHash('sha256').update(first.promptTokens).digest('hex').slice(0, 16)}`;
 }
 
+/** Refuses what this trainer cannot do, before output_dir or any session is opened. */
+function checkOptions(c: GRPOConfig, roles: Record<string, RoleSpec>): void {
+  refuseUnusedKeys(c, 'GRPO config', UNUSED_KEYS, UNUSED_WHY);
+  // Evaluation needs tasks the trainer runs itself; here the agents choose the tasks.
+  if (c.eval_steps > 0)
+    throw new ConfigError(
+      `GRPO config: eval_steps = ${c.eval_steps}: OnlineGRPOTrainer has no dataset of its own to evaluate on (the agents choose the tasks and run the episodes)`,
+      { key: 'eval_steps' },
+      {
+        hint: 'remove eval_steps; evaluate a saved checkpoint with flowgrpo eval --adapter <role>=<output_dir>/checkpoint-<step>/<role>, or have your agents run held-out tasks outside a rollout',
+      },
+    );
+  if (!Object.values(roles).some((r) => r.trainable))
+    throw new ConfigError('no role is trainable', { key: 'roles' });
+  for (const [name, r] of Object.entries(roles))
+    if (r.trainable && !FOLDER_NAME.test(name))
+      throw new ConfigError(
+        `role '${name}': a trained role's name is its folder in checkpoints and adapters/`,
+        { key: 'roles' },
+        { hint: 'name roles with letters, digits, dot, dash and underscore' },
+      );
+}
+
 export class OnlineGRPOTrainer {
   readonly config: GRPOConfig;
   readonly gateway: PolicyGateway;
   readonly roles: readonly ServedRole[];
-  readonly metrics: Record<string, number>[] = [];
   /** Resolves once max_steps updates are done (the gateway keeps serving). */
   readonly finished: Promise<void>;
   readonly #o: OnlineGRPOTrainerOptions;
   readonly #served: HostedRoles;
   readonly #life: RunLifecycle;
   readonly #run: RunDirectory;
+  readonly #state: TrainerState;
   readonly #filling = new Map<string, RecordedRollout[]>();
   readonly #complete: RecordedRollout[][] = [];
   #queue: Promise<void> = Promise.resolve();
-  #step = 0;
-  #batches = 0;
   readonly #guards: Map<string, NonFiniteGuard>;
+  /** The latest checkpoint written by this run, or the one it resumed from. */
+  #checkpoint: string | undefined;
   #finish!: () => void;
   #failure: unknown;
+  #closed = false;
 
   private constructor(
     o: OnlineGRPOTrainerOptions,
@@ -113,6 +147,7 @@ export class OnlineGRPOTrainer {
     gateway: PolicyGateway,
     served: HostedRoles,
     life: RunLifecycle,
+    state: TrainerState,
   ) {
     this.#o = o;
     this.config = config;
@@ -121,29 +156,52 @@ export class OnlineGRPOTrainer {
     this.#served = served;
     this.#life = life;
     this.#run = life.run;
+    this.#state = state;
+    this.#checkpoint = life.resumedRoles?.dir;
     this.#guards = new Map(
       served.roles.map((r) => [
         r.name,
-        new NonFiniteGuard(config.max_nan_steps_in_a_row, () => {}),
+        new NonFiniteGuard(config.max_nan_steps_in_a_row, o.log ?? (() => {})),
       ]),
     );
     this.finished = new Promise((r) => {
       this.#finish = r;
     });
+    if (state.global_step >= config.max_steps) this.#finish();
   }
 
-  /** Opens the roles and starts the gateway; training happens as rewards arrive. */
+  /**
+   * Opens output_dir (resuming its checkpoint when asked) and the roles, and starts the gateway;
+   * training happens as rewards arrive.
+   */
   static async start(o: OnlineGRPOTrainerOptions): Promise<OnlineGRPOTrainer> {
     const config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
-    refuseUnusedKeys(config, 'GRPO config', UNUSED_KEYS, UNUSED_WHY);
-    if (!Object.values(o.roles).some((r) => r.trainable))
-      throw new ConfigError('no role is trainable', { key: 'roles' });
-    // output_dir first (its lock, HF's rules), before the roles' sessions open; held until close.
+    checkOptions(config, o.roles);
+    // output_dir first (its lock, HF's rules, the checkpoint to resume), before the roles'
+    // sessions open; held until close.
     const life = await RunLifecycle.open({
       ...config,
       trainer: 'online-grpo',
       modelConfig: readArtifactsManifest(o.artifacts).config,
+      startsFrom: [
+        o.artifacts,
+        ...Object.values(o.roles).flatMap((r) =>
+          typeof r.adapter === 'string' ? [r.adapter] : [],
+        ),
+      ],
+      perRole: true,
+      ...(o.lock && { lock: o.lock }),
+      ...(o.log && { log: o.log }),
     });
+    const ck = life.resumedRoles;
+    const state: TrainerState = ck
+      ? { ...ck.trainer, config: { ...config } }
+      : freshGRPOState(config);
+    state.rng = {
+      seed: config.seed,
+      scheme:
+        'adapters: PEFT init from (seed, role); rollouts: sampled by the agents (their seeds)',
+    };
     let served: HostedRoles;
     try {
       served = await hostRoles({
@@ -153,6 +211,7 @@ export class OnlineGRPOTrainer {
         config,
         device: o.device ?? 'cpu',
         baseModel: o.baseModel ?? 'base',
+        ...(ck && { resume: ck.roles }),
       });
     } catch (e) {
       life.close();
@@ -172,8 +231,15 @@ export class OnlineGRPOTrainer {
         recorder,
         rolloutSampling: trainedRoleSampling(served.roles, config),
       });
-      self = new OnlineGRPOTrainer(o, config, gateway, served, life);
-      self.#run.writeJson('config.json', { trainer: 'online-grpo', ...config });
+      self = new OnlineGRPOTrainer(o, config, gateway, served, life, state);
+      self.#run.writeJson('config.json', {
+        trainer: 'online-grpo',
+        ...config,
+        artifacts: resolve(o.artifacts),
+        roles: Object.fromEntries(
+          Object.entries(o.roles).map(([k, r]) => [k, { trainable: r.trainable }]),
+        ),
+      });
       return self;
     } catch (e) {
       await served.close();
@@ -182,9 +248,19 @@ export class OnlineGRPOTrainer {
     }
   }
 
-  /** Optimizer updates done. */
+  /** Optimizer updates done (counting those of the run resumed). */
   get step(): number {
-    return this.#step;
+    return this.#state.global_step;
+  }
+
+  /** Every update's record, those of the run resumed included (trainer_state's log_history). */
+  get metrics(): readonly Record<string, number>[] {
+    return this.#state.log_history;
+  }
+
+  /** The latest checkpoint of this run (written, or resumed from). */
+  get checkpoint(): string | undefined {
+    return this.#checkpoint;
   }
 
   /** Rewarded rollouts per group still short of G. */
@@ -199,7 +275,8 @@ export class OnlineGRPOTrainer {
   }
 
   #rewarded(r: RecordedRollout): void {
-    if (this.#step >= this.config.max_steps || r.calls.length === 0) return;
+    if (this.#closed || this.#state.global_step >= this.config.max_steps || r.calls.length === 0)
+      return;
     const key = rolloutGroupKey(r);
     const group = [...(this.#filling.get(key) ?? []).filter((x) => x.id !== r.id), r];
     if (group.length < this.config.num_generations) {
@@ -215,41 +292,53 @@ export class OnlineGRPOTrainer {
   }
 
   async #update(batch: RecordedRollout[][]): Promise<void> {
-    if (this.#failure || this.#step >= this.config.max_steps) return;
     const c = this.config;
+    const state = this.#state;
+    if (this.#failure || state.global_step >= c.max_steps) return;
     try {
+      const clock = new StepClock(state.global_step);
       const rollouts = batch.flat();
       const rewards = rollouts.map((r) => r.reward ?? 0);
       const groups = batch.flatMap((g, i) => g.map(() => i));
       const record: Record<string, number> = {
-        step: this.#step + 1,
+        step: 0,
         reward: rewards.reduce((a, b) => a + b, 0) / rewards.length,
+        accuracy: rewards.filter((r) => r >= c.success_threshold).length / rewards.length,
         rollouts: rollouts.length,
-        learning_rate: learningRateAt(this.#step + 1, c),
+        learning_rate: learningRateAt(state.global_step + 1, c),
       };
       // Every trained role takes num_iterations updates from the same step (GRPOTrainer's
       // update, grpo-update.ts); rollouts sampled before an earlier update are importance-weighted.
       let steps = 0;
+      let skipped = 0;
       for (const role of this.roles) {
         const u = await updateRole(role, rollouts, rewards, groups, {
           config: c,
-          step: this.#step,
+          step: state.global_step,
           guard: this.#guards.get(role.name)!,
-          batch: this.#batches,
+          batch: state.batches,
           importanceCorrection: true,
         });
         if (u) {
           Object.assign(record, u.metrics);
           steps = Math.max(steps, u.steps);
+          skipped += u.metrics[`${role.name}/skipped`] ?? 0;
         }
       }
-      this.#batches++;
-      this.#step += Math.max(1, steps);
-      record.step = this.#step;
-      this.metrics.push(record);
-      this.#run.logMetrics(record);
-      this.#o.onLog?.(record);
-      if (this.#step >= c.max_steps) {
+      state.batches++;
+      state.global_step += Math.max(1, steps);
+      state.nan_steps_skipped += skipped;
+      record.step = state.global_step;
+      record.nan_steps_skipped = state.nan_steps_skipped;
+      state.log_history.push(record);
+      const last = state.global_step >= c.max_steps;
+      // HF's rule: steps L, 2L, … and the last.
+      if (clock.crossed(c.logging_steps, state.global_step) || last) {
+        this.#run.logMetrics(record);
+        this.#o.onLog?.(record);
+      }
+      if (clock.crossed(c.save_steps, state.global_step) || last) await this.#save();
+      if (last) {
         await this.saveAdapters();
         this.#finish();
       }
@@ -257,6 +346,23 @@ export class OnlineGRPOTrainer {
       this.#failure = e;
       this.#finish();
     }
+  }
+
+  /** checkpoint-<step>: every trained role's adapter and optimizer state, and the run's state. */
+  async #save(): Promise<string> {
+    const parts: Record<string, RoleCheckpointPart> = {};
+    for (const role of this.roles)
+      if (role.policy)
+        parts[role.name] = {
+          config: role.policy.config,
+          lora: role.policy.lora!,
+          state: await role.policy.exportState(),
+        };
+    this.#checkpoint = await this.#life.saveRolesCheckpoint(
+      { roles: parts, trainer: this.#state },
+      { limit: this.config.save_total_limit },
+    );
+    return this.#checkpoint;
   }
 
   /** Saves every trained role's adapter (PEFT) under output_dir/adapters/<role>. */
@@ -273,16 +379,30 @@ export class OnlineGRPOTrainer {
   }
 
   /**
-   * Waits for a running update, saves the adapters and report.html, closes the gateway and the
-   * sessions.
+   * Stops training (rewards posted from now on are not gathered) and waits for a running update;
+   * then checkpoints the last update unless it is saved already, saves the adapters and
+   * report.html, and closes the gateway, the sessions and output_dir's lock. When an update
+   * failed, nothing more is saved (the checkpoints so far stay) and its error is thrown once
+   * everything is closed.
    */
   async close(): Promise<Record<string, string>> {
-    await this.#queue;
-    const adapters = await this.saveAdapters();
-    await this.writeReport();
-    await this.gateway.close();
-    await this.#served.close();
-    this.#life.close();
-    return adapters;
+    this.#closed = true;
+    try {
+      await this.#queue;
+      if (this.#failure) throw this.#failure;
+      if (
+        this.#state.global_step > 0 &&
+        (!this.#checkpoint ||
+          basename(this.#checkpoint) !== checkpointName(this.#state.global_step))
+      )
+        await this.#save();
+      const adapters = await this.saveAdapters();
+      await this.writeReport();
+      return adapters;
+    } finally {
+      await this.gateway.close();
+      await this.#served.close();
+      this.#life.close();
+    }
   }
 }

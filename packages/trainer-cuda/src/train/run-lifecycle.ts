@@ -78,7 +78,7 @@ function refuseFreshRun(dir: string, checkpoints: readonly string[]): ConfigErro
     `${dir} already holds a run's checkpoints (${checkpoints.join(', ')}); a new run would mix with them: set resume_from_checkpoint to continue that run or overwrite_output_dir to replace it`,
     { key: 'output_dir' },
     {
-      hint: 'flowgrpo train: --resume continues the run, --overwrite replaces it (its files are deleted once the new run has a checkpoint); or choose another output_dir',
+      hint: 'flowgrpo train (or serve --train): --resume continues the run, --overwrite replaces it (its files are deleted once the new run has a checkpoint); or choose another output_dir',
     },
   );
 }

@@ -7,6 +7,7 @@ import type { AgentProgram } from '@flowgrpo/gateway';
 import { GATEWAY_LORA, tinyGatewayModel } from '../../../gateway/test/support/gateway-fixtures.js';
 import type { GRPOConfigInput } from '../../src/index.js';
 import { MultiRoleGRPOTrainer, type MultiRoleGRPOTrainerOptions } from '../../src/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../../src/train/training-artifacts.js';
 
 async function chat(baseURL: string, body: object): Promise<string> {
   const r = await fetch(`${baseURL}/chat/completions`, {
@@ -71,7 +72,7 @@ export async function twoRoleTrainer(
   program: AgentProgram = twoRoleProgram,
   extra: Partial<MultiRoleGRPOTrainerOptions> = {},
 ): Promise<MultiRoleGRPOTrainer> {
-  const { model, artifacts } = await tinyGatewayModel(root);
+  const { model, artifacts } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
   return new MultiRoleGRPOTrainer({
     config,
     artifacts,
