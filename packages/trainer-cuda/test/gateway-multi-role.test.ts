@@ -3,7 +3,6 @@
 // model name through the gateway and posts per-role rewards. MultiRoleGRPOTrainer is a whole
 // trainer: GRPOTrainer's update (num_iterations), per-role checkpoints with exact resume after a
 // SIGKILL, evaluation, report.html, and an abort that checkpoints.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +17,7 @@ import {
 } from '../../gateway/test/support/gateway-fixtures.js';
 import { listCheckpoints, MultiRoleGRPOTrainer } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
+import { killAtMarker } from './support/kill-at-marker.js';
 import {
   checkpointFiles,
   twoRoleConfig,
@@ -172,30 +172,10 @@ it('killed with SIGKILL mid-step and resumed, continues bit-identically to the u
 
   const out = join(root, 'killed');
   const marker = join(root, 'holding');
-  const child = spawn(
-    process.execPath,
-    [
-      '--conditions=@flowgrpo/source',
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'support', 'tiny-multi-role.ts'),
-      root,
-      out,
-      '2',
-      marker,
-    ],
-    { stdio: 'ignore' },
-  );
-  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
-    child.on('exit', (_c, s) => resolve(s)),
-  );
   // The child holds inside batch 2's rollouts (after checkpoint-2 was written): kill it there.
-  while (!existsSync(marker)) {
-    if (child.exitCode !== null) throw new Error(`the child exited with ${child.exitCode}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  expect(await exited).toBe('SIGKILL');
+  expect(await killAtMarker('support/tiny-multi-role.ts', [root, out, '2', marker], marker)).toBe(
+    'SIGKILL',
+  );
   expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);
 
   const resumed = await (

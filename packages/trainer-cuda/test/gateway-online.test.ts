@@ -2,7 +2,6 @@
 // gateway on their own and post rewards with a group id; every queries_per_step complete groups
 // of G rollouts make one GRPO update, and the role serves its new adapter from then on. The run
 // is a whole trainer: checkpoints, rotation, exact resume after a SIGKILL, logging_steps.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +19,7 @@ import {
   OnlineGRPOTrainer,
 } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
+import { killAtMarker } from './support/kill-at-marker.js';
 import { checkpointFiles } from './support/tiny-multi-role.js';
 import { feed, onlineConfig, onlineTrainer } from './support/tiny-online.js';
 
@@ -170,30 +170,10 @@ it('killed with SIGKILL after a checkpoint and resumed, continues bit-identicall
 
   const out = join(root, 'killed');
   const marker = join(root, 'holding');
-  const child = spawn(
-    process.execPath,
-    [
-      '--conditions=@flowgrpo/source',
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'support', 'tiny-online.ts'),
-      root,
-      out,
-      marker,
-      JSON.stringify(keys),
-    ],
-    { stdio: 'ignore' },
-  );
-  const exited = new Promise<NodeJS.Signals | null>((resolve) =>
-    child.on('exit', (_c, s) => resolve(s)),
-  );
   // The child holds with a group of batch 2 half full (after checkpoint-2): kill it there.
-  while (!existsSync(marker)) {
-    if (child.exitCode !== null) throw new Error(`the child exited with ${child.exitCode}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  child.kill('SIGKILL');
-  expect(await exited).toBe('SIGKILL');
+  expect(
+    await killAtMarker('support/tiny-online.ts', [root, out, marker, JSON.stringify(keys)], marker),
+  ).toBe('SIGKILL');
   expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);
 
   // A fresh run into it is refused (HF's rule); resume_from_checkpoint continues it.

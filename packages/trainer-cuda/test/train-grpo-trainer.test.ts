@@ -1,6 +1,5 @@
 // GRPOTrainer end to end on the embedded demo task with a tiny model (CPU EP): the loop's
 // invariants, exact resume after SIGKILL, non-finite updates, abort, and the checkpoint format.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +17,7 @@ import {
   SFTTrainer,
   type TrainResult,
 } from '../src/index.js';
+import { killAtMarker } from './support/kill-at-marker.js';
 import { comparable, LORA, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-grpo-trainer-'));
@@ -166,30 +166,10 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
   it('killed with SIGKILL mid-step and resumed, continues exactly as the uninterrupted run', async () => {
     const out = join(root, 'killed');
     const marker = join(root, 'holding');
-    const child = spawn(
-      process.execPath,
-      [
-        '--conditions=@flowgrpo/source',
-        '--import',
-        'tsx',
-        join(import.meta.dirname, 'support', 'tiny-grpo.ts'),
-        root,
-        out,
-        '2',
-        marker,
-      ],
-      { stdio: 'ignore' },
-    );
-    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
-      child.on('exit', (_c, s) => resolve(s)),
-    );
     // The child holds inside batch 2's rollouts (after checkpoint-2 was written): kill it there.
-    while (!existsSync(marker)) {
-      if (child.exitCode !== null) throw new Error(`the child exited with ${child.exitCode}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    child.kill('SIGKILL');
-    expect(await exited).toBe('SIGKILL');
+    expect(await killAtMarker('support/tiny-grpo.ts', [root, out, '2', marker], marker)).toBe(
+      'SIGKILL',
+    );
     expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);
 
     const resumed = await (
