@@ -173,7 +173,7 @@ it('killed with SIGKILL mid-step and resumed, continues bit-identically to the u
   const out = join(root, 'killed');
   const marker = join(root, 'holding');
   // The child holds inside batch 2's rollouts (after checkpoint-2 was written): kill it there.
-  expect(await killAtMarker('support/tiny-multi-role.ts', [root, out, '2', marker], marker)).toBe(
+  expect(await killAtMarker('tiny-multi-role.ts', [root, out, '2', marker], marker)).toBe(
     'SIGKILL',
   );
   expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);

@@ -172,7 +172,7 @@ it('killed with SIGKILL after a checkpoint and resumed, continues bit-identicall
   const marker = join(root, 'holding');
   // The child holds with a group of batch 2 half full (after checkpoint-2): kill it there.
   expect(
-    await killAtMarker('support/tiny-online.ts', [root, out, marker, JSON.stringify(keys)], marker),
+    await killAtMarker('tiny-online.ts', [root, out, marker, JSON.stringify(keys)], marker),
   ).toBe('SIGKILL');
   expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);
 

@@ -167,9 +167,7 @@ describe('GRPOTrainer on the demo task (tiny model)', () => {
     const out = join(root, 'killed');
     const marker = join(root, 'holding');
     // The child holds inside batch 2's rollouts (after checkpoint-2 was written): kill it there.
-    expect(await killAtMarker('support/tiny-grpo.ts', [root, out, '2', marker], marker)).toBe(
-      'SIGKILL',
-    );
+    expect(await killAtMarker('tiny-grpo.ts', [root, out, '2', marker], marker)).toBe('SIGKILL');
     expect(listCheckpoints(out).map((c) => c.step)).toEqual([1, 2]);
 
     const resumed = await (

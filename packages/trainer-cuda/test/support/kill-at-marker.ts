@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
- * Runs a test-support script (this folder) in a child process and SIGKILLs it once it has written
+ * Runs a script of this folder (test/support) in a child process and SIGKILLs it once it has written
  * `marker`: the scripts write it from inside a step, after a checkpoint, so the kill lands
  * mid-run at a known point — no timing involved. Resolves with the signal the child died of.
  */
