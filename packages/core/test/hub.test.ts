@@ -238,14 +238,18 @@ describe('downloadHubModel', () => {
     expect(snap.downloaded).toContain('model.safetensors');
   });
 
-  it('a download cut mid-file resumes with a Range request and is checked against the sha256', async () => {
+  it('a download cut mid-file is retried and checked against the sha256', async () => {
     hub.fault('model.safetensors', 'cut');
     const from = hub.requests.length;
     const snap = await downloadHubModel('tiny/model', { env: envFor() });
     const lfsGets = hub.requests.slice(from).filter((r) => r.path.startsWith('/lfs/'));
     expect(lfsGets.length).toBe(2);
     expect(lfsGets[0]?.range).toBeUndefined();
-    expect(lfsGets[1]?.range).toMatch(/^bytes=[1-9]\d*-$/);
+    // How many of the bytes sent before the cut reached the .incomplete file depends on when the
+    // client saw the reset, so the retry asks for the rest (a Range) or, when none were kept, for
+    // everything; the next test resumes a partial file of known size and pins the Range.
+    const retry = lfsGets[1]?.range;
+    if (retry !== undefined) expect(retry).toMatch(/^bytes=[1-9]\d*-$/);
     expect(readFileSync(join(snap.dir, 'model.safetensors')).equals(Buffer.from(weights))).toBe(
       true,
     );

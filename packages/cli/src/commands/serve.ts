@@ -95,7 +95,7 @@ const usage = `Usage:
                               num_generations rollouts make one GRPO update of the trained roles,
                               which then serve their new adapters. metrics.jsonl (every
                               logging_steps updates), checkpoint-<step>/<role> (every save_steps,
-                              at max_steps and on stop; save_total_limit kept) and the PEFT
+                              on reaching max_steps and on stop; save_total_limit kept) and the PEFT
                               adapters (output_dir/adapters/<role>) are written as it goes; a
                               relative output_dir is taken from FILE's folder. A trained role's
                               calls in a named rollout sample at FILE's temperature and top_p,
