@@ -157,7 +157,8 @@ export interface PythonRunResult {
   workspaceSynced: boolean;
   /**
    * What the copy back to `cwd` copied and left out, and why (over `workspaceFiles`, over
-   * `workspaceBytes`, past the call's timeout); present when it ran.
+   * `workspaceBytes`, past the call's timeout, or where `cwd` kept an entry the run was never
+   * given: `kept`); present when it ran.
    */
   workspaceSync?: WorkspaceSyncReport;
   durationMs: number;
@@ -643,11 +644,13 @@ async function runSandboxed(code: string, options: RunPythonOptions): Promise<Py
     const reasons = [...report.skippedWhy];
     if (back.timedOut) addReason(reasons, 'time');
     if (back.tooLong > 0) addReason(reasons, 'paths');
+    if (back.kept.length > 0) addReason(reasons, 'kept');
     workspaceSync = {
       copiedFiles: back.written,
       copiedBytes: back.writtenBytes,
       skippedFiles: report.skipped + back.notWritten,
       reasons,
+      ...(back.kept.length > 0 && { kept: back.kept }),
     };
   }
   return {

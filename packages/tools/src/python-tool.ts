@@ -86,6 +86,7 @@ const SYNC_REASONS: Record<SyncLimitReason, string> = {
   bytes: 'more bytes than the workspace byte limit',
   time: 'the call ran out of time',
   paths: 'paths too long for the host',
+  kept: 'the workspace already had an entry there that the run was never given (kept)',
 };
 
 function summarize(run: PythonRunResult, timeoutSeconds: number): string | undefined {
@@ -213,6 +214,7 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
             why: sync.reasons.map((r) => SYNC_REASONS[r]),
             copied_files: sync.copiedFiles,
             copied_bytes: sync.copiedBytes,
+            ...(sync.kept && { kept: sync.kept }),
           };
         }
         const problem = summarize(run, timeoutSeconds);

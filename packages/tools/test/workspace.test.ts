@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ToolError } from '../src/errors.js';
@@ -158,6 +158,7 @@ describe('workspace copy-back', () => {
         notWritten: 3,
         timedOut: true,
         tooLong: 0,
+        kept: [],
       });
       const controller = new AbortController();
       controller.abort();
@@ -178,6 +179,7 @@ describe('workspace copy-back', () => {
         notWritten: 0,
         timedOut: false,
         tooLong: 0,
+        kept: [],
       });
       expect(await readFile(join(ws.dir, 'old.txt'), 'utf8')).toBe('new');
       expect(await ws.listFiles()).toEqual(['old.txt', 'x.txt']);
@@ -227,6 +229,134 @@ describe('workspace copy-back', () => {
         expect(await outside.listFiles()).toEqual([]);
         expect(existsSync(join(outside.dir, 'sub'))).toBe(false);
       });
+    });
+  });
+
+  // A run may replace or delete only what it was given. Where the host has an entry the run never
+  // saw (over a budget, or a link) and the run used that path for something else, the host's entry
+  // stays and the result names the path.
+  it('an over-budget file survives a directory the run made at its name, and is reported', async () => {
+    await withWorkspace(async (ws) => {
+      const big = Buffer.alloc(2 * 1024 * 1024);
+      for (let i = 0; i < big.length; i++) big[i] = (i * 7919) % 251;
+      await writeFile(join(ws.dir, 'data'), big);
+      const registry = new ToolRegistry([
+        createPythonTool({ name: 'python', limits: { workspaceBytes: 1024 * 1024 } }),
+      ]);
+      // The code never saw `data`: before the fix the copy back deleted the file to make the
+      // directory.
+      const result = await registry.run(
+        'python',
+        {
+          code: "import os\nos.makedirs('data/sub')\nopen('data/sub/x.txt', 'w').write('x')\nopen('out.txt', 'w').write('o')",
+        },
+        { workspace: ws },
+      );
+      expect(result, JSON.stringify(result).slice(0, 600)).toMatchObject({
+        ok: true,
+        output: {
+          workspace_not_copied: {
+            files: 3,
+            why: ['the workspace already had an entry there that the run was never given (kept)'],
+            kept: ['data'],
+          },
+        },
+      });
+      expect((await readFile(join(ws.dir, 'data'))).equals(big)).toBe(true);
+      expect(await ws.listFiles()).toEqual(['data', 'out.txt']);
+    });
+  });
+
+  it('a directory with entries the run never saw survives a file the run made at its name', async () => {
+    await withWorkspace(async (ws) => {
+      // Only `cache` itself goes in: its file is over the byte budget, so the run sees it empty.
+      await mkdir(join(ws.dir, 'cache'));
+      await writeFile(join(ws.dir, 'cache', 'big.bin'), Buffer.alloc(2 * 1024 * 1024, 5));
+      const run = await runPython(
+        "import os\nprint(os.listdir('cache'))\nos.rmdir('cache')\nopen('cache', 'w').write('c')",
+        { cwd: ws.dir, limits: { workspaceBytes: 1024 * 1024 } },
+      );
+      expect(run.stdout).toBe('[]\n');
+      expect(run.workspaceSync).toEqual({
+        copiedFiles: 0,
+        copiedBytes: 0,
+        skippedFiles: 1,
+        reasons: ['kept'],
+        kept: ['cache'],
+      });
+      expect(await ws.listFiles()).toEqual(['cache/big.bin']);
+      const big = await readFile(join(ws.dir, 'cache', 'big.bin'));
+      expect(big.equals(Buffer.alloc(2 * 1024 * 1024, 5))).toBe(true);
+    });
+  });
+
+  it('keeps what the run was never given, and skips what the run wrote under it', async () => {
+    await withWorkspace(async (ws) => {
+      await mkdir(join(ws.dir, 'notes'));
+      await writeFile(join(ws.dir, 'notes', 'a.txt'), 'mine');
+      await writeFile(join(ws.dir, 'plain'), 'plain');
+      await writeFile(join(ws.dir, 'same.txt'), 'host');
+      await symlink('plain', join(ws.dir, 'link'));
+      // Nothing was carried in (as when the file limit cut the copy in before these). The files
+      // under `plain` come without their directories, as a cut-short copy back can have them:
+      // before the fix making their parents failed the whole copy back (EEXIST, ENOTDIR).
+      const back = await writeWorkspaceFiles(
+        ws.dir,
+        {
+          files: [
+            { path: 'notes', data: Buffer.from('run'), mode: 0o644 },
+            { path: 'same.txt', data: Buffer.from('run'), mode: 0o644 },
+            { path: 'link', data: Buffer.from('run'), mode: 0o644 },
+            { path: 'plain/y', data: Buffer.from('run'), mode: 0o644 },
+            { path: 'plain/deeper/z', data: Buffer.from('run'), mode: 0o644 },
+            { path: 'fresh.txt', data: Buffer.from('run'), mode: 0o644 },
+          ],
+          dirs: [],
+          complete: false,
+        },
+        { files: [], dirs: [] },
+        { deadline: Number.POSITIVE_INFINITY },
+      );
+      expect(back).toMatchObject({ written: 1, notWritten: 5, timedOut: false });
+      expect([...back.kept].sort()).toEqual([
+        'link',
+        'notes',
+        'plain/deeper/z',
+        'plain/y',
+        'same.txt',
+      ]);
+      expect(await readFile(join(ws.dir, 'notes', 'a.txt'), 'utf8')).toBe('mine');
+      expect(await readFile(join(ws.dir, 'plain'), 'utf8')).toBe('plain');
+      expect(await readFile(join(ws.dir, 'same.txt'), 'utf8')).toBe('host');
+      expect((await lstat(join(ws.dir, 'link'))).isSymbolicLink()).toBe(true);
+      expect(await readFile(join(ws.dir, 'fresh.txt'), 'utf8')).toBe('run');
+      expect((await readdir(ws.dir)).sort()).toEqual([
+        'fresh.txt',
+        'link',
+        'notes',
+        'plain',
+        'same.txt',
+      ]);
+    });
+  });
+
+  it('a file the run turned into a directory, and a directory into a file, change on the host', async () => {
+    await withWorkspace(async (ws) => {
+      await writeFile(join(ws.dir, 'x'), 'file');
+      await mkdir(join(ws.dir, 'y', 'sub'), { recursive: true });
+      await writeFile(join(ws.dir, 'y', 'sub', 'a.txt'), 'a');
+      const run = await runPython(
+        "import os, shutil\nos.remove('x')\nos.makedirs('x/in')\nopen('x/in/f', 'w').write('1')\nshutil.rmtree('y')\nopen('y', 'w').write('2')",
+        { cwd: ws.dir },
+      );
+      expect(run.workspaceSync).toEqual({
+        copiedFiles: 4,
+        copiedBytes: 2,
+        skippedFiles: 0,
+        reasons: [],
+      });
+      expect(await ws.listFiles()).toEqual(['x/in/f', 'y']);
+      expect(await readFile(join(ws.dir, 'y'), 'utf8')).toBe('2');
     });
   });
 
