@@ -53,6 +53,21 @@ describe('alarms on constructed runs', () => {
     expect(alarm(steady, 'tool_use_collapse')).toEqual({ raised: false, value: 1 });
   });
 
+  it('format_collapse: well-formed rollouts falling from all to half while the reward holds raises it', () => {
+    // The seed-4 demo's GRPO (docs/demo.md): format 100% → 37.5% while accuracy rose, because a
+    // malformed final reply ends the rollout and the generator still answers from the tools.
+    const format = (i: number) => (i < 5 ? 1 : 0.5);
+    expect(alarm(run(10, { 'completions/format_ratio': format }), 'format_collapse')).toEqual({
+      raised: true,
+      value: 0.5,
+    });
+    const worse = run(10, { 'completions/format_ratio': format, reward: (i) => 0.8 - 0.08 * i });
+    expect(alarm(worse, 'format_collapse')?.raised).toBe(false);
+    // A 10% dip (0.9 of the early share) is above the 0.8 default.
+    const dip = run(10, { 'completions/format_ratio': (i) => (i < 5 ? 1 : 0.9) });
+    expect(alarm(dip, 'format_collapse')).toEqual({ raised: false, value: 0.9 });
+  });
+
   it('length_blowup: completions 4× longer raises it; 1.5× does not', () => {
     const long = run(10, { 'completions/mean_length': (i) => (i < 5 ? 100 : 400) });
     expect(alarm(long, 'length_blowup')).toEqual({ raised: true, value: 4 });

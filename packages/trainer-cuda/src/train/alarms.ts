@@ -21,7 +21,9 @@ export const AlarmsConfigSchema = z
     entropy_collapse_ratio: fraction.default(0.2),
     /** tool_use_collapse: recent tool calls per trajectory below this fraction of the early… */
     tool_use_collapse_ratio: fraction.default(0.25),
-    /** …while the recent reward is at least the early reward minus this. */
+    /** format_collapse: recent share of well-formed rollouts below this fraction of the early… */
+    format_collapse_ratio: fraction.default(0.8),
+    /** …while (for both) the recent reward is at least the early reward minus this. */
     reward_hold_tolerance: z.number().nonnegative().default(0.05),
     /** length_blowup: recent mean completion length above this multiple of the early one. */
     length_growth: positive.default(3),
@@ -49,6 +51,7 @@ export type AlarmsConfigInput = z.input<typeof AlarmsConfigSchema>;
 export const ALARM_NAMES = [
   'entropy_collapse',
   'tool_use_collapse',
+  'format_collapse',
   'length_blowup',
   'truncation',
   'reward_hacking',
@@ -224,7 +227,16 @@ export function computeAlarms(
   const w = c.window;
   const out: Partial<Record<AlarmName, AlarmResult | undefined>> = {
     entropy_collapse: ratioAlarm(steps, 'entropy', w, (r) => r < c.entropy_collapse_ratio),
-    tool_use_collapse: toolUseAlarm(steps, c),
+    tool_use_collapse: whileRewardHolds(
+      steps,
+      c,
+      ratioAlarm(steps, 'tools/calls_per_trajectory', w, (r) => r < c.tool_use_collapse_ratio),
+    ),
+    format_collapse: whileRewardHolds(
+      steps,
+      c,
+      ratioAlarm(steps, 'completions/format_ratio', w, (r) => r < c.format_collapse_ratio),
+    ),
     length_blowup: ratioAlarm(steps, 'completions/mean_length', w, (r) => r > c.length_growth),
     truncation: recentMeanAlarm(steps, 'completions/clipped_ratio', w, c.truncation_rate),
     reward_hacking: hackingAlarm(history, c),
@@ -250,21 +262,19 @@ export function computeAlarms(
 }
 
 /**
- * tool_use_collapse: tool calls per trajectory fell below `tool_use_collapse_ratio` of their early
- * level while the reward held (recent ≥ early − `reward_hold_tolerance`, or no reward recorded):
- * the policy found it can score without its tools. The value is recent/early calls.
+ * tool_use_collapse and format_collapse: a behaviour fell far below its early level (`fell`, a
+ * recent/early ratio alarm) while the reward held (recent ≥ early − `reward_hold_tolerance`, or no
+ * reward recorded): the policy found it can score without its tools, or with malformed replies.
  */
-function toolUseAlarm(steps: readonly Record_[], c: AlarmsConfig): AlarmResult | undefined {
-  const calls = ratioAlarm(
-    steps,
-    'tools/calls_per_trajectory',
-    c.window,
-    (r) => r < c.tool_use_collapse_ratio,
-  );
-  if (!calls?.raised) return calls;
+function whileRewardHolds(
+  steps: readonly Record_[],
+  c: AlarmsConfig,
+  fell: AlarmResult | undefined,
+): AlarmResult | undefined {
+  if (!fell?.raised) return fell;
   const reward = earlyRecent(steps, 'reward', c.window);
   const holds = !reward || reward.recent >= reward.early - c.reward_hold_tolerance;
-  return { raised: holds, value: calls.value! };
+  return { raised: holds, value: fell.value! };
 }
 
 /** `alarms/<name>` (0/1) and `alarms/<name>/value` for metrics.jsonl. */
@@ -284,6 +294,8 @@ export const ALARM_MEANINGS: Record<AlarmName, string> = {
   entropy_collapse: 'the policy entropy fell far below its early level (recent/early shown)',
   tool_use_collapse:
     'tool calls per trajectory fell towards 0 while the reward held (recent/early shown)',
+  format_collapse:
+    'fewer rollouts are well-formed than early in the run while the reward held (recent/early shown)',
   length_blowup: 'completions grew far longer than early in the run (recent/early shown)',
   truncation: 'many completions were cut at the length limit (recent share shown)',
   reward_hacking: 'the training reward rose while the evaluation fell (evaluation change shown)',

@@ -108,7 +108,8 @@ export function trajectoryToolErrors(t: Trajectory): number {
 const toolCalls = trajectoryToolCalls;
 const toolErrors = trajectoryToolErrors;
 
-function compliant(t: Trajectory): boolean {
+/** Every planner turn parsed and the rollout ended with an answer (the tables' "format"). */
+export function formatCompliant(t: Trajectory): boolean {
   const parsed = (t.turns ?? []).every((u) => u.parsed !== false);
   return parsed && t.stopReason !== 'parse_error' && t.stopReason !== 'error';
 }
@@ -131,7 +132,7 @@ function summarize(items: readonly Scored[], threshold: number): EvalSummary {
     accuracy: n === 0 ? 0 : correct / n,
     accuracy_ci95: wilsonInterval(correct, n),
     reward_mean: mean((s) => s.reward),
-    format_compliance: mean((s) => (compliant(s.trajectory) ? 1 : 0)),
+    format_compliance: mean((s) => (formatCompliant(s.trajectory) ? 1 : 0)),
     turns_mean: mean((s) => trajectoryTurns(s.trajectory)),
     tool_calls_per_trajectory: mean((s) => toolCalls(s.trajectory)),
     tool_error_rate: calls === 0 ? 0 : errors / calls,

@@ -38,6 +38,7 @@ import {
   type EvalResult,
   evaluate,
   runOne,
+  formatCompliant,
   trajectoryCompletionLength,
   trajectoryToolCalls,
   trajectoryToolErrors,
@@ -445,6 +446,8 @@ export class GRPOTrainer {
       'completions/clipped_ratio': mean(
         trajectories.map((tr) => (isTruncated(tr, c.max_completion_length) ? 1 : 0)),
       ),
+      // Read by the format_collapse alarm: a reward earned with malformed replies shows here.
+      'completions/format_ratio': mean(trajectories.map((tr) => (formatCompliant(tr) ? 1 : 0))),
       'turns/mean': mean(turns),
       'tools/calls_per_trajectory': mean(calls),
       'tools/error_rate': totalCalls === 0 ? 0 : toolErrors.reduce((a, b) => a + b, 0) / totalCalls,
