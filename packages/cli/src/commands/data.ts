@@ -110,7 +110,11 @@ export const dataCommand: Command = {
       const type = stringOption(args, 'type') ?? 'dataset';
       if (type !== 'dataset' && type !== 'model')
         throw new UsageError(`--type must be dataset or model, got '${type}'`);
-      const options = { env: io.env, progress: cliProgress(io) };
+      const options = {
+        env: io.env,
+        progress: cliProgress(io),
+        log: (line: string) => io.stderr(`${line}\n`),
+      };
       if (type === 'model') {
         const snap = await downloadHubModel(file, options);
         io.stderr(
