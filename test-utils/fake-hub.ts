@@ -3,7 +3,8 @@
 // (/{repo}/resolve/{rev}/{file}, /datasets/{repo}/resolve/…) with the hub's headers — ETag (git
 // blob sha1) for small files, a 302 to /lfs/<sha256> with X-Linked-Etag / X-Linked-Size for LFS
 // files —, Range requests, gated repos (401 without the token) and injected faults: a connection
-// cut mid-file, or wrong bytes. Every request is recorded so tests can count them.
+// cut mid-file, or wrong bytes — and a held response, so that a test can order two clients
+// without racing them. Every request is recorded so tests can count them.
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -33,6 +34,11 @@ export interface FakeHub {
   downloads(): FakeHubRequest[];
   /** The next GET of `file` (a repo path) is cut mid-way or sends wrong bytes. */
   fault(file: string, kind: FakeHubFault): void;
+  /**
+   * The next GET of `file`'s bytes waits, nothing sent, until `release()`; `arrived` resolves
+   * when that request has come.
+   */
+  hold(file: string): { arrived: Promise<void>; release(): void };
   close(): Promise<void>;
 }
 
@@ -46,6 +52,7 @@ const gitSha1 = (b: Buffer) =>
 export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
   const requests: FakeHubRequest[] = [];
   const faults = new Map<string, FakeHubFault>();
+  const holds = new Map<string, { came: () => void; released: Promise<void> }>();
   const lfs = new Map<string, { file: string; bytes: Buffer }>();
   for (const r of repos)
     for (const [file, v] of Object.entries(r.files)) {
@@ -58,7 +65,18 @@ export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
   const refused = (r: FakeHubRepo, req: IncomingMessage) =>
     r.token !== undefined && req.headers.authorization !== `Bearer ${r.token}`;
 
-  const sendBytes = (req: IncomingMessage, res: ServerResponse, file: string, whole: Buffer) => {
+  const sendBytes = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    file: string,
+    whole: Buffer,
+  ) => {
+    const held = req.method === 'GET' ? holds.get(file) : undefined;
+    if (held) {
+      holds.delete(file);
+      held.came();
+      await held.released;
+    }
     const fault = faults.get(file);
     faults.delete(file);
     let bytes = fault === 'corrupt' ? Buffer.from(whole.map((x) => x ^ 0xff)) : whole;
@@ -133,6 +151,18 @@ export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
         (r) => r.method === 'GET' && (r.path.startsWith('/lfs/') || r.path.includes('/resolve/')),
       ),
     fault: (file, kind) => faults.set(file, kind),
+    hold: (file) => {
+      let came = () => {};
+      let release = () => {};
+      const arrived = new Promise<void>((ok) => {
+        came = ok;
+      });
+      const released = new Promise<void>((ok) => {
+        release = ok;
+      });
+      holds.set(file, { came, released });
+      return { arrived, release };
+    },
     close: () =>
       new Promise<void>((ok) => {
         server.closeAllConnections();

@@ -1,5 +1,10 @@
 // Snippets of docs/guides/hub.md (compiled by the test command).
-import { downloadHubDataset, downloadHubModel, resolveModelSource } from '@flowgrpo/core';
+import {
+  downloadHubDataset,
+  downloadHubFiles,
+  downloadHubModel,
+  resolveModelSource,
+} from '@flowgrpo/core';
 import { loadDecoderModel, loadTokenizer } from '@flowgrpo/models';
 
 export async function fromCode(): Promise<void> {
@@ -10,6 +15,9 @@ export async function fromCode(): Promise<void> {
   // One split of a data set, as TRL names it (dataset_name, dataset_config, split).
   const gsm8k = await downloadHubDataset('openai/gsm8k', { config: 'main', split: 'test' });
   console.log(gsm8k.paths); // [ …/datasets--openai--gsm8k/snapshots/<commit>/main/test-00000-of-00001.parquet ]
+  // Named files of any repo, as hf_hub_download fetches them (here llama2.c files).
+  const stories = await downloadHubFiles('karpathy/tinyllamas', ['stories260K/tok512.bin']);
+  console.log(stories.paths); // [ …/models--karpathy--tinyllamas/snapshots/<commit>/stories260K/tok512.bin ]
   // A local path wins; org/name[@revision] that is no local path goes to the hub.
   const dir = await resolveModelSource('Qwen/Qwen2.5-0.5B-Instruct@main');
   // The load APIs take hub names too.

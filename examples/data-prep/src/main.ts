@@ -3,12 +3,15 @@
 //                          [--out DIR] [--seed N]
 import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
+import { hubDataSpecs } from './data-source.js';
 import { DEFAULT_OUT, prepareData } from './prepare-data.js';
 import { sharedDir } from './shared.js';
 
 const usage = `Usage: pnpm example data-prep [flags]
   --quick           the first 2,000 rows of each source
-  --data-dir DIR    a folder laid out like ../shared/data (default: $FLOWGRPO_SHARED/data or ../shared/data)
+  --data-dir DIR    a folder laid out like ../shared/data (default: $FLOWGRPO_SHARED/data or ../shared/data;
+                    without one, openai/gsm8k, RUC-NLPIR/FlashRAG_datasets (nq) and HuggingFaceH4/aime_2024
+                    from the hub)
   --math FILE       DeepMath-103K Parquet file (repeat for each shard) instead of the GSM8K stand-in
   --nq FILE         FlashRAG NQ train Parquet/JSONL instead of Search-R1's NQ sample
   --aime FILE       AIME 2024 Parquet/JSONL instead of ../shared/data/aime24
@@ -28,15 +31,17 @@ const { values } = parseCommandLine(usage, {
 });
 const shared = sharedDir();
 const dataDir = values['data-dir'] ?? (shared ? join(shared, 'data') : undefined);
-if (!dataDir && !(values.math && values.nq)) {
-  console.log(
-    'data-prep: skipped — no data folder: ../shared (or $FLOWGRPO_SHARED) is absent; pass --data-dir, or the full sets from the hub: --math with the Parquet shards of zwhe99/DeepMath-103K and --nq with the NQ train file of RUC-NLPIR/FlashRAG_datasets; pnpm flowgrpo data fetch zwhe99/DeepMath-103K and pnpm flowgrpo data fetch RUC-NLPIR/FlashRAG_datasets --config nq print their paths (README: where the data comes from)',
-  );
-  process.exit(0);
-}
+// No data folder and not both full sets given: the public sources from the hub.
+const needHub = !dataDir && !(values.math && values.nq);
+const hub = needHub
+  ? await hubDataSpecs((reason) => console.log(`data-prep: skipped — ${reason}`))
+  : undefined;
+if (needHub && !hub) process.exit(0);
 console.log("flowgrpo example: data-prep — the Flow-GRPO seed's training and validation sets\n");
+if (hub) console.log(`from the hub:\n${hub.from.map((f) => `  ${f}`).join('\n')}\n`);
 await prepareData({
   ...(dataDir && { dataDir }),
+  ...(hub && { sources: hub }),
   ...(values.math && { math: values.math }),
   ...(values.nq && { nq: values.nq }),
   ...(values.aime && { aime: values.aime }),

@@ -16,6 +16,8 @@ import {
 export interface PrepareDataOptions {
   /** A folder laid out like ../shared/data (gsm8k/, search-r1-nq/, aime24/). */
   dataDir?: string;
+  /** The same sources as files found elsewhere (the hub's, data-source.ts): math (GSM8K) and NQ, then validation. */
+  sources?: { train: DatasetSpec[]; validation: DatasetSpec[] };
   /** DeepMath-103K Parquet file(s) (HF zwhe99/DeepMath-103K data/*.parquet): the seed's math set. */
   math?: string[];
   /** FlashRAG NQ train Parquet/JSONL (golden_answers), the seed's search set. */
@@ -39,12 +41,12 @@ export interface PrepareDataResult {
   validation: SampleRow[];
 }
 
-/** Which files to read: the user's full HF files where given, else the shared folder's. */
+/** Which files to read: the user's full HF files where given, else the shared folder's (or the hub's). */
 export function sourceSpecs(o: PrepareDataOptions): {
   train: DatasetSpec[];
   validation: DatasetSpec[];
 } {
-  const shared = o.dataDir ? defaultSharedDataSpecs(o.dataDir) : undefined;
+  const shared = o.dataDir ? defaultSharedDataSpecs(o.dataDir) : o.sources;
   const limit = o.limit === undefined ? {} : { limit: o.limit };
   const math: DatasetSpec[] = o.math
     ? o.math.map((path) => ({ path: resolve(path), format: 'deepmath' }))
@@ -70,7 +72,9 @@ export async function prepareData(o: PrepareDataOptions): Promise<PrepareDataRes
   const log = o.log ?? console.log;
   const specs = sourceSpecs(o);
   if (specs.train.length === 0)
-    throw new Error('no training sources: give --data-dir (or ../shared), or --math and --nq');
+    throw new Error(
+      'no training sources: give --data-dir (or ../shared), --math and --nq, or sources',
+    );
   log('sources:');
   for (const s of specs.train)
     log(`  train  ${s.format.padEnd(9)} ${s.path}${s.limit ? ` (first ${s.limit} rows)` : ''}`);

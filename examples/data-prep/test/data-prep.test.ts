@@ -100,7 +100,21 @@ describe('pnpm example (scripts/example.mjs)', () => {
     const { stdout } = await run(
       process.execPath,
       [join(repoRoot, 'scripts', 'example.mjs'), 'data-prep', '--quick', '--out', out],
-      { cwd: repoRoot, env: { ...process.env, INIT_CWD: repoRoot }, timeout: 100_000 },
+      {
+        cwd: repoRoot,
+        // Without ../shared the example would fetch from the hub: offline here, with an empty
+        // cache, so that it skips whatever the network (data-source.test.ts covers the hub).
+        env: {
+          ...process.env,
+          INIT_CWD: repoRoot,
+          ...(!SHARED_DIR && {
+            HF_HUB_OFFLINE: '1',
+            HF_HOME: join(tmp, 'no-hub'),
+            HF_HUB_CACHE: '',
+          }),
+        },
+        timeout: 100_000,
+      },
     );
     if (!SHARED_DIR) expect(stdout).toMatch(/data-prep: skipped — no data folder/);
     else expect(stdout).toMatch(/train: 4000 rows → .*via-script\/combined_train\.parquet/);

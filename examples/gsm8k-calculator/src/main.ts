@@ -3,7 +3,7 @@
 //   pnpm example gsm8k-calculator [--quick] [--model <HF folder>] [--sft-steps N] [--grpo-steps N]
 //                                 [--test N] [--device cpu|cuda|webgpu|auto] [--out DIR]
 import { join } from 'node:path';
-import { parseCommandLine } from '@flowgrpo/core';
+import { hubSettings, parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/models';
 import { GSM8K_HUB, gsm8kFiles } from './data-source.js';
 import { runGsm8k } from './run.js';
@@ -35,8 +35,8 @@ const { values } = parseCommandLine(usage, {
 const data = await gsm8kFiles(sharedDir(), (reason) =>
   console.log(
     `gsm8k-calculator: skipped — GSM8K is read from ../shared/data/gsm8k (or $FLOWGRPO_SHARED), which is absent, ` +
-      `else downloaded from the hub as ${GSM8K_HUB.name} (config ${GSM8K_HUB.config}), which failed: ${reason}. ` +
-      `Get it with: pnpm flowgrpo data fetch ${GSM8K_HUB.name} --config ${GSM8K_HUB.config} (and --split test) on a machine with the network, or point FLOWGRPO_SHARED at a shared folder`,
+      `and the download of ${GSM8K_HUB.name} (config ${GSM8K_HUB.config}, splits train and test) from ${hubSettings().endpoint} failed: ${reason}. ` +
+      `Get it with \`pnpm flowgrpo data fetch ${GSM8K_HUB.name} --config ${GSM8K_HUB.config}\` (and \`--split test\`) where the hub is reachable (or set HF_ENDPOINT to a mirror; HF_HOME to a cache that has it), or point FLOWGRPO_SHARED at a shared folder`,
   ),
 );
 if (!data) process.exit(0);

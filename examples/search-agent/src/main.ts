@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/models';
+import { searchAgentData } from './data-source.js';
 import { runSearchAgent } from './run.js';
 import { sharedDir } from './shared.js';
 
@@ -37,16 +38,16 @@ if (values.corpus !== 'hotpotqa' && values.corpus !== 'wiki-sample') {
   console.error(`--corpus must be hotpotqa or wiki-sample, got '${values.corpus}'`);
   process.exit(2);
 }
-const shared = sharedDir();
-if (!shared) {
-  console.log(
-    'search-agent: skipped — the HotpotQA questions and passages are in ../shared/data (or $FLOWGRPO_SHARED), which is absent; they are 500 rows of the hub data set hotpotqa/hotpot_qa (config distractor, split validation): pnpm flowgrpo data fetch hotpotqa/hotpot_qa --config distractor --split validation (README: where the data comes from)',
-  );
-  process.exit(0);
-}
+const data = await searchAgentData(sharedDir(), {
+  out: values.out,
+  corpus: values.corpus,
+  skip: (reason) => console.log(`search-agent: skipped — ${reason}`),
+});
+if (!data) process.exit(0);
 console.log('flowgrpo example: search-agent — the AReaL search agent, trained with GRPO\n');
+console.log(`HotpotQA: ${data.from}`);
 await runSearchAgent({
-  sharedDir: shared,
+  sharedDir: data.root,
   out: values.out,
   quick: values.quick,
   corpus: values.corpus,

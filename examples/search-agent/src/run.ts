@@ -38,7 +38,7 @@ import { type RetrievalServer, startRetrievalServer } from './retrieval-server.j
 import { createSearchAgent, createSearchTool, DemonstratorPolicy } from './search-agent.js';
 
 export interface SearchAgentRunOptions {
-  /** The shared folder (data/hotpotqa, data/wiki-sample). */
+  /** A folder laid out like ../shared: data/hotpotqa (and data/wiki-sample for that corpus). */
   sharedDir: string;
   out: string;
   quick?: boolean;

@@ -2,10 +2,9 @@
 //   pnpm example solver [--quick] [--base-url URL] [--model NAME] [--question Q]
 //                       [--wiki offline|live] [--corpus FILE] [--tools LIST] [--max-steps N]
 //                       [--local <HF folder | artifacts | tiny>] [--adapter DIR]
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { parseCommandLine } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/models';
+import { DEFAULT_OUT, solverCorpus } from './data-source.js';
 import { scriptedServer } from './scripted-server.js';
 import { sharedDir } from './shared.js';
 import { loadPassages, runSolverExample, SEED_QUERY } from './solve.js';
@@ -17,7 +16,8 @@ const usage = `Usage: pnpm example solver [flags]
   --model NAME       model as served (default $MODEL, or Qwen/Qwen2.5-7B-Instruct)
                      the API key comes from $FLOWGRPO_API_KEY or $OPENAI_API_KEY
   --question Q       default: the seeds' query "${SEED_QUERY}"
-  --wiki MODE        offline (default: BM25 over the HotpotQA paragraphs in ../shared/data) or live
+  --wiki MODE        offline (default: BM25 over the HotpotQA paragraphs in ../shared/data, else the
+                     first 500 rows of the hub's hotpotqa/hotpot_qa, written to ${DEFAULT_OUT}/data) or live
                      (the MediaWiki API of en.wikipedia.org; needs network)
   --corpus FILE      offline corpus: HotpotQA jsonl, or FlashRAG/DPR jsonl ({id, contents}), e.g. a full wiki-18 dump
   --tools LIST       comma-separated: calculator, python, wikipedia, generalist (default all four)
@@ -49,20 +49,19 @@ if (values.wiki !== 'offline' && values.wiki !== 'live') {
   process.exit(2);
 }
 
-// The offline Wikipedia: --corpus, else HotpotQA's 4,947 paragraphs from ../shared/data.
+// The offline Wikipedia: --corpus, else HotpotQA's paragraphs from ../shared/data or the hub.
 let corpus = values.corpus;
 let format: 'hotpotqa' | 'flashrag' =
   corpus && !corpus.includes('hotpotqa') ? 'flashrag' : 'hotpotqa';
 if (values.wiki === 'offline' && !corpus) {
-  const shared = sharedDir();
-  corpus = shared ? join(shared, 'data', 'hotpotqa', 'dev-distractor-500.jsonl') : undefined;
+  const found = await solverCorpus(sharedDir(), {
+    out: DEFAULT_OUT,
+    skip: (reason) => console.log(`solver: skipped — ${reason}`),
+  });
+  if (!found) process.exit(0);
+  corpus = found.file;
   format = 'hotpotqa';
-  if (!corpus || !existsSync(corpus)) {
-    console.log(
-      'solver: skipped — the offline Wikipedia is read from ../shared/data/hotpotqa (or $FLOWGRPO_SHARED), which is absent; pass --corpus FILE or --wiki live (the passages are those of the hub data set hotpotqa/hotpot_qa, config distractor, split validation: README, where the data comes from)',
-    );
-    process.exit(0);
-  }
+  console.log(`Offline Wikipedia: the paragraphs of ${found.from}`);
 }
 
 const question = values.question ?? (positionals.length > 0 ? positionals.join(' ') : undefined);

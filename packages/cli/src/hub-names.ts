@@ -19,7 +19,14 @@ import { cliProgress } from './run-progress.js';
 /** The hub settings come from the command's environment (HF_ENDPOINT, HF_HOME, HF_TOKEN, …). */
 function hubOptions(io: CliIO, what: string) {
   const progress: HubProgress = cliProgress(io);
-  return { cwd: io.cwd, env: io.env, what, progress };
+  // Waiting for another process that downloads the same file is said, not silent.
+  return {
+    cwd: io.cwd,
+    env: io.env,
+    what,
+    progress,
+    log: (line: string) => io.stderr(`${line}\n`),
+  };
 }
 
 /** A model named by option `what` (`--model`, `--tokenizer`): a local path or a hub model's folder. */

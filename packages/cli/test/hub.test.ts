@@ -130,4 +130,28 @@ describe('flowgrpo data fetch', () => {
     expect(missing.err).toContain('[HUB_OFFLINE]');
     expect(hub.requests.length).toBe(seen);
   });
+
+  it('--file downloads the named files of a repo (hf_hub_download) and prints their paths', async () => {
+    const env = { HF_ENDPOINT: hub.url, HF_HOME: join(tmp, 'hf-files') };
+    const io = captureIO(tmp, env);
+    const args = ['data', 'fetch', 'math/sums', '--file', 'README.md', '--file', 'data/test.jsonl'];
+    expect(await runCli(args, io), io.err).toBe(0);
+    const snapshot = join(
+      tmp,
+      'hf-files',
+      'hub',
+      'datasets--math--sums',
+      'snapshots',
+      '3'.repeat(40),
+    );
+    expect(io.out).toBe(
+      `${join(snapshot, 'README.md')}\n${join(snapshot, 'data', 'test.jsonl')}\n`,
+    );
+    expect(io.err).toContain('2 of 2 files downloaded');
+    const wrong = captureIO(tmp, env);
+    expect(await runCli(['data', 'fetch', 'math/sums', '--file', 'nope.bin'], wrong)).toBe(1);
+    expect(wrong.err).toMatch(/^\[HUB_NOT_FOUND\] math\/sums@main has no nope\.bin/);
+    const usage = captureIO(tmp, env);
+    expect(await runCli([...args, '--split', 'test'], usage)).toBe(2);
+  });
 });

@@ -167,6 +167,9 @@ describe('flowgrpo init', () => {
       0,
     );
     expect(readFileSync(join(beside, 'notes.txt'), 'utf8')).toBe('keep\n');
+    // An absolute DIR is printed as given, never as a path relative to the working directory.
+    expect(ok.out).toContain(`wrote ${beside}/:`);
+    expect(printedCommands(ok.out)[0]).toBe(`cd ${beside}`);
     // --model: no tiny model; the configs name the user's model and tokenizer.
     expect(existsSync(join(beside, 'model'))).toBe(false);
     expect(JSON.parse(readFileSync(join(beside, 'sft.json'), 'utf8')).model).toBe('/models/qwen');

@@ -34,6 +34,11 @@ export {
   shuffleRows,
 } from './datasets/combine.js';
 export {
+  type HotpotQaOriginalRow,
+  hotpotQaOriginalRow,
+  readHotpotQaHubRows,
+} from './datasets/hotpotqa-hub.js';
+export {
   type JsonlRecord,
   readJsonl,
   readJsonlAll,
@@ -135,6 +140,7 @@ export {
   HubNotFoundError,
   HubOfflineError,
 } from './hub/errors.js';
+export { downloadHubFiles, type HubFilesOptions } from './hub/files.js';
 export { downloadHubModel, downloadHubTokenizer, type HubSnapshot } from './hub/model.js';
 export { type HubRepoId, type HubRepoType, parseHubRepoId } from './hub/repo-id.js';
 export {

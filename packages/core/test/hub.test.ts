@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeHub, startFakeHub } from '../../../test-utils/fake-hub.js';
 import {
   downloadHubDataset,
+  downloadHubFiles,
   downloadHubModel,
   downloadHubTokenizer,
   HubGatedError,
@@ -85,6 +86,17 @@ beforeAll(async () => {
         'model.safetensors.index.json': JSON.stringify({
           weight_map: { a: '../../../../../escaped.safetensors' },
         }),
+      },
+    },
+    {
+      type: 'model',
+      repo: 'karpathy/tinyllamas',
+      commit: 'e'.repeat(40),
+      files: {
+        'README.md': 'llama2.c models',
+        'stories260K/stories260K.bin': shard(7),
+        'stories260K/tok512.bin': 'tokens',
+        'stories15M.bin': 'never downloaded',
       },
     },
     {
@@ -351,5 +363,33 @@ describe('downloadHubDataset', () => {
     await expect(
       downloadHubDataset('openai/gsm8k', { env: envFor(), config: 'socratic', split: 'test' }),
     ).rejects.toThrow(/no split 'test' \(its files name: train\)/);
+  });
+});
+
+describe('downloadHubFiles', () => {
+  it('fetches the named files of a repo that is no transformers model (hf_hub_download)', async () => {
+    const env = envFor();
+    const files = ['stories260K/stories260K.bin', 'stories260K/tok512.bin'];
+    const r = await downloadHubFiles('karpathy/tinyllamas', files, { env });
+    expect(r.downloaded).toEqual(files);
+    expect(readFileSync(r.paths[1] as string, 'utf8')).toBe('tokens');
+    expect(readFileSync(r.paths[0] as string)).toEqual(Buffer.from(shard(7)));
+    expect(hub.downloads().some((d) => d.path.includes('stories15M'))).toBe(false);
+    // Cached: the second call downloads nothing.
+    expect((await downloadHubFiles('karpathy/tinyllamas', files, { env })).downloaded).toEqual([]);
+  });
+
+  it('a file the repo does not have is HUB_NOT_FOUND naming it, before anything is downloaded', async () => {
+    const seen = hub.downloads().length;
+    const error = await downloadHubFiles(
+      'karpathy/tinyllamas',
+      ['stories260K/tok512.bin', 'x.bin'],
+      {
+        env: envFor(),
+      },
+    ).catch((e: unknown) => e);
+    expect(HubNotFoundError.isInstance(error)).toBe(true);
+    expect((error as Error).message).toMatch(/^karpathy\/tinyllamas@main has no x\.bin/);
+    expect(hub.downloads().length).toBe(seen);
   });
 });

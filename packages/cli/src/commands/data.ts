@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import {
   DataFormatError,
   downloadHubDataset,
+  downloadHubFiles,
   downloadHubModel,
   prepareCombinedTrainSet,
   writeJsonl,
@@ -24,10 +25,13 @@ const ACTIONS = {
     re-index, and write DIR/combined_train.parquet and DIR/val.parquet (default out/data).
     The raw sets are read from --data-dir, else $FLOWGRPO_SHARED/data, else ../shared/data.`,
   fetch: `flowgrpo data fetch ORG/NAME[@REVISION] [--config C] [--split S] [--type dataset|model]
+      [--file PATH]...
     Download a hub data set's split (default train; only that split's files) or, with
     --type model, a model's config, tokenizer and safetensors into the HF cache ($HF_HOME/hub,
-    shared with Python's huggingface_hub) and print the local paths. Honours HF_ENDPOINT,
-    HF_HOME / HF_HUB_CACHE, HF_TOKEN and HF_HUB_OFFLINE (docs/guides/hub.md).`,
+    shared with Python's huggingface_hub) and print the local paths. --file names the repo's
+    files to download instead, as hf_hub_download does (e.g. karpathy/tinyllamas --type model
+    --file stories260K/stories260K.bin). Honours HF_ENDPOINT, HF_HOME / HF_HUB_CACHE, HF_TOKEN
+    and HF_HUB_OFFLINE (docs/guides/hub.md).`,
   inspect: `flowgrpo data inspect FILE [--rows N]      (also: data show)
     Say what FILE is and holds: its kind, rows, fields, a summary and the first N rows
     (default 2). Reads any file flowgrpo reads or writes: SampleRows (rows per source), plain
@@ -81,6 +85,7 @@ export const dataCommand: Command = {
     config: { type: 'string' },
     split: { type: 'string' },
     type: { type: 'string' },
+    file: { type: 'string', multiple: true },
   },
   async run(args, io) {
     const [given, file] = args.positionals;
@@ -110,7 +115,22 @@ export const dataCommand: Command = {
       const type = stringOption(args, 'type') ?? 'dataset';
       if (type !== 'dataset' && type !== 'model')
         throw new UsageError(`--type must be dataset or model, got '${type}'`);
-      const options = { env: io.env, progress: cliProgress(io) };
+      const options = {
+        env: io.env,
+        progress: cliProgress(io),
+        log: (line: string) => io.stderr(`${line}\n`),
+      };
+      const named = args.values.file;
+      if (Array.isArray(named) && named.length > 0) {
+        if (args.values.config !== undefined || args.values.split !== undefined)
+          throw new UsageError('--file names the files itself: leave out --config and --split');
+        const got = await downloadHubFiles(file, named.map(String), { ...options, type });
+        io.stderr(
+          `${got.repo}@${got.commit}: ${got.downloaded.length} of ${got.files.length} files downloaded\n`,
+        );
+        for (const p of got.paths) io.stdout(`${p}\n`);
+        return 0;
+      }
       if (type === 'model') {
         const snap = await downloadHubModel(file, options);
         io.stderr(

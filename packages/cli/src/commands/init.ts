@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { join, relative, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { createTinyQwen2 } from '@flowgrpo/models';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
 import {
@@ -110,7 +110,10 @@ export const initCommand: Command = {
     writeFiles(dir, files);
     if (model === undefined) await createTinyQwen2(join(dir, 'model'), { seed, ...TINY });
 
-    const where = relative(io.cwd, dir) || '.';
+    // The folder as the user named it: an absolute DIR stays absolute (a relative path from the
+    // working directory to /tmp/run reads `../../tmp/run`), a relative one is shown normalised.
+    const given = args.positionals[0];
+    const where = given !== undefined && isAbsolute(given) ? dir : relative(io.cwd, dir) || '.';
     io.stdout(
       `wrote ${where}/: ${name} — ${template.summary}\n` +
         `  README.md explains every file and every key of the configs\n` +

@@ -1,10 +1,11 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, statSync } from 'node:fs';
 import { copyFile, mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
-import { dirname, join, relative } from 'node:path';
+import { basename, dirname, join, relative } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { snapshotFolder } from './cache.js';
+import { withDownloadLock } from './download-lock.js';
 import { HubIntegrityError, HubNetworkError } from './errors.js';
 import { authHeaders, checkStatus, hubFetch } from './http.js';
 import type { HubRepoType } from './repo-id.js';
@@ -14,7 +15,9 @@ import type { HubSettings } from './settings.js';
 // followed) gives the file's hash (X-Linked-Etag for LFS files: their sha256; ETag otherwise:
 // the git blob sha1) and size; the bytes go to blobs/<hash>.incomplete, resumed with a Range
 // request when a download broke off (here or in Python), are checked against the hash, then
-// renamed to blobs/<hash> and linked from snapshots/<commit>/<file>.
+// renamed to blobs/<hash> and linked from snapshots/<commit>/<file>. One process at a time does
+// that for a blob (a lock file under <cache>/.locks/, download-lock.ts); the others wait for it
+// and then find the blob there.
 
 /** A progress reporter: the trainer's `Progress` (cli-progress bars) has this shape. */
 export interface HubProgress {
@@ -32,6 +35,8 @@ export interface HubFileRequest {
   /** The repo's cache folder. */
   repoFolder: string;
   progress?: HubProgress | undefined;
+  /** Says when this process waits for another one downloading the same blob. */
+  log?: ((line: string) => void) | undefined;
 }
 
 /** Attempts at one file: a connection that breaks mid-file resumes where it stopped. */
@@ -93,16 +98,27 @@ export async function downloadHubFile(
   const source = location ? new URL(location, url).href : url;
 
   const blob = join(req.repoFolder, 'blobs', etag);
-  let downloaded = false;
-  if (!existsSync(blob)) {
-    await mkdir(dirname(blob), { recursive: true });
-    await fetchBlob(req, source, `${blob}.incomplete`, size);
-    await verify(`${blob}.incomplete`, etag, size, req);
-    await rename(`${blob}.incomplete`, blob);
-    downloaded = true;
-  }
-  await mkdir(dirname(target), { recursive: true });
-  await linkBlob(blob, target);
+  // Where huggingface_hub keeps its <etag>.lock for this blob; ours is a file of its own beside it.
+  const locks = join(settings.cacheDir, '.locks', basename(req.repoFolder));
+  await mkdir(locks, { recursive: true });
+  await mkdir(dirname(blob), { recursive: true });
+  const downloaded = await withDownloadLock(
+    join(locks, `${etag}.flowgrpo.lock`),
+    async () => {
+      // Looked at again under the lock: the process that held it before may have fetched it.
+      let fetched = false;
+      if (!existsSync(blob)) {
+        await fetchBlob(req, source, `${blob}.incomplete`, size);
+        await verify(`${blob}.incomplete`, etag, size, req);
+        await rename(`${blob}.incomplete`, blob);
+        fetched = true;
+      }
+      await mkdir(dirname(target), { recursive: true });
+      await linkBlob(blob, target);
+      return fetched;
+    },
+    { log: req.log },
+  );
   return { path: target, downloaded };
 }
 
@@ -188,13 +204,17 @@ async function verify(path: string, etag: string, size: number | undefined, req:
   }
 }
 
-/** snapshots/<commit>/<file> → ../../blobs/<etag>, relative as Python makes it (copied where links fail). */
+/**
+ * snapshots/<commit>/<file> → ../../blobs/<etag>, relative as Python makes it; where links fail,
+ * a copy, written beside and renamed so that no reader sees half of it.
+ */
 async function linkBlob(blob: string, target: string): Promise<void> {
   await rm(target, { force: true });
   try {
     await symlink(relative(dirname(target), blob), target);
   } catch {
-    await copyFile(blob, target);
+    await copyFile(blob, `${target}.incomplete`);
+    await rename(`${target}.incomplete`, target);
   }
 }
 

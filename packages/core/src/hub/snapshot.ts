@@ -18,6 +18,8 @@ export interface HubOptions {
   settings?: HubSettings | undefined;
   /** A progress bar per downloaded file. */
   progress?: HubProgress | undefined;
+  /** Notes on the way (waiting for another process that downloads the same file). */
+  log?: ((line: string) => void) | undefined;
 }
 
 /** One revision of a repo, ready to fetch files from into its snapshot folder. */
@@ -121,6 +123,7 @@ export async function openHubRevision(
         file,
         repoFolder,
         progress: options.progress,
+        log: options.log,
       });
       return r.downloaded;
     },
