@@ -158,6 +158,10 @@ describe('hub downloads across processes', () => {
       lock,
       JSON.stringify({ pid: process.pid, host: hostname(), started_at: '', token: 'other' }),
     );
+    // Touched an hour ahead: however slow this machine is before the waiter first looks, the
+    // lock never reads as untouched for longer than a holder refreshes it (no race to win).
+    const ahead = new Date(Date.now() + 60 * 60_000);
+    utimesSync(lock, ahead, ahead);
     const said: string[] = [];
     const seen = objectGets().length;
     const pending = downloadHubDataset(REPO, {
