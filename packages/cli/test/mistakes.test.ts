@@ -691,6 +691,13 @@ const MISTAKES: Mistake[] = [
     exit: 2,
   },
   {
+    name: 'demo: an unknown --task',
+    argv: () => ['demo', '--task', 'hard'],
+    code: 'USAGE_ERROR',
+    exit: 2,
+    says: "--task must be default or explore, got 'hard'",
+  },
+  {
     name: 'a mistyped command',
     argv: () => ['trian', '--config', 'run.json'],
     code: 'USAGE_ERROR',

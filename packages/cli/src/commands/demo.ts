@@ -1,11 +1,11 @@
 import { resolve } from 'node:path';
 import { accuracyDifference, formatAccuracyDifference } from '@flowgrpo/trainer';
-import { runDemo } from '@flowgrpo/trainer/demo';
+import { DEMO_TASK_NAMES, type DemoTaskName, runDemo } from '@flowgrpo/trainer/demo';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { cliProgress, interruptSignal } from '../run-progress.js';
 
 const usage = `Usage:
-  flowgrpo demo [--quick] [--rft] [--seed N] [--out DIR]
+  flowgrpo demo [--task default|explore] [--quick] [--rft] [--seed N] [--out DIR]
 
 The embedded Flow-GRPO demo, offline on the CPU: an almanac question task generated from the
 seed (1–3 tool calls: almanac lookups and a calculator), a tiny Qwen2-architecture planner
@@ -20,12 +20,16 @@ Writes DIR/report.html (curves, the table, sample trajectories), DIR/results.jso
 demo's own: a second demo into it replaces the first's runs (overwrite_output_dir, logged).
 
 Options:
+  --task T     default: the teacher stops one hop early on some multi-hop questions.
+               explore: the teacher's logs hold no correct three-hop plan, so imitation (SFT,
+               and RFT with --rft) cannot learn one; GRPO has to find it by exploring. Prints
+               accuracy per question kind too.
   --quick      smaller budgets everywhere (shows the whole loop; the gain is reported, not promised,
                and called inconclusive when the 95% intervals overlap)
   --rft        also the rejection-sampling baseline: the same SFT on only the demonstrations the
                judge marks correct (uses the reward, as GRPO does; one more SFT run)
   --seed N     seed of the task, the model and the trainers (default 1)
-  --out DIR    output folder (default out/demo, or out/demo-quick with --quick)
+  --out DIR    output folder (default out/demo[-explore], or …-quick with --quick)
   --device D   cpu (default) | auto | webgpu | cuda`;
 
 export const demoCommand: Command = {
@@ -33,6 +37,7 @@ export const demoCommand: Command = {
   summary: 'the embedded demo: SFT then Flow-GRPO of a tiny planner, offline on the CPU',
   usage,
   options: {
+    task: { type: 'string' },
     quick: { type: 'boolean' },
     rft: { type: 'boolean' },
     seed: { type: 'string' },
@@ -48,16 +53,19 @@ export const demoCommand: Command = {
     const device = stringOption(args, 'device') ?? 'cpu';
     if (!['cpu', 'auto', 'webgpu', 'cuda'].includes(device))
       throw new UsageError(`--device must be cpu, auto, webgpu or cuda, got '${device}'`);
-    const outDir = resolve(
-      io.cwd,
-      stringOption(args, 'out') ?? (quick ? 'out/demo-quick' : 'out/demo'),
-    );
+    const task = stringOption(args, 'task') ?? 'default';
+    if (!DEMO_TASK_NAMES.includes(task as DemoTaskName))
+      throw new UsageError(`--task must be ${DEMO_TASK_NAMES.join(' or ')}, got '${task}'`);
+    const defaultOut = `out/demo${task === 'default' ? '' : `-${task}`}${quick ? '-quick' : ''}`;
+    const outDir = resolve(io.cwd, stringOption(args, 'out') ?? defaultOut);
     const progress = cliProgress(io);
     const interrupt = interruptSignal(io);
     try {
-      io.stderr(`flowgrpo demo${quick ? ' --quick' : ''} (seed ${seed}) → ${outDir}\n`);
+      const flags = `${task === 'default' ? '' : ` --task ${task}`}${quick ? ' --quick' : ''}`;
+      io.stderr(`flowgrpo demo${flags} (seed ${seed}) → ${outDir}\n`);
       const r = await runDemo({
         outDir,
+        task: task as DemoTaskName,
         quick,
         rft: args.values.rft === true,
         seed,
@@ -66,6 +74,7 @@ export const demoCommand: Command = {
         signal: interrupt.signal,
       });
       io.stdout(`\nHeld-out accuracy (${r.evals[0]!.n} questions, greedy):\n\n${r.table}\n\n`);
+      if (task !== 'default') io.stdout(`By question kind:\n\n${kindTable(r.perKind)}\n\n`);
       const byName = (prefix: string) => r.evals.find((e) => e.name.startsWith(prefix));
       const [base, sft, grpo] = [byName('base'), byName('sft'), byName('grpo')];
       // A --quick run evaluates few questions: the line says when its difference is noise.
@@ -85,3 +94,17 @@ export const demoCommand: Command = {
     }
   },
 };
+
+/** Accuracy per question kind (rows) and policy (columns). */
+function kindTable(perKind: Record<string, Record<string, { n: number; accuracy: number }>>) {
+  const policies = Object.keys(perKind);
+  const kinds = Object.keys(perKind[policies[0]!] ?? {});
+  const rows = kinds.map((k) => [
+    `${k} (${perKind[policies[0]!]![k]!.n})`,
+    ...policies.map((p) => `${(100 * (perKind[p]![k]?.accuracy ?? 0)).toFixed(1)}%`),
+  ]);
+  const head = ['kind (n)', ...policies.map((p) => p.split(' ')[0]!)];
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ');
+  return [line(head), ...rows.map(line)].join('\n');
+}

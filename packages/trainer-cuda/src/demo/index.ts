@@ -16,6 +16,7 @@ export {
   demoSettings,
   runDemo,
 } from './pipeline.js';
+export { DEMO_TASK_NAMES, DEMO_TASKS, type DemoTaskName, type DemoTaskPreset } from './presets.js';
 export {
   almanacTool,
   type DemoAgentOptions,

@@ -14,13 +14,14 @@ import {
   samplingGraph,
 } from '@flowgrpo/models';
 import { rewardInputFromTrajectory } from '@flowgrpo/reward';
-import { comparisonTable, type EvalResult, evaluate } from '../train/evaluate.js';
+import { comparisonTable, type EvalResult, evaluate, wilsonInterval } from '../train/evaluate.js';
 import { GRPOTrainer } from '../train/grpo-trainer.js';
 import { type Progress, silentProgress } from '../train/progress.js';
 import { writeReport } from '../train/report.js';
 import { type SFTResult, SFTTrainer } from '../train/sft-trainer.js';
 import { buildTrainingArtifacts } from '../train/training-artifacts.js';
 import { createAlmanac } from './almanac.js';
+import { DEMO_TASKS, type DemoTaskName } from './presets.js';
 import { demoAgent, demoReward } from './roles.js';
 import { type DemoQuestion, makeQuestions, questionRows } from './task.js';
 import { TeacherPolicy } from './teacher.js';
@@ -44,6 +45,8 @@ export interface DemoOptions {
   outDir: string;
   /** One seed for the almanac, the model, the teacher and the trainers (default 1). */
   seed?: number;
+  /** The task preset (default 'default'; 'explore': the teacher's logs lack three-hop plans). */
+  task?: DemoTaskName;
   /** A ~2-minute version: smaller budgets everywhere (the improvement is reported, not promised). */
   quick?: boolean;
   /**
@@ -74,6 +77,9 @@ export interface DemoResult {
   grpo: { steps: number; checkpoint: string | undefined };
   timings: Record<string, number>;
   seed: number;
+  task: DemoTaskName;
+  /** Held-out accuracy per question kind, by policy name (95% Wilson intervals). */
+  perKind: Record<string, Record<string, { n: number; accuracy: number; ci95: [number, number] }>>;
 }
 
 export type DemoBudget = 'full' | 'quick' | 'smoke';
@@ -115,7 +121,10 @@ export function demoSettings(budget: DemoBudget) {
 export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const seed = o.seed ?? 1;
   const budget = o.budget ?? (o.quick ? 'quick' : 'full');
+  const taskName = o.task ?? 'default';
+  const task = DEMO_TASKS[taskName];
   const s = demoSettings(budget);
+  if (budget === 'full' && task.grpoMaxSteps) s.grpo.maxSteps = task.grpoMaxSteps;
   const out = resolve(o.outDir);
   const progress = o.progress ?? silentProgress;
   const device = o.device ?? 'cpu';
@@ -138,12 +147,28 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     'train',
     s.demonstrations + s.validation + s.grpoQuestions,
     `${seed}:train`,
+    task.questions,
   );
-  const demoQuestions = trainPool.slice(0, s.demonstrations + s.validation);
+  // The teacher's logs: the pool's first questions, or (a preset whose logs hold other kinds)
+  // questions of their own from the same training half.
+  const demoQuestions = task.demonstrations
+    ? makeQuestions(almanac, 'train', s.demonstrations + s.validation, `${seed}:demonstrations`, {
+        ...task.questions,
+        ...task.demonstrations,
+      })
+    : trainPool.slice(0, s.demonstrations + s.validation);
   const grpoQuestions = trainPool.slice(s.demonstrations + s.validation);
-  const testQuestions = makeQuestions(almanac, 'test', s.testQuestions, `${seed}:test`);
+  const testQuestions = makeQuestions(
+    almanac,
+    'test',
+    s.testQuestions,
+    `${seed}:test`,
+    task.questions,
+  );
   writeJsonl(join(out, 'data', 'train.jsonl'), questionRows(trainPool));
   writeJsonl(join(out, 'data', 'test.jsonl'), questionRows(testQuestions));
+  if (task.demonstrations)
+    writeJsonl(join(out, 'data', 'demonstrations.jsonl'), questionRows(demoQuestions));
 
   // 2. The planner, created from the seed.
   const base = await createTinyQwen2(join(out, 'models', 'base'), {
@@ -163,7 +188,10 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
 
   // 3. Demonstrations from the imperfect teacher, through the real FlowRollout.
   start = performance.now();
-  const teacher = new TeacherPolicy(tokenizer, [...demoQuestions, ...testQuestions], { seed });
+  const teacher = new TeacherPolicy(tokenizer, [...demoQuestions, ...testQuestions], {
+    seed,
+    ...task.teacher,
+  });
   const teacherAgent = demoAgent(teacher, almanac);
   const demos = await Promise.all(
     demoQuestions.map((q, i) =>
@@ -176,6 +204,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     dataset: questionRows(testQuestions),
     reward,
     name: 'teacher (demonstrator)',
+    keepTrajectories: true,
   });
   lap('demonstrations_s', start);
   progress.log(
@@ -321,6 +350,9 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   timings.total_s = (performance.now() - t0) / 1000;
 
   const table = comparisonTable([...evals, teacherOnTest]);
+  const perKind = Object.fromEntries(
+    [...evals, teacherOnTest].map((e) => [e.name, accuracyByKind(testQuestions, e)]),
+  );
   const sample: Trajectory[] = evals
     .at(-1)!
     .trajectories!.filter((_, i) => i % 6 === 0)
@@ -376,9 +408,31 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     grpo: { steps: grpo.globalStep, checkpoint: grpo.checkpoint },
     timings,
     seed,
+    task: taskName,
+    perKind,
   };
   writeFileSync(join(out, 'results.json'), `${JSON.stringify(result, null, 2)}\n`);
   return result;
+}
+
+/** Held-out accuracy per question kind (the trajectories are in the questions' order). */
+function accuracyByKind(
+  questions: readonly DemoQuestion[],
+  e: EvalResult,
+): DemoResult['perKind'][string] {
+  const out: DemoResult['perKind'][string] = {};
+  for (const kind of new Set(questions.map((q) => q.kind))) {
+    const rewards = questions.flatMap((q, i) =>
+      q.kind === kind ? [e.trajectories?.[i]?.reward ?? 0] : [],
+    );
+    const k = rewards.filter((r) => r >= 1).length;
+    out[kind] = {
+      n: rewards.length,
+      accuracy: k / rewards.length,
+      ci95: wilsonInterval(k, rewards.length),
+    };
+  }
+  return out;
 }
 
 function writeJsonl(path: string, rows: readonly object[]): void {

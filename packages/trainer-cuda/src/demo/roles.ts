@@ -19,8 +19,8 @@ import { SUB_GOALS } from './task.js';
 //
 //   executor   grounds the planner's sub-goal into the tool's arguments: "year of the landmark"
 //              names the question's landmark; "event in the year" takes the latest year a step
-//              found (or the question's); "add the offset" adds the question's offset to it; any
-//              other sub-goal goes to the tool verbatim (the executor sees the steps so far)
+//              found (or the question's); "add the offset" adds the question's offset to that
+//              year; any other sub-goal goes to the tool verbatim (the executor sees the steps)
 //   verifier   never stops the run: the planner decides when it has the answer
 //   generator  answers with the result of the last successful tool call
 //   judge      normalised exact match of the candidate against the reference
@@ -143,8 +143,8 @@ export function groundSubGoal(
   if (tool === 'almanac' && goal === SUB_GOALS.year && landmark) return `year of ${landmark}`;
   if (tool === 'almanac' && goal === SUB_GOALS.town && landmark) return `town of ${landmark}`;
   if (tool === 'almanac' && goal === SUB_GOALS.event && year) return `event in ${year}`;
-  if (tool === 'calculator' && goal === SUB_GOALS.add && found && offset)
-    return `${found}+${offset}`;
+  // The offset goes onto the year found, else the question's own ("N years after 1835").
+  if (tool === 'calculator' && goal === SUB_GOALS.add && year && offset) return `${year}+${offset}`;
   return subGoal.trim();
 }
 

@@ -11,6 +11,9 @@ import type { Almanac, AlmanacHalf, Landmark } from './almanac.js';
 //   level 3  "What happened N years after X was built?"   almanac(year of X), calculator(Y+N),
 //                                                         almanac(event in Y+N)
 //
+// The `explore` preset adds a level-2 kind that shows the last two steps of level 3 on their own:
+//   level 2  "What happened N years after Y?"            calculator(Y+N), almanac(event in Y+N)
+//
 // A question carries its gold plan (the tool calls a perfect planner makes); rows follow the
 // seeds' SampleRow schema (`result` is the ground truth).
 
@@ -33,7 +36,14 @@ export interface DemoQuestion {
   question: string;
   answer: string;
   level: 1 | 2 | 3;
-  kind: 'year' | 'town' | 'event' | 'year_plus' | 'event_of_year' | 'event_plus';
+  kind:
+    | 'year'
+    | 'town'
+    | 'event'
+    | 'year_plus'
+    | 'event_of_year'
+    | 'event_plus'
+    | 'event_after_year';
   /** The tool calls that answer it. */
   plan: ToolCall[];
   /** The planner steps that produce those calls through the demo's executor. */
@@ -123,6 +133,21 @@ function makeQuestion(
         plan: [yearOf(l), eventIn(l.year)],
         steps: [stepYear, stepEvent],
       };
+    case 'event_after_year': {
+      // A year of the half and an offset that lands on another year of the same half.
+      const y = pick(rng, half.years);
+      const later = half.years.filter((z) => z - y >= 2 && z - y < 60);
+      if (later.length === 0) return makeQuestion(almanac, half, 'event', rng);
+      const n = pick(rng, later) - y;
+      return {
+        question: `What happened ${n} years after ${y}?`,
+        answer: almanac.events.get(y + n)!,
+        level: 2,
+        kind,
+        plan: [{ tool: 'calculator', expression: `${y}+${n}` }, eventIn(y + n)],
+        steps: [stepAdd, stepEvent],
+      };
+    }
     case 'event_plus': {
       const n = offset();
       if (n === 0) return makeQuestion(almanac, half, 'event_of_year', rng);
@@ -149,6 +174,8 @@ export const QUESTION_KINDS: readonly DemoQuestion['kind'][] = [
   'year_plus',
   'event_of_year',
   'event_plus',
+  // Last, with weight 0 by default: the default demo's question stream stays as it was.
+  'event_after_year',
 ];
 
 /** Question kinds drawn with these weights (level 1 : 2 : 3 ≈ 1 : 1 : 1 by default). */
@@ -160,6 +187,7 @@ const DEFAULT_WEIGHTS: Required<KindWeights> = {
   year_plus: 1.5,
   event_of_year: 1.5,
   event_plus: 3,
+  event_after_year: 0,
 };
 
 /** `count` distinct questions about one half of the almanac. */
