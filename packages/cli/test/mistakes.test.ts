@@ -691,6 +691,13 @@ const MISTAKES: Mistake[] = [
     exit: 2,
   },
   {
+    name: 'demo: --rft with --two-roles',
+    argv: () => ['demo', '--two-roles', '--rft'],
+    code: 'USAGE_ERROR',
+    exit: 2,
+    says: '--rft is a baseline of the one-role demo',
+  },
+  {
     name: 'a mistyped command',
     argv: () => ['trian', '--config', 'run.json'],
     code: 'USAGE_ERROR',

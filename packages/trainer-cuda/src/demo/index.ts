@@ -43,6 +43,7 @@ export {
   type TwoRoleRun,
   twoRoleAgent,
   twoRoleProgram,
+  twoRoleSettings,
 } from './two-roles.js';
 export {
   demoVerifierPrompt,

@@ -129,6 +129,21 @@ export function twoRoleProgram(almanac: Almanac): AgentProgram {
   };
 }
 
+/**
+ * The variant's budgets: the demo's (demoSettings), with shorter SFT and GRPO phases at the full
+ * budget so that its five trainings — one SFT on twice as many turns, three GRPO runs whose
+ * rollouts make twice as many model calls — stay within about 20 minutes on 2 idle cores.
+ */
+export function twoRoleSettings(budget: DemoBudget) {
+  const d = demoSettings(budget);
+  const full = budget === 'full';
+  return {
+    ...d,
+    sft: { ...d.sft, maxSteps: full ? 300 : d.sft.maxSteps },
+    grpo: { ...d.grpo, maxSteps: full ? 30 : d.grpo.maxSteps },
+  };
+}
+
 /** Held-out rows whose source is the question kind (per_source = accuracy per kind). */
 const kindRows = (questions: readonly DemoQuestion[]): SampleRow[] =>
   questionRows(questions).map((r, i) => ({ ...r, source: questions[i]!.kind }));
@@ -137,7 +152,7 @@ const kindRows = (questions: readonly DemoQuestion[]): SampleRow[] =>
 export async function runTwoRoleDemo(o: TwoRoleDemoOptions): Promise<TwoRoleDemoResult> {
   const seed = o.seed ?? 1;
   const budget = o.budget ?? 'full';
-  const s = demoSettings(budget);
+  const s = twoRoleSettings(budget);
   const out = resolve(o.outDir);
   const progress = o.progress ?? silentProgress;
   const device = o.device ?? 'cpu';
