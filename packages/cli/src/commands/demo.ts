@@ -28,7 +28,7 @@ Options:
                judge marks correct (uses the reward, as GRPO does; one more SFT run)
   --two-roles  the variant where the verifier is a trained model too: GRPO on the planner only,
                the verifier only and both at once, one LoRA adapter per role through the policy
-               gateway (docs/demo-two-roles.md; about 20 minutes on 2 idle cores)
+               gateway (docs/demo-two-roles.md; 28 minutes on a busy 2-core machine)
   --seed N     seed of the task, the model and the trainers (default 1)
   --out DIR    output folder (default out/demo, or out/demo-quick with --quick)
   --device D   cpu (default) | auto | webgpu | cuda`;
