@@ -698,6 +698,13 @@ const MISTAKES: Mistake[] = [
     says: "--task must be default or explore, got 'hard'",
   },
   {
+    name: 'demo: --rft with --two-roles',
+    argv: () => ['demo', '--two-roles', '--rft'],
+    code: 'USAGE_ERROR',
+    exit: 2,
+    says: '--rft is a baseline of the one-role demo',
+  },
+  {
     name: 'a mistyped command',
     argv: () => ['trian', '--config', 'run.json'],
     code: 'USAGE_ERROR',

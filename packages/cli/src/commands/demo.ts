@@ -3,9 +3,11 @@ import { accuracyDifference, formatAccuracyDifference } from '@flowgrpo/trainer'
 import { DEMO_TASK_NAMES, type DemoTaskName, runDemo } from '@flowgrpo/trainer/demo';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { cliProgress, interruptSignal } from '../run-progress.js';
+import { runTwoRoleDemoCommand } from './demo-two-roles.js';
 
 const usage = `Usage:
   flowgrpo demo [--task default|explore] [--quick] [--rft] [--seed N] [--out DIR]
+  flowgrpo demo --two-roles [--quick] [--seed N] [--out DIR]
 
 The embedded Flow-GRPO demo, offline on the CPU: an almanac question task generated from the
 seed (1–3 tool calls: almanac lookups and a calculator), a tiny Qwen2-architecture planner
@@ -28,6 +30,9 @@ Options:
                and called inconclusive when the 95% intervals overlap)
   --rft        also the rejection-sampling baseline: the same SFT on only the demonstrations the
                judge marks correct (uses the reward, as GRPO does; one more SFT run)
+  --two-roles  the variant where the verifier is a trained model too: GRPO on the planner only,
+               the verifier only and both at once, one LoRA adapter per role through the policy
+               gateway (docs/demo-two-roles.md; 28 minutes on a busy 2-core machine)
   --seed N     seed of the task, the model and the trainers (default 1)
   --out DIR    output folder (default out/demo[-explore], or …-quick with --quick)
   --device D   cpu (default) | auto | webgpu | cuda`;
@@ -40,6 +45,7 @@ export const demoCommand: Command = {
     task: { type: 'string' },
     quick: { type: 'boolean' },
     rft: { type: 'boolean' },
+    'two-roles': { type: 'boolean' },
     seed: { type: 'string' },
     out: { type: 'string' },
     device: { type: 'string' },
@@ -56,11 +62,27 @@ export const demoCommand: Command = {
     const task = stringOption(args, 'task') ?? 'default';
     if (!DEMO_TASK_NAMES.includes(task as DemoTaskName))
       throw new UsageError(`--task must be ${DEMO_TASK_NAMES.join(' or ')}, got '${task}'`);
+    const twoRoles = args.values['two-roles'] === true;
+    if (twoRoles && args.values.rft === true)
+      throw new UsageError(
+        '--rft is a baseline of the one-role demo; leave it out with --two-roles',
+      );
+    if (twoRoles && task !== 'default')
+      throw new UsageError('--two-roles has its own task; leave --task out with it');
     const defaultOut = `out/demo${task === 'default' ? '' : `-${task}`}${quick ? '-quick' : ''}`;
     const outDir = resolve(io.cwd, stringOption(args, 'out') ?? defaultOut);
     const progress = cliProgress(io);
     const interrupt = interruptSignal(io);
     try {
+      if (twoRoles)
+        return await runTwoRoleDemoCommand(io, {
+          outDir: stringOption(args, 'out') ? outDir : `${outDir}-two-roles`,
+          budget: quick ? 'quick' : 'full',
+          seed,
+          device: device as 'cpu',
+          progress,
+          signal: interrupt.signal,
+        });
       const flags = `${task === 'default' ? '' : ` --task ${task}`}${quick ? ' --quick' : ''}`;
       io.stderr(`flowgrpo demo${flags} (seed ${seed}) → ${outDir}\n`);
       const r = await runDemo({

@@ -34,3 +34,22 @@ export {
   SUB_GOALS,
 } from './task.js';
 export { type TeacherOptions, TeacherPolicy } from './teacher.js';
+export { TwoRoleTeacher, type TwoRoleTeacherOptions } from './two-role-teacher.js';
+export {
+  kindTable,
+  runTwoRoleDemo,
+  TWO_ROLE_RUNS,
+  type TwoRoleDemoOptions,
+  type TwoRoleDemoResult,
+  type TwoRoleRun,
+  twoRoleAgent,
+  twoRoleProgram,
+  twoRoleSettings,
+} from './two-roles.js';
+export {
+  demoVerifierPrompt,
+  PolicyVerifierEngine,
+  type PolicyVerifierOptions,
+  parseVerifierReply,
+  verifierReply,
+} from './verifier-role.js';

@@ -79,13 +79,13 @@ function userText(messages: ChatMessage[]): string {
 }
 
 /** The value of a `Label: value` line of a prompt. */
-function field(text: string, label: string): string | undefined {
+export function field(text: string, label: string): string | undefined {
   const m = new RegExp(`^${label}: (.*)$`, 'm').exec(text);
   return m?.[1];
 }
 
 /** The JSON object after `label:` in a prompt (the memory of steps). */
-function jsonAfter(
+export function jsonAfter(
   text: string,
   label: string,
 ): Record<string, { tool_name: string; result: unknown }> {
