@@ -37,8 +37,8 @@ import { EpochCursor } from './data-order.js';
 import {
   type EvalResult,
   evaluate,
-  runOne,
   formatCompliant,
+  runOne,
   trajectoryCompletionLength,
   trajectoryToolCalls,
   trajectoryToolErrors,
