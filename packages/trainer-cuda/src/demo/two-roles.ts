@@ -410,10 +410,12 @@ const mapRuns = (runs: TwoRoleDemoResult['runs']) =>
 
 /** Accuracy per question kind, one row per policy. */
 export function kindTable(evals: readonly EvalResult[]): string {
-  const header = ['policy', ...QUESTION_KINDS];
+  // Only the kinds this run asked (the explore preset's kind is not one of them).
+  const kinds = QUESTION_KINDS.filter((k) => evals.some((e) => e.per_source[k]));
+  const header = ['policy', ...kinds];
   const rows = evals.map((e) => [
     e.name,
-    ...QUESTION_KINDS.map((k) => {
+    ...kinds.map((k) => {
       const r = e.per_source[k];
       return r ? r.accuracy.toFixed(2) : '-';
     }),
