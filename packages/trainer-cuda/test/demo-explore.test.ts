@@ -109,9 +109,11 @@ describe('flowgrpo demo --task explore (smoke budget)', () => {
     const logs = rows('demonstrations.jsonl');
     expect(logs.length).toBeGreaterThan(0);
     expect(logs.filter((r) => kindOf(r) === 'event_plus')).toEqual([]);
-    const testKinds = new Set(rows('test.jsonl').map(kindOf));
-    expect(testKinds).toContain('event_plus');
-    expect(testKinds).toContain('event_after_year');
+    // The preset's kinds (24 test questions at this budget may miss the rarer ones: the three-hop
+    // kind is a third of them, the others are checked on the 464 training-half questions).
+    expect(new Set(rows('test.jsonl').map(kindOf))).toContain('event_plus');
+    expect(new Set(rows('train.jsonl').map(kindOf))).toContain('event_after_year');
+    expect(new Set(logs.map(kindOf))).toContain('event_after_year');
     // GRPO's questions include three-hop ones: it is asked what the teacher never showed.
     expect(rows('train.jsonl').some((r) => kindOf(r) === 'event_plus')).toBe(true);
   });
