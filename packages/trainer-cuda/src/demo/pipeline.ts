@@ -435,7 +435,8 @@ function accuracyByKind(
   return out;
 }
 
-function writeJsonl(path: string, rows: readonly object[]): void {
+/** Rows as JSON lines (the demo's data files; the two-role variant writes its own alike). */
+export function writeJsonl(path: string, rows: readonly object[]): void {
   mkdirSync(join(path, '..'), { recursive: true });
   writeFileSync(path, rows.map((r) => `${JSON.stringify(r)}\n`).join(''));
 }

@@ -22,7 +22,7 @@ import { writeReport } from '../train/report.js';
 import { SFTTrainer } from '../train/sft-trainer.js';
 import { buildTrainingArtifacts } from '../train/training-artifacts.js';
 import { type Almanac, createAlmanac } from './almanac.js';
-import { type DemoBudget, demoSettings } from './pipeline.js';
+import { type DemoBudget, demoSettings, writeJsonl } from './pipeline.js';
 import {
   demoPlannerPrompt,
   demoReward,
@@ -424,9 +424,4 @@ export function kindTable(evals: readonly EvalResult[]): string {
   const line = (cells: string[]) =>
     cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
-}
-
-function writeJsonl(path: string, rows: readonly object[]): void {
-  mkdirSync(join(path, '..'), { recursive: true });
-  writeFileSync(path, rows.map((r) => `${JSON.stringify(r)}\n`).join(''));
 }
