@@ -110,6 +110,13 @@ describe('alarms on constructed runs', () => {
     expect(alarm(gap(0.5), 'judge_rule_disagreement')?.raised).toBe(true);
     expect(alarm(gap(0.5), 'judge_rule_disagreement')?.value).toBeCloseTo(0.5, 9);
     expect(alarm(gap(0.1), 'judge_rule_disagreement')?.raised).toBe(false);
+    // A format reward is not a rule to check the judge against: far apart, and no alarm.
+    expect(
+      alarm(
+        run(5, { 'rewards/judge/mean': () => 0.8, 'rewards/format/mean': () => 0.1 }),
+        'judge_rule_disagreement',
+      ),
+    ).toBe(undefined);
     // A rule reward alone: the alarm is absent.
     expect(alarm(run(5, { 'rewards/exact_match/mean': () => 1 }), 'judge_rule_disagreement')).toBe(
       undefined,
@@ -181,5 +188,27 @@ describe('alarms in metrics.jsonl (RunDirectory.logMetrics)', () => {
     runDir.truncateMetrics(4);
     runDir.logMetrics({ step: 5, reward: 0.5, 'completions/clipped_ratio': 0.9 });
     expect(warnings).toHaveLength(1);
+  });
+
+  it('a flickering alarm is one episode: announced again only after rewarn_after_steps clear', () => {
+    const dir = join(tmp, 'flicker');
+    const warnings: string[] = [];
+    const runDir = new RunDirectory(dir, { warn: (l) => warnings.push(l) });
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ alarms: { rewarn_after_steps: 20 } }));
+    // Gradient norm 1, with 10× spikes: each spike raises grad_norm_spike for its step only.
+    const spikes = new Set([10, 14, 25, 60]);
+    for (let step = 1; step <= 62; step++)
+      runDir.logMetrics({ step, reward: 0.5, grad_norm: spikes.has(step) ? 10 : 1 });
+    const records = readFileSync(join(dir, 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as MetricsRecord);
+    const raisedAt = records.filter((r) => r['alarms/grad_norm_spike'] === 1).map((r) => r.step);
+    expect(raisedAt).toEqual([10, 14, 25, 60]);
+    // 14 and 25 are within 20 steps of the raise before them; 60 is 35 steps after 25.
+    expect(warnings.map((w) => /^alarm at step (\d+): grad_norm_spike/.exec(w)?.[1])).toEqual([
+      '10',
+      '60',
+    ]);
   });
 });

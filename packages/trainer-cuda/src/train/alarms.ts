@@ -43,6 +43,11 @@ export const AlarmsConfigSchema = z
     logprob_mismatch_floor: z.number().nonnegative().default(0.05),
     /** zero_variance_groups: share of groups with one reward for all G, over the recent window. */
     zero_variance_frac: fraction.default(0.75),
+    /**
+     * The console: an alarm raised again within this many steps of its last raise is the same
+     * episode and is not announced again (a flickering spike would print a line every few steps).
+     */
+    rewarn_after_steps: z.number().int().nonnegative().default(50),
   })
   .strict();
 export type AlarmsConfig = z.output<typeof AlarmsConfigSchema>;
@@ -189,7 +194,9 @@ function hackingAlarm(history: readonly Record_[], c: AlarmsConfig): AlarmResult
 /**
  * judge_rule_disagreement: where the reward records both an LLM judge's score
  * (`rewards/<name>/mean` with "judge" in the name) and rule-based ones, the mean over the recent
- * window of the largest |judge − rule| gap between the per-step means.
+ * window of the largest |judge − rule| gap between the per-step means. A format reward ("format"
+ * in its name) scores the form of a reply, not whether it is right, so it is no rule to check the
+ * judge against: an accuracy + format reward, TRL's usual pair, would otherwise raise it at once.
  */
 function judgeRuleAlarm(steps: readonly Record_[], c: AlarmsConfig): AlarmResult | undefined {
   const last = steps.at(-1)!;
@@ -197,7 +204,7 @@ function judgeRuleAlarm(steps: readonly Record_[], c: AlarmsConfig): AlarmResult
     .map((k) => /^rewards\/(.+)\/mean$/.exec(k)?.[1])
     .filter((n): n is string => n !== undefined);
   const judges = names.filter((n) => /judge/i.test(n));
-  const rules = names.filter((n) => !/judge/i.test(n));
+  const rules = names.filter((n) => !/judge|format/i.test(n));
   if (judges.length === 0 || rules.length === 0) return undefined;
   const gaps: number[] = [];
   for (const r of steps.slice(-c.window)) {

@@ -11,8 +11,9 @@ import {
 } from './alarms.js';
 
 // The alarms (alarms.ts) of one run directory: the metrics history kept in memory, so a step's
-// alarms cost no re-read of metrics.jsonl, and one console warning when an alarm is raised, not on
-// every step it stays raised. The thresholds are the run's `alarms` config key, read from its
+// alarms cost no re-read of metrics.jsonl, and one console warning per episode of an alarm, not on
+// every step it stays raised: an episode ends when the alarm stays clear for `rewarn_after_steps`
+// steps (a spike alarm clears the step after each spike; its flicker is one episode). The thresholds are the run's `alarms` config key, read from its
 // config.json — which every trainer writes before its first step — so no trainer has to pass them.
 
 type MetricsRecord = Record<string, number | string>;
@@ -20,8 +21,8 @@ type MetricsRecord = Record<string, number | string>;
 export class RunAlarms {
   #history: MetricsRecord[] | undefined;
   #config: AlarmsConfig | undefined;
-  /** The alarms raised at the last step (a warning is printed only when one joins them). */
-  #raised = new Set<string>();
+  /** The step at which each alarm was last raised (a warning is printed when an episode starts). */
+  #lastRaised = new Map<string, number>();
 
   constructor(
     private readonly run: { readonly dir: string; readMetrics(): MetricsRecord[] },
@@ -33,34 +34,40 @@ export class RunAlarms {
     if (!this.#history) {
       this.#history = this.run.readMetrics();
       // A resumed run: alarms already raised before the resume point are not announced again.
-      const lastStep = this.#history.findLast((r) => !isEvalRecord(r));
-      for (const [k, v] of Object.entries(lastStep ?? {}))
-        if (/^alarms\/[^/]+$/.test(k) && v === 1) this.#raised.add(k.slice('alarms/'.length));
+      for (const r of this.#history)
+        if (!isEvalRecord(r))
+          for (const [k, v] of Object.entries(r))
+            if (/^alarms\/[^/]+$/.test(k) && v === 1)
+              this.#lastRaised.set(k.slice('alarms/'.length), Number(r.step));
     }
     if (isEvalRecord(record)) {
       this.#history.push(record);
       return record;
     }
-    const alarms = computeAlarms([...this.#history, record], this.#readConfig());
+    const config = this.#readConfig();
+    const alarms = computeAlarms([...this.#history, record], config);
     const full = { ...record, ...alarmMetrics(alarms) };
     this.#history.push(full);
-    const raised = new Set(Object.keys(alarms).filter((n) => alarms[n as AlarmName]?.raised));
-    for (const name of raised)
-      if (!this.#raised.has(name)) {
+    const step = Number(record.step);
+    const raised = Object.keys(alarms).filter((n) => alarms[n as AlarmName]?.raised);
+    for (const name of raised) {
+      const last = this.#lastRaised.get(name);
+      this.#lastRaised.set(name, step);
+      if (last === undefined || step - last > Math.max(1, config.rewarn_after_steps)) {
         const a = alarms[name as AlarmName]!;
         const value = a.value === undefined ? '' : ` (value ${Number(a.value.toPrecision(3))})`;
         this.warn(
           `alarm at step ${record.step}: ${name}${value}: ${ALARM_MEANINGS[name as AlarmName]}; see docs/guides/alarms.md`,
         );
       }
-    this.#raised = raised;
+    }
     return full;
   }
 
   /** metrics.jsonl was cut back (resume): the history is read again at the next record. */
   reset(): void {
     this.#history = undefined;
-    this.#raised.clear();
+    this.#lastRaised.clear();
   }
 
   #readConfig(): AlarmsConfig {
