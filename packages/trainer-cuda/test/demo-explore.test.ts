@@ -1,9 +1,10 @@
 // The demo's `explore` preset: the teacher's logs must hold no correct three-hop trace (or RFT
 // would have one to learn from), while each step of a three-hop plan is demonstrated correctly
 // in another context and the three in a row only in wrong traces (or GRPO could not reach the
-// plan by sampling the SFT model: without those, 0 of 320 samples of a seed-11 SFT model did). Checked on the real FlowRollout
-// with the preset's own teacher; then the whole pipeline at a smoke budget, for its wiring.
-// Not the accuracies: the full run (flowgrpo demo --task explore --rft) reports those.
+// plan by sampling the SFT model: without those, 0 of 320 samples of a seed-11 SFT model did).
+// Checked on the real FlowRollout with the preset's own teacher; then the whole pipeline at a
+// smoke budget, for its wiring. Not the accuracies: the full run (flowgrpo demo --task explore
+// --rft) reports those.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,25 +34,19 @@ const plan = (t: Trajectory) =>
 
 describe('the explore preset: what the teacher demonstrates', () => {
   const almanac = createAlmanac({ seed: 5, trainLandmarks: 200, testLandmarks: 50 });
-  const logs = makeQuestions(almanac, 'train', 400, '5:demonstrations', {
-    ...explore.questions,
-    ...explore.demonstrations,
-  });
-  // Three-hop questions the teacher is asked anyway (the preset's GRPO and test questions).
-  const threeHop = makeQuestions(almanac, 'train', 300, '5:train', explore.questions).filter(
-    (q) => q.level === 3,
-  );
+  // The logs: training-half questions of the preset's mix, as the pipeline draws them.
+  const logs = makeQuestions(almanac, 'train', 400, '5:train', explore.questions);
   let runs: { q: DemoQuestion; t: Trajectory; correct: boolean }[];
   beforeAll(async () => {
     const tokenizer = new ByteLevelTokenizer();
-    const teacher = new TeacherPolicy(tokenizer, [...logs, ...threeHop], {
+    const teacher = new TeacherPolicy(tokenizer, logs, {
       seed: 5,
       ...explore.teacher,
     });
     const agent = demoAgent(teacher, almanac);
     const reward = demoReward();
     runs = await Promise.all(
-      [...logs, ...threeHop].map(async (q, i) => {
+      logs.map(async (q, i) => {
         const t = await agent.run(q.question, { queryId: `q${i}`, groundTruth: q.answer, seed: i });
         const correct = (await reward.score(rewardInputFromTrajectory(t))).score >= 1;
         return { q, t, correct };
@@ -59,10 +54,9 @@ describe('the explore preset: what the teacher demonstrates', () => {
     );
   }, 120_000);
 
-  it('the logs hold no three-hop question, and the teacher answers none right when asked', () => {
-    expect(logs.some((q) => q.level === 3)).toBe(false);
-    expect(threeHop.length).toBeGreaterThan(50);
+  it('the logs hold three-hop questions, and the teacher answers none of them right', () => {
     const asked = runs.filter((r) => r.q.level === 3);
+    expect(asked.length).toBeGreaterThan(100); // 127 of the 400
     expect(asked.filter((r) => r.correct)).toEqual([]);
     // It stops one hop early: the year with the offset added, never the event.
     for (const r of asked) expect(plan(r.t)).toEqual(['year of the landmark', 'add the offset']);
@@ -82,7 +76,7 @@ describe('the explore preset: what the teacher demonstrates', () => {
         r.q.level < 3 &&
         plan(r.t).join(' → ') === 'year of the landmark → add the offset → event in the year',
     );
-    expect(threeSteps.length).toBeGreaterThan(0); // 9 of the 400 here (≈ 400 × 1/6 × 0.7 × 0.3)
+    expect(threeSteps.length).toBeGreaterThan(0); // 11 of the 400 here (54 year_plus × 0.7 × 0.3)
     expect(threeSteps.every((r) => r.q.kind === 'year_plus' && !r.correct)).toBe(true);
     // The executor grounds "add the offset" in the question's own year there.
     const afterYear = runs.find((r) => r.q.kind === 'event_after_year' && r.correct)!;
@@ -105,17 +99,21 @@ describe('flowgrpo demo --task explore (smoke budget)', () => {
       .map((l) => JSON.parse(l) as SampleRow);
   const kindOf = (r: SampleRow) => String(r.extra_info.kind);
 
-  it('trains on logs without three-hop questions, and tests on every kind', () => {
-    const logs = rows('demonstrations.jsonl');
-    expect(logs.length).toBeGreaterThan(0);
-    expect(logs.filter((r) => kindOf(r) === 'event_plus')).toEqual([]);
-    // The preset's kinds (24 test questions at this budget may miss the rarer ones: the three-hop
-    // kind is a third of them, the others are checked on the 464 training-half questions).
-    expect(new Set(rows('test.jsonl').map(kindOf))).toContain('event_plus');
-    expect(new Set(rows('train.jsonl').map(kindOf))).toContain('event_after_year');
+  it('asks GRPO mostly three-hop questions, and tests every kind', () => {
+    // train.jsonl: the teacher's 432 questions at this budget, then GRPO's 32.
+    const train = rows('train.jsonl');
+    expect(train).toHaveLength(432 + 32);
+    const share = (rs: SampleRow[], kind: string) =>
+      rs.filter((r) => kindOf(r) === kind).length / rs.length;
+    const logs = train.slice(0, 432);
+    const grpo = train.slice(432);
+    // The logs: the test's mix (a third three-hop, answered one hop early: see above).
+    expect(share(logs, 'event_plus')).toBeGreaterThan(0.2);
     expect(new Set(logs.map(kindOf))).toContain('event_after_year');
-    // GRPO's questions include three-hop ones: it is asked what the teacher never showed.
-    expect(rows('train.jsonl').some((r) => kindOf(r) === 'event_plus')).toBe(true);
+    // GRPO's: the preset's own mix, two thirds of it three-hop (32 questions here).
+    expect(share(grpo, 'event_plus')).toBeGreaterThan(0.5);
+    // The test's kinds (24 questions at this budget may miss a rarer one; a third are three-hop).
+    expect(new Set(rows('test.jsonl').map(kindOf))).toContain('event_plus');
   });
 
   it('reports accuracy per question kind for every policy and the teacher', () => {

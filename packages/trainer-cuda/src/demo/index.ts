@@ -14,6 +14,7 @@ export {
   type DemoOptions,
   type DemoResult,
   demoSettings,
+  demoTaskSetup,
   runDemo,
 } from './pipeline.js';
 export { DEMO_TASK_NAMES, DEMO_TASKS, type DemoTaskName, type DemoTaskPreset } from './presets.js';
@@ -24,6 +25,8 @@ export {
   demoPlannerPrompt,
   demoReward,
   demoTools,
+  demoTrainingReward,
+  plannerFormatReward,
 } from './roles.js';
 export {
   type DemoQuestion,

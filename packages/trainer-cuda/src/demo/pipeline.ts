@@ -21,8 +21,8 @@ import { writeReport } from '../train/report.js';
 import { type SFTResult, SFTTrainer } from '../train/sft-trainer.js';
 import { buildTrainingArtifacts } from '../train/training-artifacts.js';
 import { createAlmanac } from './almanac.js';
-import { DEMO_TASKS, type DemoTaskName } from './presets.js';
-import { demoAgent, demoReward } from './roles.js';
+import { DEMO_TASKS, type DemoTaskName, type DemoTaskPreset } from './presets.js';
+import { demoAgent, demoReward, demoTrainingReward } from './roles.js';
 import { type DemoQuestion, makeQuestions, questionRows } from './task.js';
 import { TeacherPolicy } from './teacher.js';
 
@@ -117,26 +117,32 @@ export function demoSettings(budget: DemoBudget) {
   };
 }
 
-/** Runs the whole demo and writes report.html and results.json into `outDir`. */
-export async function runDemo(o: DemoOptions): Promise<DemoResult> {
-  const seed = o.seed ?? 1;
-  const budget = o.budget ?? (o.quick ? 'quick' : 'full');
-  const taskName = o.task ?? 'default';
-  const task = DEMO_TASKS[taskName];
-  const s = demoSettings(budget);
-  if (budget === 'full' && task.grpoMaxSteps) s.grpo.maxSteps = task.grpoMaxSteps;
-  const out = resolve(o.outDir);
-  const progress = o.progress ?? silentProgress;
-  const device = o.device ?? 'cpu';
+/** Seconds per phase (`lap(name, start)`) and in all (`total()`): results.json's `timings`. */
+export function phaseTimer() {
   const timings: Record<string, number> = {};
   const t0 = performance.now();
-  const lap = (k: string, start: number) => {
-    timings[k] = (performance.now() - start) / 1000;
+  return {
+    timings,
+    lap(k: string, start: number) {
+      timings[k] = (performance.now() - start) / 1000;
+    },
+    total() {
+      timings.total_s = (performance.now() - t0) / 1000;
+    },
   };
-  mkdirSync(out, { recursive: true });
+}
 
-  // 1. The task.
-  let start = performance.now();
+/**
+ * The demo's task for a seed, shared by the demo and its two-role variant: the almanac, the
+ * question pools of the training half (the teacher's logs, GRPO's questions) and the held-out
+ * questions, written to `out/data`, and the tiny seeded base model in `out/models/base`.
+ */
+export async function demoTaskSetup(
+  out: string,
+  seed: number,
+  s: ReturnType<typeof demoSettings>,
+  task: DemoTaskPreset = DEMO_TASKS.default,
+) {
   const almanac = createAlmanac({
     seed,
     trainLandmarks: s.trainLandmarks,
@@ -149,15 +155,15 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     `${seed}:train`,
     task.questions,
   );
-  // The teacher's logs: the pool's first questions, or (a preset whose logs hold other kinds)
-  // questions of their own from the same training half.
-  const demoQuestions = task.demonstrations
-    ? makeQuestions(almanac, 'train', s.demonstrations + s.validation, `${seed}:demonstrations`, {
+  const demoQuestions = trainPool.slice(0, s.demonstrations + s.validation);
+  // GRPO's questions: the pool's rest, or (a preset with a mix of its own) questions of their
+  // own from the same training half.
+  const grpoQuestions = task.grpoQuestions
+    ? makeQuestions(almanac, 'train', s.grpoQuestions, `${seed}:grpo`, {
         ...task.questions,
-        ...task.demonstrations,
+        ...task.grpoQuestions,
       })
-    : trainPool.slice(0, s.demonstrations + s.validation);
-  const grpoQuestions = trainPool.slice(s.demonstrations + s.validation);
+    : trainPool.slice(s.demonstrations + s.validation);
   const testQuestions = makeQuestions(
     almanac,
     'test',
@@ -165,12 +171,10 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     `${seed}:test`,
     task.questions,
   );
-  writeJsonl(join(out, 'data', 'train.jsonl'), questionRows(trainPool));
+  writeJsonl(join(out, 'data', 'train.jsonl'), questionRows([...demoQuestions, ...grpoQuestions]));
   writeJsonl(join(out, 'data', 'test.jsonl'), questionRows(testQuestions));
-  if (task.demonstrations)
-    writeJsonl(join(out, 'data', 'demonstrations.jsonl'), questionRows(demoQuestions));
 
-  // 2. The planner, created from the seed.
+  // The planner, created from the seed.
   const base = await createTinyQwen2(join(out, 'models', 'base'), {
     seed,
     ...s.model,
@@ -179,6 +183,33 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     embeddingInitRange: 0.2,
     maxPositionEmbeddings: 512,
   });
+  return { almanac, demoQuestions, grpoQuestions, testQuestions, base };
+}
+
+/** Runs the whole demo and writes report.html and results.json into `outDir`. */
+export async function runDemo(o: DemoOptions): Promise<DemoResult> {
+  const seed = o.seed ?? 1;
+  const budget = o.budget ?? (o.quick ? 'quick' : 'full');
+  const taskName = o.task ?? 'default';
+  const task = DEMO_TASKS[taskName];
+  const s = demoSettings(budget);
+  if (budget === 'full' && task.grpoMaxSteps) s.grpo.maxSteps = task.grpoMaxSteps;
+  if (budget === 'full' && task.grpoGenerations) s.grpo.generations = task.grpoGenerations;
+  if (task.grpoLearningRate) s.grpo.lr = task.grpoLearningRate;
+  const out = resolve(o.outDir);
+  const progress = o.progress ?? silentProgress;
+  const device = o.device ?? 'cpu';
+  const { timings, lap, total } = phaseTimer();
+  mkdirSync(out, { recursive: true });
+
+  // 1–2. The task, and the planner created from the seed.
+  let start = performance.now();
+  const { almanac, demoQuestions, grpoQuestions, testQuestions, base } = await demoTaskSetup(
+    out,
+    seed,
+    s,
+    task,
+  );
   const tokenizer = base.tokenizer;
   buildTrainingArtifacts(base.weights, join(out, 'artifacts', 'base'), {
     graphs: ['decode', 'generate'],
@@ -303,7 +334,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     artifacts: join(out, 'artifacts', 'sft'),
     tokenizer,
     agent: (policy) => demoAgent(policy, almanac),
-    reward,
+    reward: demoTrainingReward(task.formatWeight),
     trainDataset: questionRows(grpoQuestions),
     device,
     progress,
@@ -347,7 +378,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     await evalPolicy('grpo', join(out, 'artifacts', 'sft'), grpo.checkpoint),
   ];
   lap('eval_s', start);
-  timings.total_s = (performance.now() - t0) / 1000;
+  total();
 
   const table = comparisonTable([...evals, teacherOnTest]);
   const perKind = Object.fromEntries(
@@ -363,7 +394,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       `seed ${seed}${budget === 'full' ? '' : ` (${budget} budget)`}; ${testQuestions.length} held-out questions (levels 1–3); ` +
         `teacher accuracy ${(100 * teacherOnTest.accuracy).toFixed(1)}% on them`,
       `SFT: ${sft.globalStep} steps (${sft.stopped}), best validation loss ${sft.bestEvalLoss?.toFixed(4)}; ` +
-        `GRPO: ${grpo.globalStep} steps; total ${timings.total_s.toFixed(0)} s`,
+        `GRPO: ${grpo.globalStep} steps${task.formatWeight ? ` on judge + ${task.formatWeight} × format` : ''}; total ${timings.total_s.toFixed(0)} s`,
       ...(rft
         ? [
             `RFT baseline: SFT on the ${rft.demonstrations} correct demonstrations, ${rft.globalStep} steps (${rft.stopped}), best validation loss ${rft.bestEvalLoss?.toFixed(4)}`,

@@ -1,31 +1,38 @@
 import type { KindWeights } from './task.js';
 import type { TeacherOptions } from './teacher.js';
 
-// The demo's task presets: which questions the run asks, which of them the teacher's logs hold,
-// and how the teacher fails. The machinery (almanac, model, trainers, evaluation) is the same.
+// The demo's task presets: which questions the run asks (the teacher, GRPO, the held-out test),
+// how the teacher fails, and what GRPO needs to find what the teacher never shows. The machinery (almanac, model, trainers, evaluation) is the same.
 //
 //   default  the teacher stops one hop early on 30% of two-hop and 65% of three-hop questions;
 //            its logs hold every kind. RFT (its correct traces only) is a perfect teacher here.
-//   explore  the teacher's logs hold no correct three-hop trace. They come from an agent deployed
-//            on one- and two-hop questions (never asked a three-hop one; asked, it stops one hop
-//            early), which stops early on 30% of two-hop questions and, on "which year was N
-//            years after …" questions, goes one hop too far on 30% of the rest (it also looks up
-//            that year's event). So "year of the landmark → add the offset → event in the year"
-//            is in the logs only where the judge rejects it. RFT keeps the correct traces and
-//            with them the rule "after adding the offset, answer"; SFT imitates the mix, whose
-//            majority is to stop too. GRPO samples the SFT model, which continues after the
-//            offset some of the time, and the outcome reward says on which questions to.
+//   explore  the teacher never completes a three-hop question: it always stops one hop early there
+//            (the year plus the offset, not that year's event), so the judge rejects every such
+//            trace and RFT (its correct traces only) has none to learn from. Each step is shown
+//            correctly elsewhere: "year of the landmark → add the offset" on "which year was N
+//            years after …", "add the offset → event in the year" on "what happened N years
+//            after 1835?". The teacher stops early on 30% of two-hop questions and, on "which
+//            year was N years after …", goes one hop too far on 30% of the rest (it also looks up
+//            that year's event): the three steps in a row occur only where the judge rejects them.
+//            GRPO samples the SFT model, which continues after the offset now and then, and the
+//            outcome reward says on which questions to.
 
 export type DemoTaskName = 'default' | 'explore';
 
 export interface DemoTaskPreset {
-  /** Question kinds of the GRPO questions and the held-out test questions. */
+  /** Question kinds of the teacher's logs, GRPO's questions and the held-out test questions. */
   questions: KindWeights;
-  /** Question kinds of the teacher's logs (demonstrations), over `questions`; undefined = same. */
-  demonstrations?: KindWeights;
+  /** Question kinds of GRPO's questions, over `questions`; undefined = the same mix. */
+  grpoQuestions?: KindWeights;
   teacher: Pick<TeacherOptions, 'prematureStop' | 'overshoot'>;
   /** GRPO steps at the full budget (the other budgets keep theirs). */
   grpoMaxSteps?: number;
+  /** GRPO's learning rate (every budget); undefined = the demo's 5e-4. */
+  grpoLearningRate?: number;
+  /** GRPO rollouts per question at the full budget (the other budgets keep theirs). */
+  grpoGenerations?: number;
+  /** Weight of the format term in GRPO's reward (demoTrainingReward); 0 or undefined = judge only. */
+  formatWeight?: number;
 }
 
 export const DEMO_TASKS: Record<DemoTaskName, DemoTaskPreset> = {
@@ -33,10 +40,18 @@ export const DEMO_TASKS: Record<DemoTaskName, DemoTaskPreset> = {
   explore: {
     // A third of the questions at each level; event_after_year joins level 2.
     questions: { year_plus: 1, event_of_year: 1, event_after_year: 1, event_plus: 3 },
-    demonstrations: { event_plus: 0 },
     teacher: { prematureStop: { 2: 0.3, 3: 1 }, overshoot: { year_plus: 0.3 } },
-    // Finding a plan no demonstration shows takes longer than sharpening one it shows.
+    // Finding a plan no demonstration shows takes more tries than sharpening one it shows: two
+    // thirds of GRPO's questions are three-hop, 16 rollouts each, for 100 steps at twice the
+    // default demo's learning rate. "Which year was N years after …" is left out of GRPO's
+    // questions: there the right move after the offset is to answer, and training it pushed the
+    // policy away from the event step before any three-hop group was right (docs/demo.md).
+    grpoQuestions: { event_plus: 12, year_plus: 0 },
+    grpoGenerations: 16,
     grpoMaxSteps: 100,
+    grpoLearningRate: 1e-3,
+    // A malformed final reply can still end on the right answer; the format term pays less for it.
+    formatWeight: 0.1,
   },
 };
 

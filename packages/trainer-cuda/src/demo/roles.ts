@@ -6,9 +6,10 @@ import {
   type GenerateTextResult,
   type LLMEngine,
 } from '@flowgrpo/core';
-import { LLMJudge, type RewardFunction } from '@flowgrpo/reward';
+import { combineRewards, LLMJudge, type RewardFunction } from '@flowgrpo/reward';
 import { createCalculatorTool, defineTool, type Tool } from '@flowgrpo/tools';
 import { z } from 'zod';
+import { formatCompliant } from '../train/evaluate.js';
 import { type Almanac, lookupAlmanac } from './almanac.js';
 import { SUB_GOALS } from './task.js';
 
@@ -210,6 +211,36 @@ export function demoReward(): RewardFunction<object> {
     engine: judgeEngine(),
     name: 'judge',
   }) as unknown as RewardFunction<object>;
+}
+
+/**
+ * 1 when every planner turn parsed and the run ended with an answer (the evaluation's format
+ * rate), else 0. A malformed final turn ends a rollout with the last tool result as its answer,
+ * which the judge may still pass: without this term GRPO is paid as much for a broken reply.
+ */
+export function plannerFormatReward(): RewardFunction<object> {
+  return {
+    name: 'format',
+    score: (input) => ({
+      score: input.trajectory && formatCompliant(input.trajectory) ? 1 : 0,
+      details: {},
+    }),
+  };
+}
+
+/**
+ * The reward GRPO trains on: the judge, plus `formatWeight` × the format term when it is above
+ * 0. The evaluations always score with the judge alone, so accuracy means the same in every row.
+ */
+export function demoTrainingReward(formatWeight = 0): RewardFunction<object> {
+  if (formatWeight <= 0) return demoReward();
+  return combineRewards(
+    [
+      { fn: demoReward(), weight: 1 },
+      { fn: plannerFormatReward(), weight: formatWeight },
+    ],
+    { name: 'judge+format' },
+  ) as RewardFunction<object>;
 }
 
 /** The almanac lookup tool (defined as any app would define one). */

@@ -5,7 +5,6 @@ import type { SampleRow, Turn } from '@flowgrpo/core';
 import type { AgentProgram } from '@flowgrpo/gateway';
 import type { DeviceRequest } from '@flowgrpo/models';
 import {
-  createTinyQwen2,
   DecoderArtifacts,
   greedy,
   LORA_TARGET_MODULES,
@@ -21,8 +20,8 @@ import { type Progress, silentProgress } from '../train/progress.js';
 import { writeReport } from '../train/report.js';
 import { SFTTrainer } from '../train/sft-trainer.js';
 import { buildTrainingArtifacts } from '../train/training-artifacts.js';
-import { type Almanac, createAlmanac } from './almanac.js';
-import { type DemoBudget, demoSettings, writeJsonl } from './pipeline.js';
+import type { Almanac } from './almanac.js';
+import { type DemoBudget, demoSettings, demoTaskSetup, phaseTimer } from './pipeline.js';
 import {
   demoPlannerPrompt,
   demoReward,
@@ -30,7 +29,7 @@ import {
   executorEngine,
   generatorEngine,
 } from './roles.js';
-import { type DemoQuestion, makeQuestions, QUESTION_KINDS, questionRows } from './task.js';
+import { type DemoQuestion, QUESTION_KINDS, questionRows } from './task.js';
 import { TwoRoleTeacher } from './two-role-teacher.js';
 import { PolicyVerifierEngine } from './verifier-role.js';
 
@@ -156,41 +155,16 @@ export async function runTwoRoleDemo(o: TwoRoleDemoOptions): Promise<TwoRoleDemo
   const out = resolve(o.outDir);
   const progress = o.progress ?? silentProgress;
   const device = o.device ?? 'cpu';
-  const timings: Record<string, number> = {};
-  const t0 = performance.now();
-  const lap = (k: string, start: number) => {
-    timings[k] = (performance.now() - start) / 1000;
-  };
+  const { timings, lap, total } = phaseTimer();
   mkdirSync(out, { recursive: true });
 
   // 1. The task (the demo's: the same almanac halves and question mix for a seed).
   let start = performance.now();
-  const almanac = createAlmanac({
+  const { almanac, demoQuestions, grpoQuestions, testQuestions, base } = await demoTaskSetup(
+    out,
     seed,
-    trainLandmarks: s.trainLandmarks,
-    testLandmarks: s.testLandmarks,
-  });
-  const trainPool = makeQuestions(
-    almanac,
-    'train',
-    s.demonstrations + s.validation + s.grpoQuestions,
-    `${seed}:train`,
+    s,
   );
-  const demoQuestions = trainPool.slice(0, s.demonstrations + s.validation);
-  const grpoQuestions = trainPool.slice(s.demonstrations + s.validation);
-  const testQuestions = makeQuestions(almanac, 'test', s.testQuestions, `${seed}:test`);
-  writeJsonl(join(out, 'data', 'train.jsonl'), questionRows(trainPool));
-  writeJsonl(join(out, 'data', 'test.jsonl'), questionRows(testQuestions));
-
-  // 2. One tiny model from the seed: both roles' base.
-  const base = await createTinyQwen2(join(out, 'models', 'base'), {
-    seed,
-    ...s.model,
-    ropeTheta: 10_000,
-    initializerRange: 0.02,
-    embeddingInitRange: 0.2,
-    maxPositionEmbeddings: 512,
-  });
   const tokenizer = base.tokenizer;
   lap('setup_s', start);
 
@@ -345,7 +319,7 @@ export async function runTwoRoleDemo(o: TwoRoleDemoOptions): Promise<TwoRoleDemo
   for (const name of Object.keys(TWO_ROLE_RUNS) as TwoRoleRun[])
     evals.push(await evalRoles(`grpo ${name}`, runs[name].adapters));
   lap('eval_s', start);
-  timings.total_s = (performance.now() - t0) / 1000;
+  total();
 
   const all = [...evals, teacherOnTest];
   const table = `${comparisonTable(all)}\n\n${kindTable(all)}`;
