@@ -158,7 +158,8 @@ export async function runTwoRoleDemo(o: TwoRoleDemoOptions): Promise<TwoRoleDemo
   const { timings, lap, total } = phaseTimer();
   mkdirSync(out, { recursive: true });
 
-  // 1. The task (the demo's: the same almanac halves and question mix for a seed).
+  // 1–2. The task (the demo's: the same almanac halves and question mix for a seed), and one
+  // tiny model from the seed: both roles' base.
   let start = performance.now();
   const { almanac, demoQuestions, grpoQuestions, testQuestions, base } = await demoTaskSetup(
     out,
