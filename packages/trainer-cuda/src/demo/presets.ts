@@ -2,7 +2,8 @@ import type { KindWeights } from './task.js';
 import type { TeacherOptions } from './teacher.js';
 
 // The demo's task presets: which questions the run asks (the teacher, GRPO, the held-out test),
-// how the teacher fails, and what GRPO needs to find what the teacher never shows. The machinery (almanac, model, trainers, evaluation) is the same.
+// how the teacher fails, and what GRPO needs to find what the teacher never shows. The machinery
+// (almanac, model, trainers, evaluation) is the same.
 //
 //   default  the teacher stops one hop early on 30% of two-hop and 65% of three-hop questions;
 //            its logs hold every kind. RFT (its correct traces only) is a perfect teacher here.
@@ -31,7 +32,7 @@ export interface DemoTaskPreset {
   grpoLearningRate?: number;
   /** GRPO rollouts per question at the full budget (the other budgets keep theirs). */
   grpoGenerations?: number;
-  /** Weight of the format term in GRPO's reward (demoTrainingReward); 0 or undefined = judge only. */
+  /** Weight of the format term in GRPO's reward (demoTrainingReward); 0/undefined: judge only. */
   formatWeight?: number;
 }
 

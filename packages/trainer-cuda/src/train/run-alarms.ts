@@ -13,8 +13,9 @@ import {
 // The alarms (alarms.ts) of one run directory: the metrics history kept in memory, so a step's
 // alarms cost no re-read of metrics.jsonl, and one console warning per episode of an alarm, not on
 // every step it stays raised: an episode ends when the alarm stays clear for `rewarn_after_steps`
-// steps (a spike alarm clears the step after each spike; its flicker is one episode). The thresholds are the run's `alarms` config key, read from its
-// config.json — which every trainer writes before its first step — so no trainer has to pass them.
+// steps (a spike alarm clears the step after each spike; its flicker is one episode). The
+// thresholds are the run's `alarms` config key, read from its config.json — which every trainer
+// writes before its first step — so no trainer has to pass them.
 
 type MetricsRecord = Record<string, number | string>;
 
