@@ -6,7 +6,8 @@
 # and OUTDIR/summary.txt (the table, also printed last). Each step is its own process with a time
 # limit, so a hang or a crash costs that step alone; its error is recorded in results.json. The
 # whole run keeps to a deadline (GPU: 500 s), later steps shrinking their limits or being skipped
-# (recorded as such). Exit status: 0 when every step ran or was skipped with a reason, 1 when
+# (recorded as such). FLOWGRPO_GPU_STEPS='adapter|ours-train-.*' runs only the steps whose names
+# it matches whole (a rerun of what failed; the rest recorded as not selected). Exit status: 0 when every step ran or was skipped with a reason, 1 when
 # a step failed, 2 on a usage error.
 set -uo pipefail
 
@@ -102,7 +103,11 @@ step() {
   local left=$((DEADLINE - $(date +%s) - 5))
   local start rc
   start=$(now_ms)
-  if [ "$left" -lt 20 ]; then
+  if [ -n "${FLOWGRPO_GPU_STEPS:-}" ] && ! [[ "$name" =~ ^(${FLOWGRPO_GPU_STEPS})$ ]]; then
+    echo "{\"ok\": false, \"skipped\": \"not selected (FLOWGRPO_GPU_STEPS=${FLOWGRPO_GPU_STEPS})\"}" >"$out"
+    : >"$log"
+    rc=0
+  elif [ "$left" -lt 20 ]; then
     echo "{\"ok\": false, \"skipped\": \"no time left in the ${BUDGET} s budget\"}" >"$out"
     : >"$log"
     rc=0
