@@ -85,6 +85,10 @@ describe('decoder artifacts directory', () => {
     for (const shape of expectedTensorShapes(config).values())
       floats += shape.reduce((a, b) => a * b, 1);
     floats += 2 * 64 * (config.headDim / 2); // RoPE cos/sin tables
+    // The vocabulary arange 0 … V−1 of pickLogprobs: a [V] CumSum that the builder folds into a
+    // constant at this size (V ≤ its 4,096-element fold limit; a real vocabulary stays a node).
+    expect(config.vocabSize).toBeLessThanOrEqual(4096);
+    floats += config.vocabSize;
     const size = statSync(join(dir, 'weights.data')).size;
     // Stored once: the file holds the floats plus < 64 bytes of alignment per tensor.
     expect(size).toBeGreaterThanOrEqual(floats * 4);

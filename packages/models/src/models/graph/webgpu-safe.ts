@@ -112,12 +112,14 @@ export function selectRows(b: GraphBuilder, x3: Value, positions: Value): Value 
  * z[id] − ReduceLogSumExp(z): the pick is a one-hot product built from float compares (a
  * vocabulary arange from z's run-time shape: one from static dims would be folded into a
  * constant stored next to the weights), and LogSoftmax has no WebGPU kernel.
+ * The arange is one row [V], broadcast in the compare: WebGPU's CumSum costs O(V) per element,
+ * and over the whole [N, V] it took 90% of a Qwen2.5-0.5B train step on an H200 (3.2 of 3.5 s
+ * of GPU time; docs/performance.md §4).
  */
 export function pickLogprobs(b: GraphBuilder, z: Value, ids: Value): { logp: Value; lse: Value } {
-  const vocabIdx = b.cumsum(ones(b, b.shape(z)), 1, { exclusive: true }); // [N, V]: 0 … V−1
-  const vocab = b.reshape(b.slice(vocabIdx, [0], [1], [0]), [-1]);
+  const vocab = positionsAlong(b, z, 1); // [V]: 0 … V−1
   const idsF = b.gather(vocab, ids, 0); // [B, K] float
-  const oneHot = b.cast(b.equal(vocabIdx, b.reshape(idsF, [-1, 1])), 'float32'); // [N, V]
+  const oneHot = b.cast(b.equal(vocab, b.reshape(idsF, [-1, 1])), 'float32'); // [N, V]
   const picked = b.reduceSum(b.mul(z, oneHot), [1], true);
   const lse = b.reduceLogSumExp(z, [1], true); // [N, 1]
   return { logp: b.reshape(b.sub(picked, lse), b.shape(idsF)), lse };
