@@ -148,6 +148,22 @@ describe.skipIf(missing !== undefined)('scripts/gpu/bundle.sh and run.sh --cpu-s
     expect(readFileSync(join(out, 'log.txt'), 'utf8')).toContain('=== ours-train-tiny-cpu');
     expect(readFileSync(join(out, 'summary.txt'), 'utf8')).toContain('## tiny');
   });
+
+  it('a rerun with FLOWGRPO_GPU_STEPS runs only the steps it names, the rest recorded as not selected', () => {
+    expect(built.status, String(built.stderr)).toBe(0);
+    const again = join(tmp, 'out-again');
+    const rerun = spawnSync('bash', [join(bundle, 'run.sh'), '--cpu-smoke', again], {
+      encoding: 'utf8',
+      env: { ...process.env, TMPDIR: tmp, FLOWGRPO_GPU_STEPS: 'env|ours-train-.*-cpu' },
+    });
+    expect(rerun.status, `${rerun.stdout}\n${rerun.stderr}`).toBe(0);
+    const s = readResults(join(again, 'results.json')).steps;
+    expect(s.env!.ok).toBe(true);
+    expect(s['ours-train-tiny-cpu']!.ok).toBe(true);
+    // Whole-name matches only: "env" does not select a step that merely contains it.
+    for (const name of ['adapter', 'fidelity-ours', 'ours-decode-tiny-cpu', 'torch-tiny'])
+      expect(s[name]!.skipped, name).toMatch(/^not selected \(FLOWGRPO_GPU_STEPS=/);
+  });
 });
 
 describe('results.json records a step that failed', () => {
