@@ -2,6 +2,7 @@ import { ConfigError } from '@flowgrpo/core';
 import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '@flowgrpo/models';
 import { z } from 'zod';
 import { AlarmsConfigSchema } from './alarms.js';
+import { CurriculumSchema } from './query-sampler.js';
 
 // Trainer configurations, keyed as TRL's GRPOConfig / SFTConfig (and HF TrainingArguments) where
 // a key means the same thing, plus flowgrpo's own keys for what TRL has no word for (multi-turn
@@ -79,6 +80,16 @@ export const GRPOConfigSchema = z
     num_generations: z.number().int().min(2).default(8),
     /** flowgrpo: queries per rollout batch (the batch holds queries × G trajectories). */
     queries_per_step: positiveInt.default(8),
+    /**
+     * Ask the questions in a seeded permutation per epoch (TRL's `shuffle_dataset`); false: in
+     * the dataset's own order, for data you ordered yourself (easy before hard).
+     */
+    shuffle_dataset: z.boolean().default(true),
+    /**
+     * flowgrpo: per-source sampling weights that change over steps (query-sampler.ts): each
+     * step's questions are shared out between the sources of `column` by the stage's weights.
+     */
+    curriculum: CurriculumSchema.optional(),
     /** μ: optimizer updates per rollout batch, against the true old log-probs (PPO epochs). */
     num_iterations: positiveInt.default(1),
     /** KL coefficient (TRL default 0: no reference model pass). */

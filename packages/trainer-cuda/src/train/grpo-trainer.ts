@@ -33,7 +33,6 @@ import {
   parseConfig,
   policyOptions,
 } from './config.js';
-import { EpochCursor } from './data-order.js';
 import {
   type EvalResult,
   evaluate,
@@ -49,6 +48,7 @@ import { LoraPolicy } from './lora-policy.js';
 import { mapConcurrent } from './map-concurrent.js';
 import { NonFiniteGuard } from './non-finite-guard.js';
 import { type Progress, silentProgress } from './progress.js';
+import { querySampler } from './query-sampler.js';
 import { writeReport } from './report.js';
 import {
   countRolloutFailures,
@@ -265,7 +265,7 @@ export class GRPOTrainer {
       emptyBatches: Number(state.extra?.empty_batches ?? 0),
       failedSteps: Number(state.extra?.failed_steps ?? 0),
     };
-    const cursor = new EpochCursor(o.trainDataset.length, c.seed, state);
+    const questions = querySampler(o.trainDataset, c, state);
     let lastCheckpoint: string | undefined;
     // The report shows a sample of the last batch's trajectories (every rollout is in Parquet).
     let lastBatch: Trajectory[] = [];
@@ -276,8 +276,8 @@ export class GRPOTrainer {
         break;
       }
       const step = new StepClock(state.global_step);
-      const rows = cursor.take(c.queries_per_step).map((i) => o.trainDataset[i]!);
       const batch = state.batches;
+      const rows = questions.take(state.global_step, batch, c.queries_per_step);
 
       // 1. Rollouts: Q groups of G, at most rollout_concurrency at once.
       const trajectories = await this.#rolloutPhase(agent, rows, batch, step);
@@ -296,7 +296,10 @@ export class GRPOTrainer {
         step,
       });
       // 4. Metrics: TRL's names, then flowgrpo's.
-      const record = this.#metrics(state, cursor.epochs, scored, update, counts, step);
+      const record = {
+        ...this.#metrics(state, questions.epochs, scored, update, counts, step),
+        ...questions.metrics,
+      };
       // 5. Log, write the rollouts, evaluate and checkpoint when their intervals are crossed.
       lastBatch = trajectories;
       const saved = await this.#logEvalSave(state, record, scored.failures, update, counts, step, {
