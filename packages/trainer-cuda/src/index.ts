@@ -44,6 +44,7 @@ export {
   type AlarmsConfig,
   type AlarmsConfigInput,
   AlarmsConfigSchema,
+  AlarmStopError,
   alarmMetrics,
   computeAlarms,
 } from './train/alarms.js';

@@ -8,12 +8,15 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   type AlarmName,
+  AlarmStopError,
   AlarmsConfigSchema,
   alarmMetrics,
   computeAlarms,
+  listCheckpoints,
   type MetricsRecord,
   RunDirectory,
 } from '../src/index.js';
+import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
 const defaults = AlarmsConfigSchema.parse({});
 
@@ -211,4 +214,78 @@ describe('alarms in metrics.jsonl (RunDirectory.logMetrics)', () => {
       '60',
     ]);
   });
+});
+
+describe('which alarms apply to which training', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-alarm-kinds-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it('SFT: a falling entropy is its goal; only a gradient spike after the warm-up is judged', () => {
+    // What an SFT run records (sft-trainer.ts): loss, entropy, grad_norm, ... — entropy falling to
+    // a twentieth is a collapse in RL and the point of SFT.
+    const sft = run(12, {
+      entropy: (i) => (i < 5 ? 2 : 0.1),
+      grad_norm: (i) => (i === 11 ? 20 : 1),
+    });
+    expect(alarm(sft, 'entropy_collapse')?.raised).toBe(true);
+    const judged = computeAlarms(sft, defaults, 'sft');
+    expect(Object.keys(judged)).toEqual(['grad_norm_spike']);
+    expect(judged.grad_norm_spike).toEqual({ raised: true, value: 20 });
+    // The same spike inside a 12-step warm-up is not judged (the learning rate rises on purpose):
+    // with no step after the warm-up the alarm has no history and is absent.
+    expect(computeAlarms(sft, defaults, 'sft', 12)).toEqual({});
+  });
+
+  it('a run folder whose config.json says trainer "sft" writes no RL alarm', () => {
+    const dir = join(tmp, 'sft');
+    const runDir = new RunDirectory(dir, { warn: () => {} });
+    writeFileSync(join(dir, 'config.json'), JSON.stringify({ trainer: 'sft', warmup_steps: 2 }));
+    for (let step = 1; step <= 12; step++)
+      runDir.logMetrics({ step, loss: 1 / step, entropy: step < 6 ? 2 : 0.05, grad_norm: 1 });
+    const last = runDir.readMetrics().at(-1)!;
+    expect(Object.keys(last).filter((k) => k.startsWith('alarms/'))).toEqual([
+      'alarms/grad_norm_spike',
+      'alarms/grad_norm_spike/value',
+    ]);
+  });
+});
+
+describe('alarms.stop_on ends a run', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-alarm-stop-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+  it('GRPO: the alarm named, this step checkpointed, the checkpoints before it kept', async () => {
+    // The tiny untrained model scored by the demo's judge earns 0 on every rollout (tiny-grpo.ts):
+    // every group has zero variance from step 1, so zero_variance_groups is raised at each step.
+    // Two steps first without stop_on, keeping 1 checkpoint; then the run resumed with it.
+    const out = join(tmp, 'grpo');
+    const first = { save_steps: 1, save_total_limit: 1, max_steps: 2 };
+    await (await tinyTrainer(tmp, tinyConfig(out, first), { judge: true })).train();
+    expect(listCheckpoints(out).map((c) => c.step)).toEqual([2]);
+    const resumed = await tinyTrainer(
+      tmp,
+      tinyConfig(out, {
+        ...first,
+        max_steps: 4,
+        resume_from_checkpoint: true,
+        alarms: { stop_on: ['zero_variance_groups'] },
+      }),
+      { judge: true },
+    );
+    const error = await resumed.train().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(AlarmStopError.isInstance(error)).toBe(true);
+    const e = error as AlarmStopError;
+    expect(e.alarm).toBe('zero_variance_groups');
+    expect(e.step).toBe(3);
+    expect(e.value).toBe(1);
+    expect(e.checkpoint).toBe(join(out, 'checkpoint-3'));
+    expect(e.message).toMatch(/^alarm zero_variance_groups \(value 1\) at step 3 stopped the run/);
+    expect(e.hint).toMatch(/resume_from_checkpoint/);
+    // save_total_limit 1 would have rotated checkpoint-2 away: the stop keeps it.
+    expect(listCheckpoints(out).map((c) => c.step)).toEqual([2, 3]);
+    expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('zero_variance_groups');
+  }, 180_000);
 });

@@ -1,3 +1,4 @@
+import { FlowGrpoError } from '@flowgrpo/core';
 import { z } from 'zod';
 
 // Reward-integrity alarms: failures of RL for agents that the reward curve alone hides (the
@@ -8,6 +9,21 @@ import { z } from 'zod';
 // measured). An alarm whose metric the trainer does not record is simply absent; one whose
 // history is still too short is 0 without a value. docs/guides/alarms.md says what each means and
 // what to do about it.
+
+export const ALARM_NAMES = [
+  'entropy_collapse',
+  'tool_use_collapse',
+  'format_collapse',
+  'length_blowup',
+  'truncation',
+  'reward_hacking',
+  'judge_rule_disagreement',
+  'clip_ratio_spike',
+  'logprob_mismatch_spike',
+  'grad_norm_spike',
+  'zero_variance_groups',
+] as const;
+export type AlarmName = (typeof ALARM_NAMES)[number];
 
 const positive = z.number().positive();
 const fraction = z.number().min(0).max(1);
@@ -48,25 +64,40 @@ export const AlarmsConfigSchema = z
      * episode and is not announced again (a flickering spike would print a line every few steps).
      */
     rewarn_after_steps: z.number().int().nonnegative().default(50),
+    /**
+     * Alarms that end the run when raised: the trainer writes a checkpoint of that step (older
+     * ones are kept, whatever save_total_limit says) and report.html, then throws AlarmStopError.
+     */
+    stop_on: z.array(z.enum(ALARM_NAMES)).default([]),
   })
   .strict();
 export type AlarmsConfig = z.output<typeof AlarmsConfigSchema>;
 export type AlarmsConfigInput = z.input<typeof AlarmsConfigSchema>;
 
-export const ALARM_NAMES = [
-  'entropy_collapse',
-  'tool_use_collapse',
-  'format_collapse',
-  'length_blowup',
-  'truncation',
-  'reward_hacking',
-  'judge_rule_disagreement',
-  'clip_ratio_spike',
-  'logprob_mismatch_spike',
-  'grad_norm_spike',
-  'zero_variance_groups',
-] as const;
-export type AlarmName = (typeof ALARM_NAMES)[number];
+/**
+ * The kind of training an alarm's advice holds for. RL (GRPO and the gateway's trainers): every
+ * alarm. SFT: only a gradient spike after the warm-up — a falling entropy is what SFT is for, and
+ * the others read rollouts, rewards or a sampler SFT does not have.
+ */
+export type TrainingKind = 'rl' | 'sft';
+export const ALARM_KINDS: Record<AlarmName, readonly TrainingKind[]> = {
+  entropy_collapse: ['rl'],
+  tool_use_collapse: ['rl'],
+  format_collapse: ['rl'],
+  length_blowup: ['rl'],
+  truncation: ['rl'],
+  reward_hacking: ['rl'],
+  judge_rule_disagreement: ['rl'],
+  clip_ratio_spike: ['rl'],
+  logprob_mismatch_spike: ['rl'],
+  grad_norm_spike: ['rl', 'sft'],
+  zero_variance_groups: ['rl'],
+};
+
+/** The training kind of a run from its config.json `trainer` ('sft', else an RL trainer). */
+export function trainingKind(trainer: unknown): TrainingKind {
+  return trainer === 'sft' ? 'sft' : 'rl';
+}
 
 /** One alarm's verdict: raised or not, and the measured value when the history was long enough. */
 export interface AlarmResult {
@@ -228,8 +259,13 @@ function judgeRuleAlarm(steps: readonly Record_[], c: AlarmsConfig): AlarmResult
 export function computeAlarms(
   history: readonly Record_[],
   c: AlarmsConfig,
+  kind: TrainingKind = 'rl',
+  /** Steps of learning-rate warm-up: no gradient spike is judged before it ends (SFT). */
+  warmupSteps = 0,
 ): Partial<Record<AlarmName, AlarmResult>> {
-  const steps = history.filter((r) => !isEvalRecord(r));
+  const all = history.filter((r) => !isEvalRecord(r));
+  // In a warm-up the learning rate and so the steps grow on purpose: SFT judges only after it.
+  const steps = kind === 'sft' ? all.filter((r) => Number(r.step) > warmupSteps) : all;
   if (steps.length === 0) return {};
   const w = c.window;
   const out: Partial<Record<AlarmName, AlarmResult | undefined>> = {
@@ -265,7 +301,11 @@ export function computeAlarms(
     grad_norm_spike: spikeAlarm(steps, 'grad_norm', w, c.spike_factor, 0),
     zero_variance_groups: recentMeanAlarm(steps, 'frac_reward_zero_std', w, c.zero_variance_frac),
   };
-  return Object.fromEntries(Object.entries(out).filter(([, v]) => v !== undefined));
+  return Object.fromEntries(
+    Object.entries(out).filter(
+      ([name, v]) => v !== undefined && ALARM_KINDS[name as AlarmName].includes(kind),
+    ),
+  );
 }
 
 /**
@@ -312,3 +352,45 @@ export const ALARM_MEANINGS: Record<AlarmName, string> = {
   grad_norm_spike: 'the gradient norm jumped far above its recent median',
   zero_variance_groups: 'most groups gave all G rollouts the same reward: no learning signal',
 };
+
+/** The first of `stopOn` raised in a step's record (alarms/<name> = 1), with its value. */
+export function stoppingAlarm(
+  record: Readonly<Record<string, unknown>>,
+  stopOn: readonly AlarmName[],
+): { name: AlarmName; value: number | undefined } | undefined {
+  const name = stopOn.find((n) => record[`alarms/${n}`] === 1);
+  if (!name) return undefined;
+  const value = record[`alarms/${name}/value`];
+  return { name, value: typeof value === 'number' ? value : undefined };
+}
+
+/**
+ * An alarm of `alarms.stop_on` was raised: the run stopped at `step` after writing `checkpoint`
+ * (the policy as it was when the alarm was raised; older checkpoints were kept).
+ */
+export class AlarmStopError extends FlowGrpoError {
+  static override readonly code = 'ALARM_STOP';
+  readonly alarm: AlarmName;
+  readonly step: number;
+  readonly value: number | undefined;
+  readonly checkpoint: string;
+  constructor(fields: {
+    alarm: AlarmName;
+    step: number;
+    value: number | undefined;
+    checkpoint: string;
+  }) {
+    const value =
+      fields.value === undefined ? '' : ` (value ${Number(fields.value.toPrecision(3))})`;
+    super(
+      `alarm ${fields.alarm}${value} at step ${fields.step} stopped the run (alarms.stop_on): ${ALARM_MEANINGS[fields.alarm]}; ${fields.checkpoint} holds the policy of that step, the checkpoints before it are kept`,
+      {
+        hint: 'read the steps before it in `flowgrpo view` (docs/guides/alarms.md says what to change), then start again from an earlier checkpoint (resume_from_checkpoint: <its path>)',
+      },
+    );
+    this.alarm = fields.alarm;
+    this.step = fields.step;
+    this.value = fields.value;
+    this.checkpoint = fields.checkpoint;
+  }
+}

@@ -23,6 +23,7 @@ import {
   rewardInputFromTrajectory,
   rewardMetrics,
 } from '@flowgrpo/reward';
+import { AlarmStopError, stoppingAlarm } from './alarms.js';
 import { scoreTrajectory } from './checked-reward.js';
 import type { TrainerState } from './checkpoint.js';
 import {
@@ -494,11 +495,26 @@ export class GRPOTrainer {
     };
     state.log_history.push(record as Record<string, number>);
     const crossed = (every: number) => step.crossed(every, state.global_step);
+    // The record as logged, with its alarms (undefined on a step not logged).
+    let logged: MetricsRecord | undefined;
     if (crossed(c.logging_steps) || state.global_step >= c.max_steps) {
-      run.logMetrics(record);
+      logged = run.logMetrics(record);
       this.#o.onLog?.(record);
     }
     await run.writeRollouts(state.global_step, o.trajectories);
+    // An alarm the config stops on (alarms.stop_on): this step's policy is kept for reading,
+    // beside every checkpoint before it, and the run ends with the alarm named.
+    const alarm = logged && stoppingAlarm(logged, c.alarms.stop_on);
+    if (alarm) {
+      const checkpoint = await this.#checkpoint(state, { keepAll: true });
+      await this.#writeReport(o.trajectories);
+      throw new AlarmStopError({
+        alarm: alarm.name,
+        step: state.global_step,
+        value: alarm.value,
+        checkpoint,
+      });
+    }
     // Every rollout of several steps in a row failed: a broken setup, which more steps would
     // not mend. The checkpoints written so far stay as they are; report.html is written so
     // the failures can be read per step and per trajectory without decoding the Parquet.
@@ -612,7 +628,7 @@ export class GRPOTrainer {
     await engine.updateAdapter({ name: 'flowgrpo-policy', path: dir });
   }
 
-  async #checkpoint(state: TrainerState): Promise<string> {
+  async #checkpoint(state: TrainerState, o: { keepAll?: boolean } = {}): Promise<string> {
     const policy = this.#policy!;
     return this.#life!.saveCheckpoint(
       {
@@ -622,7 +638,7 @@ export class GRPOTrainer {
         trainer: state,
         ...(this.#o.baseModel && { baseModel: this.#o.baseModel }),
       },
-      { limit: this.config.save_total_limit },
+      { limit: o.keepAll ? 0 : this.config.save_total_limit },
     );
   }
 }

@@ -8,6 +8,8 @@ import {
   alarmMetrics,
   computeAlarms,
   isEvalRecord,
+  type TrainingKind,
+  trainingKind,
 } from './alarms.js';
 
 // The alarms (alarms.ts) of one run directory: the metrics history kept in memory, so a step's
@@ -21,7 +23,7 @@ type MetricsRecord = Record<string, number | string>;
 
 export class RunAlarms {
   #history: MetricsRecord[] | undefined;
-  #config: AlarmsConfig | undefined;
+  #config: { alarms: AlarmsConfig; kind: TrainingKind; warmupSteps: number } | undefined;
   /** The step at which each alarm was last raised (a warning is printed when an episode starts). */
   #lastRaised = new Map<string, number>();
 
@@ -45,8 +47,8 @@ export class RunAlarms {
       this.#history.push(record);
       return record;
     }
-    const config = this.#readConfig();
-    const alarms = computeAlarms([...this.#history, record], config);
+    const { alarms: config, kind, warmupSteps } = this.#readConfig();
+    const alarms = computeAlarms([...this.#history, record], config, kind, warmupSteps);
     const full = { ...record, ...alarmMetrics(alarms) };
     this.#history.push(full);
     const step = Number(record.step);
@@ -71,21 +73,35 @@ export class RunAlarms {
     this.#lastRaised.clear();
   }
 
-  #readConfig(): AlarmsConfig {
+  /** The run's alarms config, its kind of training (which alarms apply) and its warm-up. */
+  #readConfig() {
     if (this.#config) return this.#config;
-    let saved: unknown;
+    let config: {
+      alarms?: unknown;
+      trainer?: unknown;
+      warmup_steps?: unknown;
+      warmup_ratio?: unknown;
+      max_steps?: unknown;
+    } | null = null;
     try {
-      const config = JSON.parse(readFileSync(join(this.run.dir, 'config.json'), 'utf8')) as {
-        alarms?: unknown;
-      } | null;
-      saved = config?.alarms;
+      config = JSON.parse(readFileSync(join(this.run.dir, 'config.json'), 'utf8'));
     } catch {
-      // No config.json (a RunDirectory used on its own): the defaults.
+      // No config.json (a RunDirectory used on its own): the defaults, judged as RL.
     }
     // The trainer validated the key when it parsed its config; here a value it could not have
     // written (an older run's file) falls back to the defaults rather than stopping the run.
-    const parsed = AlarmsConfigSchema.safeParse(saved ?? {});
-    this.#config = parsed.success ? parsed.data : AlarmsConfigSchema.parse({});
+    const parsed = AlarmsConfigSchema.safeParse(config?.alarms ?? {});
+    this.#config = {
+      alarms: parsed.success ? parsed.data : AlarmsConfigSchema.parse({}),
+      kind: trainingKind(config?.trainer),
+      warmupSteps: warmupSteps(config ?? {}),
+    };
     return this.#config;
   }
+}
+
+/** HF's warm-up length: warmup_steps when set, else ⌈warmup_ratio × max_steps⌉. */
+function warmupSteps(c: { warmup_steps?: unknown; warmup_ratio?: unknown; max_steps?: unknown }) {
+  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+  return n(c.warmup_steps) > 0 ? n(c.warmup_steps) : Math.ceil(n(c.warmup_ratio) * n(c.max_steps));
 }

@@ -67,12 +67,14 @@ export class RunDirectory {
 
   /**
    * Appends one record to metrics.jsonl (a line torn by a full disk is skipped when read), with
-   * the alarms computed from the history so far when it is a training step's record.
+   * the alarms computed from the history so far when it is a training step's record; returns
+   * the record as written.
    */
-  logMetrics(record: MetricsRecord): void {
+  logMetrics(record: MetricsRecord): MetricsRecord {
     const path = join(this.dir, METRICS_FILE);
     const full = this.#alarms.add(record);
     this.guard(path, () => appendFileSync(path, `${JSON.stringify(full)}\n`));
+    return full;
   }
 
   /** Every record of metrics.jsonl (a torn last line from a kill is skipped). */

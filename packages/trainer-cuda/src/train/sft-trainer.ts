@@ -10,6 +10,7 @@ import {
   loadLoraAdapter,
   readArtifactsManifest,
 } from '@flowgrpo/models';
+import { AlarmStopError, stoppingAlarm } from './alarms.js';
 import { checkpointName } from './checkpoint.js';
 import { packMicroBatches, rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
 import {
@@ -311,7 +312,7 @@ export class SFTTrainer {
     };
     let stopped: SFTResult['stopped'] = 'max_steps';
     let lastCheckpoint = '';
-    const save = async () => {
+    const save = async (o2: { keepAll?: boolean } = {}) => {
       // save_total_limit counts the checkpoints besides the best, which is never rotated away.
       lastCheckpoint = await life.saveCheckpoint(
         {
@@ -323,7 +324,7 @@ export class SFTTrainer {
           trainer: state,
           ...(o.baseModel && { baseModel: o.baseModel }),
         },
-        { limit: c.save_total_limit, keep: extra.best_checkpoint ?? undefined },
+        { limit: o2.keepAll ? 0 : c.save_total_limit, keep: extra.best_checkpoint ?? undefined },
       );
       return lastCheckpoint;
     };
@@ -423,8 +424,25 @@ export class SFTTrainer {
           evalNow ||
           state.global_step >= c.max_steps
         ) {
-          run.logMetrics(record);
+          const logged = run.logMetrics(record);
           o.onLog?.(record);
+          // An alarm the config stops on (alarms.stop_on): this step's model is kept, beside
+          // every checkpoint before it, and the run ends with the alarm named.
+          const alarm = stoppingAlarm(logged, c.alarms.stop_on);
+          if (alarm) {
+            const checkpoint = lastCheckpoint.endsWith(`-${state.global_step}`)
+              ? lastCheckpoint
+              : await save({ keepAll: true });
+            await run.guard(join(run.dir, 'report.html'), () =>
+              writeReport(run.dir, { title: `SFT run — ${run.dir}`, metrics: run.readMetrics() }),
+            );
+            throw new AlarmStopError({
+              alarm: alarm.name,
+              step: state.global_step,
+              value: alarm.value,
+              checkpoint,
+            });
+          }
         }
         bar.update(state.global_step, {
           loss: r.stats.nll_loss,
