@@ -148,8 +148,10 @@ export { expectedTensorShapes } from './models/weights/tensor-names.js';
 export { ortBinaryDir } from './runtime/devices.js';
 // Runtime: ONNX Runtime sessions on CUDA, WebGPU or CPU, in-process or on a worker thread.
 export {
+  type CpuKernelInfo,
   type CreateSessionOptions,
   chooseDevice,
+  cpuKernelInfo,
   createSession,
   type Device,
   type DeviceAvailability,
@@ -166,6 +168,8 @@ export {
   fromOrtTensor,
   hasVulkanLoader,
   InvalidFeedError,
+  type KernelIsa,
+  kernelIsa,
   type LogSeverity,
   listBackends,
   listDevices,

@@ -1,3 +1,4 @@
+export { type CpuKernelInfo, cpuKernelInfo, type KernelIsa, kernelIsa } from './cpu-kernels.js';
 export { DeviceTensor, type DeviceTensorLocation, DeviceTensorStore } from './device-tensor.js';
 export {
   CUDA_FIX,
