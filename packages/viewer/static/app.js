@@ -371,6 +371,7 @@
       const changed =
         state.run.rollouts.length !== state.rolloutSteps.length || grew || alarmsChanged;
       state.rolloutSteps = state.run.rollouts;
+      $('#no-rollouts').hidden = state.rolloutSteps.length > 0;
       if (changed) {
         renderAlarms();
         renderCharts();

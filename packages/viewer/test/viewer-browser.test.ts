@@ -102,6 +102,7 @@ describe.skipIf(!CHROMIUM)('flowgrpo view in Chromium', () => {
       expect(await page.locator('#rollouts tbody tr.sel').getAttribute('data-index')).toBe('0');
       await page.locator('#charts .chart[data-chart="Reward"]').waitFor();
       expect(await page.locator('#alarms').isHidden()).toBe(true);
+      expect(await page.locator('#no-rollouts').isHidden()).toBe(true);
       expect(await page.locator('#tokenizer').textContent()).toBe(
         `tokens: ${join(dir, 'checkpoint-1', 'tokenizer.json')}`,
       );
@@ -324,6 +325,19 @@ describe.skipIf(!CHROMIUM)('flowgrpo view in Chromium', () => {
       ).toEqual(['answer', 'error', 'max_turns', 'parse_error']);
       for (const row of await page.locator('#rollouts tbody td.stop').all())
         expect(await row.getAttribute('title')).toMatch(/^[a-z_]+: .+\. Look at: .+\.$/);
+    });
+  }, 120_000);
+  it('says so when a run has written no rollouts (an SFT run)', async () => {
+    const dir = join(tmp, 'sft');
+    startRun(dir);
+    logStep(dir, { step: 1, loss: 2.5, grad_norm: 1 });
+    logStep(dir, { step: 2, loss: 2.1, grad_norm: 0.8 });
+    await onPage(dir, async (page) => {
+      await page.locator('#charts .chart[data-chart="Loss"]').waitFor(WAIT);
+      const notice = page.locator('#no-rollouts');
+      await notice.waitFor({ state: 'visible', ...WAIT });
+      expect(await notice.textContent()).toContain('This run has written no rollouts yet');
+      expect(await page.locator('#detail .traj').count()).toBe(0);
     });
   }, 120_000);
 });
