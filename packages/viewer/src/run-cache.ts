@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
 import { displayAnswer } from './final-answer.js';
 import type { RunReader } from './run-reader.js';
+import type { TokenizerTried } from './run-tokenizer.js';
 import { type TokenPieces, tokenPieces } from './token-pieces.js';
 import { trajectoryError, trajectoryRoles } from './trajectory-html.js';
 
@@ -45,9 +46,7 @@ export function summarize(t: Trajectory, index: number): TrajectorySummary {
 }
 
 /** What shows the run's tokens as text: the found tokenizer's path, or every place looked in. */
-export type TokenizerNote =
-  | { path: string; from: string }
-  | { missing: { from: string; path: string; reason: string }[] };
+export type TokenizerNote = { path: string; from: string } | { missing: TokenizerTried[] };
 
 export class RunCache {
   readonly #steps = new Map<number, { mtimeMs: number; trajectories: Trajectory[] }>();
