@@ -188,8 +188,6 @@
           width: 330,
           height: 190,
           scales: { x: { time: false }, y: { range: yRange } },
-          // The series' names only: values on hover took three lines under every chart.
-          legend: { live: false },
           // Small values (a loss near 0, a mismatch of 1e-6) keep their significant digits.
           axes: [
             {},
@@ -367,6 +365,7 @@
       state.episodes = episodes;
       state.run = await get('/api/run');
       $('#run').textContent = state.run.dir;
+      document.title = `flowgrpo view — ${state.run.dir.split(/[\\/]/).at(-1)}`;
       renderNotices();
       const changed =
         state.run.rollouts.length !== state.rolloutSteps.length || grew || alarmsChanged;
