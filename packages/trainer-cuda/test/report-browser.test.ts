@@ -2,15 +2,24 @@
 // the charts are drawn (SVG paths with real extents), the page logs no error and requests
 // nothing from the network — it is self-contained; and what a reader reads off the rendered page
 // is right: step ticks, axes from 0, legends clear of titles, recorded rewards, rollout errors,
-// inconclusive comparisons. Skipped, with the reason printed, where no Chromium is installed
-// (.ci/run installs one).
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+// inconclusive comparisons; and on a run directory like the math-tags template's GRPO run, the
+// alarm episodes as bands over the steps they span, metrics lines that are no record counted,
+// stop reasons explained, answers without tag fragments, and tokens decoded with the base model's
+// tokenizer (or a note where there is none). Skipped, with the reason printed, where no Chromium is
+// installed (.ci/run installs one).
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Trajectory } from '@flowgrpo/core';
+import { type Trajectory, TrajectorySchema } from '@flowgrpo/core';
 import type { Page } from 'playwright-core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type EvalResult, type MetricsRecord, wilsonInterval, writeReport } from '../src/index.js';
+import {
+  type EvalResult,
+  type MetricsRecord,
+  RunDirectory,
+  wilsonInterval,
+  writeReport,
+} from '../src/index.js';
 
 const CHROMIUM = [
   '/usr/bin/chromium-headless-shell',
@@ -368,4 +377,153 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
       expect(await page.locator('li.comparison.inconclusive').count()).toBe(1);
     });
   }, 60_000);
+  it('a template-like run: alarm episodes as bands, skipped lines, stop reasons, clean answers, tokens', async () => {
+    // The run as `flowgrpo train` leaves the math-tags template's GRPO run: a LoRA checkpoint whose
+    // adapter_config.json names the base model (the folder with the tokenizer), artifacts without
+    // one, and metrics logged through RunDirectory, which computes the real alarms.
+    const dir = join(tmp, 'template');
+    const base = join(tmp, 'template-base');
+    const letters = ' abcdefghijklmnopqrstuvwxyz0123456789';
+    const vocab = Object.fromEntries(Array.from(letters, (ch, i) => [ch === ' ' ? 'Ġ' : ch, i]));
+    mkdirSync(base, { recursive: true });
+    writeFileSync(join(base, 'tokenizer.json'), JSON.stringify({ model: { type: 'BPE', vocab } }));
+    mkdirSync(join(dir, 'checkpoint-12'), { recursive: true });
+    writeFileSync(
+      join(dir, 'checkpoint-12', 'adapter_config.json'),
+      JSON.stringify({ peft_type: 'LORA', base_model_name_or_path: base }),
+    );
+    const warnings: string[] = [];
+    let run = new RunDirectory(dir, { warn: (l) => warnings.push(l) });
+    // zero_variance_groups is raised while the mean of frac_reward_zero_std over the last 5
+    // logged steps is ≥ 0.75 (docs/guides/alarms.md). With 1 at steps 1–3, 0 at 4–8 and 1 at 9–12:
+    // step 4's window {1,1,1,0} has 0.75 (raised), step 5's 0.6 (cleared), step 11's {0,0,1,1,1}
+    // 0.6, step 12's {0,1,1,1,1} 0.8 (raised): episodes 1–4 and 12–12, the last still open.
+    for (let step = 1; step <= 12; step++) {
+      run.logMetrics({
+        step,
+        reward: 0,
+        frac_reward_zero_std: step <= 3 || step >= 9 ? 1 : 0,
+        learning_rate: 5e-4,
+      });
+      // Lines that are no record, as a hand edit or another tool might leave them; then the run
+      // resumes (a new RunDirectory reads the history for its alarms, past those lines).
+      if (step === 6) {
+        appendFileSync(join(dir, 'metrics.jsonl'), 'null\n42\n["x"]\n');
+        run = new RunDirectory(dir, { warn: (l) => warnings.push(l) });
+      }
+    }
+    // The console warns once: a raise within rewarn_after_steps (50) of the last is not announced
+    // again. The report shows both episodes, each where it was.
+    expect(warnings).toHaveLength(1);
+    const segment = (text: string, trainable: boolean) => ({
+      tokens: Array.from(text, (ch) => letters.indexOf(ch)),
+      ...(trainable && { logprobs: Array.from(text, () => -0.5) }),
+      trainable,
+      kind: trainable ? 'action' : 'prompt',
+    });
+    const tagged = (finalAnswer: string, stopReason: string, advantage: number) =>
+      TrajectorySchema.parse({
+        queryId: 'q',
+        groupId: 'g',
+        question: 'Hana had 43 marbles and gave 11 away. How many marbles are left?',
+        groundTruth: '32',
+        segments: [segment('how many', false), segment('think 32', true)],
+        finalAnswer,
+        reward: 0,
+        advantage,
+        stopReason,
+      });
+    const path = await writeReport(dir, {
+      title: 'GRPO run',
+      metrics: run.readMetrics(),
+      trajectories: [tagged('<answer>359', 'answer', 1), tagged('', 'parse_error', -1)],
+    });
+    await inBrowser(path, async (page) => {
+      expect(await page.locator('p.notice.skipped').textContent()).toContain(
+        'metrics.jsonl: 3 lines skipped',
+      );
+      // The episodes, listed.
+      const listed = await page
+        .locator('.alarms li.alarm')
+        .evaluateAll((els) =>
+          els.map((el) => [
+            el.getAttribute('data-alarm'),
+            el.getAttribute('data-from'),
+            el.getAttribute('data-to'),
+          ]),
+        );
+      expect(listed).toEqual([
+        ['zero_variance_groups', '1', '4'],
+        ['zero_variance_groups', '12', '12'],
+      ]);
+      expect(await page.locator('.alarms li.alarm').nth(1).textContent()).toContain(
+        'still raised at the end',
+      );
+      // One band per episode, on the zero-variance chart only, over the ticks of its steps and
+      // clear of the steps between.
+      const bands = await page.$$eval('svg.chart', (svgs) =>
+        svgs.map((svg) => {
+          const ticks = Object.fromEntries(
+            [...svg.querySelectorAll('.x-axis text')].map((t) => {
+              const b = t.getBoundingClientRect();
+              return [t.textContent, (b.left + b.right) / 2];
+            }),
+          );
+          return {
+            chart: svg.getAttribute('aria-label'),
+            ticks,
+            bands: [...svg.querySelectorAll('rect.alarm-band')].map((r) => {
+              const b = r.getBoundingClientRect();
+              return { alarm: r.getAttribute('data-alarm'), left: b.left, right: b.right };
+            }),
+            labels: [...svg.querySelectorAll('text.alarm-label')].map((t) => t.textContent),
+          };
+        }),
+      );
+      expect(bands.filter((c) => c.bands.length > 0).map((c) => c.chart)).toEqual([
+        'Zero-variance groups',
+      ]);
+      const zv = bands.find((c) => c.chart === 'Zero-variance groups')!;
+      expect(zv.labels).toEqual(['zero_variance_groups', 'zero_variance_groups']);
+      const [first, second] = zv.bands;
+      // Step ticks every 2 steps: 2, 4, … 12.
+      expect(first!.left).toBeLessThan(zv.ticks['2']!);
+      expect(first!.right).toBeGreaterThan(zv.ticks['4']!);
+      expect(first!.right).toBeLessThan(zv.ticks['6']!);
+      expect(second!.left).toBeGreaterThan(zv.ticks['10']!);
+      expect(second!.right).toBeGreaterThanOrEqual(zv.ticks['12']!);
+
+      // Stop reasons explained, on hover and in a legend; the answer without its tag fragment.
+      const stops = page.locator('details.traj summary .stop');
+      expect(await stops.nth(1).getAttribute('title')).toContain(
+        'parse_error: the policy’s reply could not be parsed',
+      );
+      expect(
+        await page
+          .locator('ul.stop-legend li')
+          .evaluateAll((els) => els.map((el) => el.getAttribute('data-stop'))),
+      ).toEqual(['answer', 'parse_error']);
+      expect(await page.locator('details.traj summary b.final').first().textContent()).toBe('359');
+      expect(await page.locator('details.traj p.recorded code').textContent()).toBe('<answer>359');
+      // Tokens decoded with the base model's tokenizer (the checkpoint and artifacts have none).
+      expect(await page.locator('.tokens-note').count()).toBe(0);
+      const action = await page
+        .locator('#tokview .traj[data-index="0"] .action .tok')
+        .evaluateAll((els) => els.map((el) => el.textContent).join(''));
+      expect(action).toBe('think 32');
+    });
+
+    // Without the base model, the report says where it looked.
+    rmSync(base, { recursive: true });
+    const bare = await writeReport(dir, {
+      title: 'GRPO run',
+      metrics: run.readMetrics(),
+      trajectories: [tagged('32', 'answer', 1)],
+    });
+    await inBrowser(bare, async (page) => {
+      const note = await page.locator('.tokens-note').textContent();
+      expect(note).toContain('Tokens are shown as ⟨id⟩: no tokenizer.json found for this run');
+      expect(note).toContain(join(base, 'tokenizer.json'));
+    });
+  }, 120_000);
 });

@@ -1,7 +1,9 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
+import { displayAnswer } from './final-answer.js';
 import type { RunReader } from './run-reader.js';
+import type { TokenizerTried } from './run-tokenizer.js';
 import { type TokenPieces, tokenPieces } from './token-pieces.js';
 import { trajectoryError, trajectoryRoles } from './trajectory-html.js';
 
@@ -15,6 +17,8 @@ export interface TrajectorySummary {
   queryId: string;
   groupId: string;
   question: string | undefined;
+  /** The final answer without tag fragments (final-answer.ts). */
+  answer: string;
   reward: number | null;
   advantage: number | null;
   stopReason: string;
@@ -31,6 +35,7 @@ export function summarize(t: Trajectory, index: number): TrajectorySummary {
     queryId: t.queryId,
     groupId: t.groupId,
     question: t.question,
+    answer: displayAnswer(t.finalAnswer).answer,
     reward: finite(t.reward),
     advantage: finite(t.advantage),
     stopReason: t.stopReason,
@@ -40,9 +45,12 @@ export function summarize(t: Trajectory, index: number): TrajectorySummary {
   };
 }
 
+/** What shows the run's tokens as text: the found tokenizer's path, or every place looked in. */
+export type TokenizerNote = { path: string; from: string } | { missing: TokenizerTried[] };
+
 export class RunCache {
   readonly #steps = new Map<number, { mtimeMs: number; trajectories: Trajectory[] }>();
-  #pieces: { checkpoint: string | undefined; pieces: TokenPieces } | undefined;
+  #pieces: { checkpoint: string | undefined; pieces: TokenPieces; note: TokenizerNote } | undefined;
 
   constructor(readonly reader: RunReader) {}
 
@@ -58,11 +66,18 @@ export class RunCache {
     return trajectories;
   }
 
-  /** Token id → text from the newest checkpoint's tokenizer (re-read when a newer one appears). */
-  pieces(): TokenPieces {
+  /**
+   * Token id → text from the run's tokenizer (run-tokenizer.ts), and which one it is. A found one
+   * is kept until a newer checkpoint appears; while none is found, every call looks again.
+   */
+  pieces(): { pieces: TokenPieces; note: TokenizerNote } {
     const newest = this.reader.checkpoints().at(-1);
-    if (!this.#pieces || this.#pieces.checkpoint !== newest)
-      this.#pieces = { checkpoint: newest, pieces: tokenPieces(this.reader.tokenizerJson()) };
-    return this.#pieces.pieces;
+    if (this.#pieces && this.#pieces.checkpoint === newest) return this.#pieces;
+    const { found, tried } = this.reader.tokenizer();
+    const result = found
+      ? { pieces: tokenPieces(found.json), note: { path: found.path, from: found.from } }
+      : { pieces: tokenPieces(undefined), note: { missing: tried } };
+    if (found) this.#pieces = { checkpoint: newest, ...result };
+    return result;
   }
 }

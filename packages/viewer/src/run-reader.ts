@@ -1,15 +1,15 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
 import { FileNotFoundError, NotADirectoryError, readTrajectoriesParquet } from '@flowgrpo/core';
+import { type MetricsLines, parseMetricsLines } from './metrics-lines.js';
+import { findRunTokenizer, type TokenizerLookup } from './run-tokenizer.js';
 
 // Reads a run directory as any trainer writes it (the trainer's docs/trainers.md, "The output_dir"):
 // config.json, metrics.jsonl, rollouts/step-<n>.parquet and checkpoint-<n>/. Only reads — the
-// viewer runs beside a trainer that is still writing, so a metrics line without its newline yet (the trainer mid-append, or a
-// kill) is left for the next read, and a rollouts file still being written (the writer's *.tmp)
-// is not listed.
-
-export type MetricsRecord = Record<string, number | string>;
+// viewer runs beside a trainer that is still writing, so a metrics line without its newline yet
+// (the trainer mid-append) is left for the next read, and a rollouts file still being written (the
+// writer's *.tmp) is not listed.
 
 export interface RolloutFile {
   step: number;
@@ -27,37 +27,31 @@ export class RunReader {
       throw new NotADirectoryError(`${dir} is a file, not a run directory`, { path: dir });
   }
 
-  /** config.json as the trainer wrote it, or undefined before it has. */
+  /** config.json as the trainer wrote it, or undefined before it has (or when it is no object). */
   config(): Record<string, unknown> | undefined {
     try {
-      return JSON.parse(readFileSync(join(this.dir, 'config.json'), 'utf8'));
+      const config: unknown = JSON.parse(readFileSync(join(this.dir, 'config.json'), 'utf8'));
+      return typeof config === 'object' && config !== null && !Array.isArray(config)
+        ? (config as Record<string, unknown>)
+        : undefined;
     } catch {
       return undefined;
     }
   }
 
   /**
-   * metrics.jsonl's complete lines (each ending in a newline), skipping any that is not JSON. A
-   * line being appended right now has no newline yet and is read on the next call.
+   * metrics.jsonl's complete lines (each ending in a newline) as records, with how many were no
+   * record (metrics-lines.ts). A line being appended right now has no newline yet and is read on
+   * the next call.
    */
-  metrics(): MetricsRecord[] {
+  metrics(): MetricsLines {
     let text: string;
     try {
       text = readFileSync(join(this.dir, 'metrics.jsonl'), 'utf8');
     } catch {
-      return [];
+      return { records: [], skipped: 0 };
     }
-    const out: MetricsRecord[] = [];
-    const complete = text.slice(0, text.lastIndexOf('\n') + 1);
-    for (const line of complete.split('\n')) {
-      if (!line.trim()) continue;
-      try {
-        out.push(JSON.parse(line) as MetricsRecord);
-      } catch {
-        // a line torn by a kill mid-write
-      }
-    }
-    return out;
+    return parseMetricsLines(text.slice(0, text.lastIndexOf('\n') + 1));
   }
 
   /** The rollouts files written so far, by step. */
@@ -94,22 +88,8 @@ export class RunReader {
       .sort((a, b) => Number(a.slice(11)) - Number(b.slice(11)));
   }
 
-  /**
-   * A tokenizer.json to show tokens as text: the newest checkpoint's (trainers copy it there),
-   * else the one beside the model the run trains (config.json's `artifacts` folder). The only
-   * file read outside the run directory, and only that one file, named by the run's own config.
-   */
-  tokenizerJson(): string | undefined {
-    const artifacts = this.config()?.artifacts;
-    const candidates = [
-      ...this.checkpoints()
-        .reverse()
-        .map((c) => join(this.dir, c, 'tokenizer.json')),
-      ...(typeof artifacts === 'string'
-        ? [join(resolve(this.dir, artifacts), 'tokenizer.json')]
-        : []),
-    ];
-    for (const p of candidates) if (existsSync(p)) return readFileSync(p, 'utf8');
-    return undefined;
+  /** The tokenizer.json that shows this run's tokens as text, and where else was looked. */
+  tokenizer(): TokenizerLookup {
+    return findRunTokenizer(this.dir, this.config(), this.checkpoints());
   }
 }

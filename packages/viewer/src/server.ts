@@ -3,9 +3,12 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { resolve, sep } from 'node:path';
 import { AddressInUseError } from '@flowgrpo/core';
+import { alarmEpisodes, episodeCharts } from './alarm-episodes.js';
+import { chartSpecs } from './charts.js';
 import { RunCache, summarize } from './run-cache.js';
 import { RunReader } from './run-reader.js';
 import { STATIC_NAMES, type StaticName, staticPath } from './static-files.js';
+import { STOP_REASONS } from './stop-reasons.js';
 import { trajectoryHtml } from './trajectory-html.js';
 
 // `flowgrpo view`'s server: node:http, read-only. GET only (anything else is 405); the page and
@@ -83,11 +86,28 @@ async function route(cache: RunCache, req: IncomingMessage, res: ServerResponse)
       config: reader.config() ?? null,
       checkpoints: reader.checkpoints(),
       rollouts: reader.rollouts().map((r) => r.step),
+      tokenizer: cache.pieces().note,
+      stopReasons: STOP_REASONS,
     });
+  // Records from line `from` of the good ones; `skipped` counts the lines that were no record.
   if (path === '/api/metrics') {
     const from = Math.max(0, Number(url.searchParams.get('from') ?? 0) || 0);
-    const all = reader.metrics();
-    return json(res, { from, total: all.length, records: all.slice(from) });
+    const { records, skipped } = reader.metrics();
+    return json(res, {
+      from,
+      total: records.length,
+      skipped,
+      records: records.slice(from),
+      charts: chartSpecs(records),
+    });
+  }
+  if (path === '/api/alarms') {
+    const { records } = reader.metrics();
+    const charts = chartSpecs(records);
+    return json(
+      res,
+      alarmEpisodes(records).map((e) => ({ ...e, charts: episodeCharts(e, charts) })),
+    );
   }
   // /api/steps/<step>: the step's trajectories, summarized; /api/steps/<step>/<i>[,<j>…]: as HTML.
   const steps = /^\/api\/steps\/(\d+)(?:\/(\d+(?:,\d+)*))?$/.exec(path);
@@ -95,7 +115,7 @@ async function route(cache: RunCache, req: IncomingMessage, res: ServerResponse)
     const trajectories = await cache.step(Number(steps[1]));
     if (!trajectories) return notFound(res, `rollouts of step ${steps[1]}`);
     if (!steps[2]) return json(res, trajectories.map(summarize));
-    const pieces = cache.pieces();
+    const { pieces } = cache.pieces();
     const out: string[] = [];
     for (const i of steps[2].split(',').map(Number)) {
       const t = trajectories[i];

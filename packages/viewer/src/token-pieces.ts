@@ -2,7 +2,9 @@
 // checkpoints carry a copy): enough to show a rollout token by token without loading the
 // tokenizer library itself (the viewer depends on core only). Byte-level BPE vocabularies (GPT-2,
 // Qwen: "Ġ" for a space) are mapped back to their bytes; SentencePiece's "▁" is a space. An id the
-// vocabulary lacks shows as ⟨id⟩.
+// vocabulary lacks shows as ⟨id⟩. A token whose bytes are no complete UTF-8 text (a character
+// split over two tokens, or stray bytes from an undertrained model) and a control character show
+// as \xNN, byte by byte: a "�" would hide which bytes they were.
 
 /** GPT-2's bytes_to_unicode, inverted: the printable stand-in character → the byte. */
 function byteLevelDecoder(): Map<string, number> {
@@ -20,6 +22,13 @@ function byteLevelDecoder(): Map<string, number> {
 }
 
 export type TokenPieces = (id: number) => string;
+
+const hex = (byte: number) => `\\x${byte.toString(16).padStart(2, '0')}`;
+
+/** Control characters but newline, tab and carriage return as \xNN. */
+const visible = (text: string) =>
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
+  text.replace(/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/g, (c) => hex(c.charCodeAt(0)));
 
 /** Id → text for the vocabulary in `tokenizerJson`; ⟨id⟩ for every id when there is none. */
 export function tokenPieces(tokenizerJson: string | undefined): TokenPieces {
@@ -47,15 +56,23 @@ export function tokenPieces(tokenizerJson: string | undefined): TokenPieces {
   const pieces = [...byId.values()];
   const byteLevel = pieces.some((p) => p.includes('Ġ') || p.includes('Ċ'));
   const bytes = byteLevel ? byteLevelDecoder() : undefined;
-  const utf8 = new TextDecoder('utf-8', { fatal: false });
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+  const bytesText = (out: Uint8Array) => {
+    try {
+      return visible(utf8.decode(out));
+    } catch {
+      return Array.from(out, (b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : hex(b))).join(
+        '',
+      );
+    }
+  };
   return (id) => {
     const piece = byId.get(id);
     if (piece === undefined) return fallback(id);
     if (added.has(id)) return piece;
     if (bytes) {
-      const out = Array.from(piece, (ch) => bytes.get(ch) ?? 63);
-      return utf8.decode(Uint8Array.from(out));
+      return bytesText(Uint8Array.from(Array.from(piece, (ch) => bytes.get(ch) ?? 63)));
     }
-    return piece.replaceAll('▁', ' ');
+    return visible(piece.replaceAll('▁', ' '));
   };
 }

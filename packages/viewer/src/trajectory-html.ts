@@ -1,4 +1,6 @@
 import type { Trajectory } from '@flowgrpo/core';
+import { displayAnswer } from './final-answer.js';
+import { stopReasonTitle } from './stop-reasons.js';
 import type { TokenPieces } from './token-pieces.js';
 
 // One trajectory as HTML, turn by turn and token by token: every token a <span class="tok">
@@ -77,24 +79,31 @@ function maskedBlock(label: string, inner: string, open = false): string {
   return `<details class="masked"${open ? ' open' : ''}><summary>${escapeHtml(label)}</summary><div class="toks">${inner}</div></details>`;
 }
 
-/** The trajectory's header line: reward, advantage, stop reason, error. */
+/** The trajectory's header line: reward, advantage, stop reason (explained on hover), error. */
 function header(t: Trajectory, index: number): string {
   const err = trajectoryError(t);
   const bits = [
     `<b>#${index}</b>`,
     `reward <b class="reward">${fmt(t.reward) || '–'}</b>`,
     `advantage <b>${fmt(t.advantage) || '–'}</b>`,
-    `stop <b>${escapeHtml(t.stopReason)}</b>`,
+    `stop <b class="stop" data-stop="${escapeHtml(t.stopReason)}" title="${escapeHtml(stopReasonTitle(t.stopReason))}">${escapeHtml(t.stopReason)}</b>`,
   ];
   if (err)
     bits.push(`<span class="error">${escapeHtml(err.code)}: ${escapeHtml(err.message)}</span>`);
   return `<header>${bits.join(' · ')}</header>`;
 }
 
-/** Reward details and the rest of the metadata, folded. */
+/** The final answer (tag fragments taken out: final-answer.ts), ground truth, metadata folded. */
 function footer(t: Trajectory): string {
   const parts: string[] = [];
-  parts.push(`<div class="answer">final answer: <code>${escapeHtml(t.finalAnswer)}</code></div>`);
+  const { answer, recorded } = displayAnswer(t.finalAnswer);
+  parts.push(
+    `<div class="answer">final answer: <code class="final">${answer ? escapeHtml(answer) : '<i>none</i>'}</code>` +
+      (recorded === undefined
+        ? ''
+        : ` <small class="recorded">as recorded, with tag fragments: <code>${escapeHtml(recorded)}</code></small>`) +
+      '</div>',
+  );
   if (t.groundTruth !== undefined)
     parts.push(`<div class="answer">ground truth: <code>${escapeHtml(t.groundTruth)}</code></div>`);
   if (t.metadata && Object.keys(t.metadata).length > 0)

@@ -1,25 +1,24 @@
-// `flowgrpo view`'s page: polls the server every second for new metrics lines and rollouts files
-// (the run may still be training), draws the curves with uPlot (steps with a raised alarm marked
-// by red lines), lists the steps and a step's rollouts (filtered by reward, role, error), and
-// shows the selected rollout token by token (tokens.js colours it), or its group side by side.
-// The selection lives in the URL's hash (#step=…&traj=…&colour=…), so a view can be shared.
+// `flowgrpo view`'s page: polls the server every second for new metrics lines, alarm episodes and
+// rollouts files (the run may still be training), draws the curves with uPlot (one red band per
+// alarm episode on the charts it concerns), lists the alarm episodes, the steps and a step's
+// rollouts (filtered by reward, role, error; stop reasons explained), and shows the selected
+// rollout token by token (tokens.js colours it), or its group side by side. It opens on the latest
+// step's first rollout. The selection lives in the URL's hash (#step=…&traj=…&colour=…), so a
+// view can be shared.
 (() => {
   const $ = (sel) => document.querySelector(sel);
-  const CHARTS = [
-    ['reward', ['reward', 'eval/reward', 'accuracy', 'eval/accuracy']],
-    ['loss', ['loss', 'eval_loss']],
-    ['entropy', ['entropy']],
-    ['tool calls / trajectory', ['tools/calls_per_trajectory']],
-    ['completion length', ['completions/mean_length']],
-    ['truncated share', ['completions/clipped_ratio']],
-    ['clip ratio', ['clip_ratio/region_mean']],
-    ['logprob mismatch', ['logprob_mismatch/mean']],
-    ['grad norm', ['grad_norm']],
-    ['zero-variance groups', ['frac_reward_zero_std']],
-  ];
-  const COLOURS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd'];
+  const COLOURS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf'];
 
-  const state = { metrics: [], rolloutSteps: [], summaries: [], charts: new Map() };
+  const state = {
+    metrics: [],
+    skipped: 0,
+    charts: [],
+    episodes: [],
+    run: undefined,
+    rolloutSteps: [],
+    summaries: [],
+    plots: new Map(),
+  };
   const hash = () => Object.fromEntries(new URLSearchParams(location.hash.slice(1)));
   function setHash(patch) {
     const h = { ...hash(), ...patch };
@@ -35,71 +34,145 @@
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
   const num = (x) => (x === null || x === undefined ? '–' : Number(x.toPrecision(4)));
 
-  // --- metrics, curves and alarms ---------------------------------------------------------
-  const isEval = (r) => Object.keys(r).every((k) => k === 'step' || k.startsWith('eval/'));
-  /** Steps where some alarm was raised, and the alarms raised at the last step. */
-  function alarmSteps() {
-    const steps = new Set();
-    let last = {};
-    for (const r of state.metrics) {
-      if (isEval(r)) continue;
-      last = r;
-      for (const [k, v] of Object.entries(r))
-        if (/^alarms\/[^/]+$/.test(k) && v === 1) steps.add(r.step);
-    }
-    const raised = Object.keys(last)
-      .filter((k) => /^alarms\/[^/]+$/.test(k) && last[k] === 1)
-      .map((k) => ({ name: k.slice(7), value: last[`${k}/value`] }));
-    return { steps, raised, lastStep: last.step };
+  // --- notices: metrics lines skipped, tokens without a tokenizer -----------------------------
+  function renderNotices() {
+    const out = [];
+    if (state.skipped > 0)
+      out.push(
+        `<div class="notice" data-notice="skipped">metrics.jsonl: ${state.skipped} line${state.skipped === 1 ? '' : 's'} skipped ` +
+          '(not a JSON object with a numeric "step": torn by a kill, or written by something else); every other line is shown</div>',
+      );
+    const tok = state.run?.tokenizer;
+    if (tok?.missing)
+      out.push(
+        '<div class="notice" data-notice="tokenizer">Tokens are shown as ⟨id⟩: no tokenizer.json found for this run. Looked in: ' +
+          tok.missing.map((t) => `${esc(t.from)} (${esc(t.path)}: ${esc(t.reason)})`).join('; ') +
+          '. Copy the model’s tokenizer.json into the newest checkpoint, or record "tokenizer" in config.json.</div>',
+      );
+    $('#notices').innerHTML = out.join('');
+    $('#tokenizer').textContent = tok?.path ? `tokens: ${tok.path}` : '';
+    $('#tokenizer').title = tok?.from ? `named by ${tok.from}` : '';
   }
+
+  // --- alarm episodes -------------------------------------------------------------------------
+  const stepsText = (e) => (e.from === e.to ? `step ${e.from}` : `steps ${e.from}–${e.to}`);
   function renderAlarms() {
-    const { raised, lastStep } = alarmSteps();
-    $('#alarms').innerHTML = raised
+    const list = state.episodes;
+    $('#alarms').hidden = list.length === 0;
+    $('#alarms-count').textContent = `${list.length} alarm episode${list.length === 1 ? '' : 's'}`;
+    $('#alarms-list').innerHTML = list
       .map(
-        (a) =>
-          `<div class="alarm" data-alarm="${esc(a.name)}">⚠ alarm <b>${esc(a.name)}</b> at step ${esc(lastStep)}` +
-          `${a.value === undefined ? '' : ` (value ${num(a.value)})`} — see docs/guides/alarms.md</div>`,
+        (e) =>
+          `<li class="alarm${e.open ? ' open' : ''}" data-alarm="${esc(e.name)}" data-from="${e.from}" data-to="${e.to}">` +
+          `⚠ <b>${esc(e.name)}</b> · ${stepsText(e)}${e.open ? ' <span class="still">still raised</span>' : ''}` +
+          `${e.value === undefined ? '' : ` · value ${num(e.value)}`}` +
+          `: ${esc(e.meaning ?? 'an alarm this viewer does not know; see docs/guides/alarms.md')}` +
+          `${e.advice ? `. <span class="advice">What to do: ${esc(e.advice)}.</span>` : ''}</li>`,
       )
       .join('');
   }
+  /** Steps inside some alarm episode. */
+  function alarmedSteps() {
+    const steps = new Set();
+    for (const e of state.episodes)
+      for (const s of state.rolloutSteps) if (s >= e.from && s <= e.to) steps.add(s);
+    return steps;
+  }
+
+  // --- curves ---------------------------------------------------------------------------------
   function chartData(keys) {
-    const steps = [...new Set(state.metrics.map((r) => Number(r.step)))].sort((a, b) => a - b);
+    const steps = [...new Set(state.metrics.map((r) => r.step))].sort((a, b) => a - b);
     const at = new Map(steps.map((s, i) => [s, i]));
     const cols = keys.map(() => steps.map(() => null));
     for (const r of state.metrics)
       keys.forEach((k, j) => {
-        if (typeof r[k] === 'number') cols[j][at.get(Number(r.step))] = r[k];
+        if (typeof r[k] === 'number') cols[j][at.get(r.step)] = r[k];
       });
     return [steps, ...cols];
   }
-  const alarmLines = {
+  // The value axis fits the data: uPlot's own padding for a series that varies, and for a
+  // constant one (uPlot would draw 0 on a 0–100 axis) ±10% of its value, or ±1 around 0.
+  function yRange(_u, min, max) {
+    if (min === null || max === null) return [0, 1];
+    if (min === max) {
+      const d = Math.abs(min) * 0.1 || 1;
+      return [min - d, max + d];
+    }
+    return uPlot.rangeNum(min, max, 0.1, true);
+  }
+  // The value axis as wide as its longest label (a fixed width cut "3.4e-7" to ".4e-7").
+  function axisSize(self, values, axisIdx, cycleNum) {
+    const axis = self.axes[axisIdx];
+    if (cycleNum > 1) return axis._size;
+    let size = axis.ticks.size + axis.gap;
+    const longest = (values ?? []).reduce(
+      (a, v) => (String(v).length > a.length ? String(v) : a),
+      '',
+    );
+    if (longest) {
+      self.ctx.font = axis.font[0];
+      size += self.ctx.measureText(longest).width / devicePixelRatio;
+    }
+    return Math.ceil(size) + 4;
+  }
+  /**
+   * One translucent red band per alarm episode on this chart, labelled with the alarm's name. The
+   * chart's element says in words what its canvas shows: data-bands (name:from-to of each band)
+   * and data-y (the value axis's range).
+   */
+  const alarmBands = (title) => ({
     hooks: {
-      draw: [
+      setScale: [
+        (u, key) => {
+          if (key === 'y') u.root.parentNode.dataset.y = `${u.scales.y.min},${u.scales.y.max}`;
+        },
+      ],
+      drawClear: [
         (u) => {
-          const { steps } = alarmSteps();
+          const xs = u.data[0];
+          const gaps = xs.slice(1).map((x, i) => x - xs[i]);
+          const half = gaps.length ? Math.min(...gaps) / 2 : 0.5;
+          const { left, top, width, height } = u.bbox;
           const ctx = u.ctx;
           ctx.save();
-          ctx.strokeStyle = 'rgba(220,0,0,0.6)';
-          ctx.lineWidth = 2;
-          for (const s of steps) {
-            const x = u.valToPos(s, 'x', true);
-            ctx.beginPath();
-            ctx.moveTo(x, u.bbox.top);
-            ctx.lineTo(x, u.bbox.top + u.bbox.height);
-            ctx.stroke();
+          ctx.font = `${Math.round(10 * devicePixelRatio)}px system-ui, sans-serif`;
+          let labelEnd = -Infinity;
+          const drawn = [];
+          for (const e of state.episodes) {
+            if (!e.charts.includes(title)) continue;
+            const x0 = Math.max(left, u.valToPos(e.from - half, 'x', true));
+            const x1 = Math.min(left + width, u.valToPos(e.to + half, 'x', true));
+            if (x1 <= x0) continue;
+            drawn.push(`${e.name}:${e.from}-${e.to}`);
+            ctx.fillStyle = 'rgba(220,0,0,0.12)';
+            ctx.fillRect(x0, top, x1 - x0, height);
+            ctx.fillStyle = 'rgba(220,0,0,0.6)';
+            ctx.fillRect(x0, top, Math.max(1, devicePixelRatio), height);
+            const w = ctx.measureText(e.name).width;
+            if (x0 + 3 > labelEnd) {
+              ctx.fillStyle = '#a00';
+              ctx.fillText(e.name, x0 + 3, top + 12 * devicePixelRatio);
+              labelEnd = x0 + 3 + w + 6;
+            }
           }
           ctx.restore();
+          u.root.parentNode.dataset.bands = drawn.join(' ');
         },
       ],
     },
-  };
+  });
   function renderCharts() {
-    for (const [title, allKeys] of CHARTS) {
-      const keys = allKeys.filter((k) => state.metrics.some((r) => typeof r[k] === 'number'));
-      if (keys.length === 0) continue;
-      const id = `${title}|${keys.join(',')}`;
+    const wanted = new Set(state.charts.map((c) => c.title));
+    for (const [title, have] of state.plots)
+      if (!wanted.has(title)) {
+        have.plot.destroy();
+        have.el.remove();
+        state.plots.delete(title);
+      }
+    for (const { title, keys } of state.charts) {
+      const id = keys.join(',');
       const data = chartData(keys);
-      const have = state.charts.get(title);
+      const have = state.plots.get(title);
       if (have && have.id === id) {
         have.plot.setData(data);
         continue;
@@ -113,31 +186,36 @@
         {
           title,
           width: 330,
-          height: 180,
-          scales: { x: { time: false } },
+          height: 190,
+          scales: { x: { time: false }, y: { range: yRange } },
           // Small values (a loss near 0, a mismatch of 1e-6) keep their significant digits.
-          axes: [{}, { values: (_u, vals) => vals.map((v) => Number(v.toPrecision(3))) }],
+          axes: [
+            {},
+            { size: axisSize, values: (_u, vals) => vals.map((v) => Number(v.toPrecision(3))) },
+          ],
           series: [
             { label: 'step' },
             ...keys.map((k, i) => ({
               label: k,
-              stroke: COLOURS[i % 4],
+              stroke: COLOURS[i % COLOURS.length],
               spanGaps: true,
               points: { show: true, size: 4 },
             })),
           ],
-          plugins: [alarmLines],
+          plugins: [alarmBands(title)],
         },
         data,
         el,
       );
-      state.charts.set(title, { id, plot, el });
+      state.plots.set(title, { id, plot, el });
     }
+    // Charts keep the order of the list, new ones included.
+    for (const { title } of state.charts) $('#charts').append(state.plots.get(title).el);
   }
 
   // --- steps and rollouts --------------------------------------------------------------------
   function renderSteps() {
-    const { steps: alarmed } = alarmSteps();
+    const alarmed = alarmedSteps();
     const sel = Number(hash().step);
     const list = $('#steps');
     const have = new Set([...list.children].map((li) => Number(li.dataset.step)));
@@ -153,6 +231,7 @@
       const s = Number(li.dataset.step);
       li.classList.toggle('sel', s === sel);
       li.classList.toggle('alarm', alarmed.has(s));
+      li.title = alarmed.has(s) ? 'inside an alarm episode' : '';
     }
   }
   function passes(t, h) {
@@ -162,6 +241,10 @@
     if (h.error === '1' && !t.error) return false;
     return true;
   }
+  const stopTitle = (reason) => {
+    const help = state.run?.stopReasons?.[reason];
+    return help ? `${reason}: ${help.meaning}. Look at: ${help.look}.` : reason;
+  };
   function renderRollouts() {
     const h = hash();
     const roles = new Set(state.summaries.flatMap((t) => t.roles));
@@ -178,9 +261,21 @@
         (t) =>
           `<tr data-index="${t.index}" class="${String(t.index) === h.traj ? 'sel' : ''} ${t.error ? 'err' : ''}">` +
           `<td>${t.index}</td><td>${esc(t.groupId)}</td><td class="q">${esc(t.question ?? t.queryId)}</td>` +
-          `<td>${num(t.reward)}</td><td>${num(t.advantage)}</td><td>${esc(t.stopReason)}</td>` +
+          `<td class="a">${esc(t.answer)}</td><td>${num(t.reward)}</td><td>${num(t.advantage)}</td>` +
+          `<td class="stop" title="${esc(stopTitle(t.stopReason))}">${esc(t.stopReason)}</td>` +
           `<td>${t.error ? esc(t.error.code) : ''}</td></tr>`,
       )
+      .join('');
+    // The stop reasons of this step, each explained once under the table.
+    const reasons = [...new Set(state.summaries.map((t) => t.stopReason))].sort();
+    $('#stop-legend').innerHTML = reasons
+      .map((r) => {
+        const help = state.run?.stopReasons?.[r];
+        return (
+          `<li data-stop="${esc(r)}"><b>${esc(r)}</b>: ${esc(help?.meaning ?? 'no description')}` +
+          `${help ? `. <span class="look">Look at: ${esc(help.look)}.</span>` : ''}</li>`
+        );
+      })
       .join('');
   }
   let detailKey = '';
@@ -229,13 +324,10 @@
         )
         .join('');
     for (const s of $('#across').querySelectorAll('span'))
-      s.onclick = () => selectStep(Number(s.dataset.step), s.dataset.index);
+      s.onclick = () => setHash({ step: Number(s.dataset.step), traj: s.dataset.index });
   }
 
   let loadedStep;
-  async function selectStep(step, traj = '') {
-    setHash({ step, traj });
-  }
   async function render() {
     const h = hash();
     renderSteps();
@@ -246,6 +338,11 @@
       } catch {
         state.summaries = [];
       }
+    }
+    // A step without a selected rollout opens on its first one (of those the filters show).
+    if (h.traj === undefined) {
+      const first = state.summaries.find((t) => passes(t, h));
+      if (first) return setHash({ traj: String(first.index) });
     }
     renderRollouts();
     await renderDetail();
@@ -259,20 +356,33 @@
       // metrics.jsonl cut back (a resumed run): read it again from the start.
       if (m.total < state.metrics.length) state.metrics = (await get('/api/metrics')).records;
       else state.metrics.push(...m.records);
-      const run = await get('/api/run');
-      $('#run').textContent = run.dir;
-      const changed = run.rollouts.length !== state.rolloutSteps.length || m.records.length > 0;
-      state.rolloutSteps = run.rollouts;
+      const grew = m.records.length > 0 || m.skipped !== state.skipped;
+      state.skipped = m.skipped;
+      state.charts = m.charts;
+      const episodes = await get('/api/alarms');
+      // (Read after the metrics: a line appended in between is in the episodes a poll early.)
+      const alarmsChanged = JSON.stringify(episodes) !== JSON.stringify(state.episodes);
+      state.episodes = episodes;
+      state.run = await get('/api/run');
+      $('#run').textContent = state.run.dir;
+      document.title = `flowgrpo view — ${state.run.dir.split(/[\\/]/).at(-1)}`;
+      renderNotices();
+      const changed =
+        state.run.rollouts.length !== state.rolloutSteps.length || grew || alarmsChanged;
+      state.rolloutSteps = state.run.rollouts;
+      $('#no-rollouts').hidden = state.rolloutSteps.length > 0;
       if (changed) {
         renderAlarms();
         renderCharts();
-        if (hash().step === undefined && run.rollouts.length > 0)
-          setHash({ step: run.rollouts.at(-1) });
-        else render();
+        if (hash().step === undefined && state.rolloutSteps.length > 0)
+          setHash({ step: state.rolloutSteps.at(-1) });
+        else await render();
       }
       $('#live').classList.remove('stale');
-    } catch {
+      $('#live').title = 'polls the run directory every second';
+    } catch (e) {
       $('#live').classList.add('stale');
+      $('#live').title = `the last poll failed: ${e.message}`;
     }
     setTimeout(poll, 1000);
   }
@@ -281,9 +391,9 @@
   for (const c of window.flowgrpoColourings) $('#colour').append(new Option(c, c));
   $('#colour').onchange = (e) => setHash({ colour: e.target.value });
   $('#group-view').onchange = (e) => setHash({ group: e.target.checked ? '1' : '' });
-  $('#f-reward').onchange = (e) => setHash({ reward: e.target.value });
-  $('#f-role').onchange = (e) => setHash({ role: e.target.value });
-  $('#f-error').onchange = (e) => setHash({ error: e.target.checked ? '1' : '' });
+  $('#f-reward').onchange = (e) => setHash({ reward: e.target.value, traj: '' });
+  $('#f-role').onchange = (e) => setHash({ role: e.target.value, traj: '' });
+  $('#f-error').onchange = (e) => setHash({ error: e.target.checked ? '1' : '', traj: '' });
   $('#rollouts tbody').onclick = (e) => {
     const tr = e.target.closest('tr');
     if (tr) setHash({ traj: tr.dataset.index });

@@ -4,19 +4,44 @@ import { type Trajectory, TrajectorySchema, writeTrajectoriesParquet } from '@fl
 
 // A run directory as a trainer writes it, built step by step by the tests (the viewer must follow
 // a run still being written): config.json, metrics.jsonl lines, rollouts/step-<n>.parquet, and a
-// checkpoint holding a byte-level tokenizer.json whose pieces are single letters ("Ġ" a space).
+// checkpoint holding a byte-level tokenizer.json whose pieces are single letters ("Ġ" a space), or
+// a LoRA checkpoint whose adapter_config.json names the base model that holds it.
 
 export const LETTERS = ' abcdefghijklmnopqrstuvwxyz0123456789{}":,=?';
 /** Token id of each character of LETTERS (id = its index). */
 export const ids = (text: string) => Int32Array.from(text, (ch) => LETTERS.indexOf(ch));
 
+/** A byte-level tokenizer.json of LETTERS in `folder`. */
+export function writeTokenizer(folder: string): string {
+  mkdirSync(folder, { recursive: true });
+  const vocab = Object.fromEntries(Array.from(LETTERS, (ch, i) => [ch === ' ' ? 'Ġ' : ch, i]));
+  const path = join(folder, 'tokenizer.json');
+  writeFileSync(path, JSON.stringify({ model: { type: 'BPE', vocab }, added_tokens: [] }));
+  return path;
+}
+
+/** A run whose checkpoint carries the tokenizer (a full fine-tuning checkpoint). */
 export function startRun(dir: string): void {
   mkdirSync(join(dir, 'checkpoint-1'), { recursive: true });
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ trainer: 'grpo', max_steps: 3 }));
-  const vocab = Object.fromEntries(Array.from(LETTERS, (ch, i) => [ch === ' ' ? 'Ġ' : ch, i]));
+  writeTokenizer(join(dir, 'checkpoint-1'));
+}
+
+/**
+ * A LoRA run as `flowgrpo train` leaves it: config.json names the artifacts folder (no tokenizer
+ * there), checkpoint-1 holds the adapter only, and its adapter_config.json names the base model
+ * `base` (which holds the tokenizer when the test wrote one there).
+ */
+export function startLoraRun(dir: string, base: string): void {
+  mkdirSync(join(dir, 'checkpoint-1'), { recursive: true });
+  mkdirSync(join(dir, 'artifacts'), { recursive: true });
   writeFileSync(
-    join(dir, 'checkpoint-1', 'tokenizer.json'),
-    JSON.stringify({ model: { type: 'BPE', vocab }, added_tokens: [] }),
+    join(dir, 'config.json'),
+    JSON.stringify({ trainer: 'grpo', output_dir: dir, artifacts: join(dir, 'artifacts') }),
+  );
+  writeFileSync(
+    join(dir, 'checkpoint-1', 'adapter_config.json'),
+    JSON.stringify({ peft_type: 'LORA', base_model_name_or_path: base, r: 4 }),
   );
 }
 
@@ -78,10 +103,14 @@ export function trajectories(step: number): Trajectory[] {
   ];
 }
 
-export async function writeStepRollouts(dir: string, step: number): Promise<void> {
+export async function writeStepRollouts(
+  dir: string,
+  step: number,
+  batch: Trajectory[] = trajectories(step),
+): Promise<void> {
   mkdirSync(join(dir, 'rollouts'), { recursive: true });
   await writeTrajectoriesParquet(
     join(dir, 'rollouts', `step-${String(step).padStart(6, '0')}.parquet`),
-    trajectories(step),
+    batch,
   );
 }

@@ -1,9 +1,12 @@
 // The viewer's server on a real run directory over real HTTP on 127.0.0.1: what the page reads
-// (metrics, with a torn last line skipped; the steps' rollouts; token HTML), and what it must
+// (metrics, with a line still being written left for later and lines that are no record skipped
+// and counted; alarm episodes; the tokenizer used or where it looked; the steps' rollouts; token
+// HTML), and what it must
 // never do: write (any method but GET is refused, the folder is unchanged), serve a file outside
 // the run directory (`..`, encoded `..`, a symbolic link out), or listen beyond loopback unasked.
 import {
   appendFileSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   rmSync,
@@ -56,13 +59,92 @@ describe('flowgrpo view: server', () => {
     expect(viewer.server.address()).toMatchObject({ address: '127.0.0.1' });
   });
 
-  it('serves metrics, skipping a line still being written', async () => {
+  it('serves metrics, leaving a line still being written for later', async () => {
     appendFileSync(join(dir, 'metrics.jsonl'), '{"step": 2, "rew');
     const m = JSON.parse((await raw('GET', '/api/metrics')).body);
     expect(m.records).toEqual([{ step: 1, reward: 0.5 }]);
+    expect(m.skipped).toBe(0);
     appendFileSync(join(dir, 'metrics.jsonl'), 'ard": 0.7}\n');
     const next = JSON.parse((await raw('GET', '/api/metrics?from=1')).body);
-    expect(next).toEqual({ from: 1, total: 2, records: [{ step: 2, reward: 0.7 }] });
+    expect(next).toEqual({
+      from: 1,
+      total: 2,
+      skipped: 0,
+      records: [{ step: 2, reward: 0.7 }],
+      charts: [{ title: 'Reward', keys: ['reward'] }],
+    });
+  });
+
+  it('skips and counts metrics lines that are no record (null, a number, a string, an array)', async () => {
+    appendFileSync(join(dir, 'metrics.jsonl'), 'null\n3\n"x"\n[1]\n{"step": 3, "reward": 0.9}\n');
+    const m = JSON.parse((await raw('GET', '/api/metrics?from=2')).body);
+    expect(m).toMatchObject({ total: 3, skipped: 4, records: [{ step: 3, reward: 0.9 }] });
+  });
+
+  it('serves the alarm episodes with the charts they go on', async () => {
+    const alarms = join(tmp, 'alarms');
+    startRun(alarms);
+    logStep(alarms, { step: 1, entropy: 1.2, 'alarms/entropy_collapse': 0 });
+    logStep(alarms, { step: 2, entropy: 0.1, 'alarms/entropy_collapse': 1 });
+    logStep(alarms, {
+      step: 3,
+      entropy: 0.1,
+      'alarms/entropy_collapse': 1,
+      'alarms/entropy_collapse/value': 0.08,
+    });
+    const v = await startViewer({ runDir: alarms });
+    try {
+      const episodes = await (await fetch(`${v.url}api/alarms`)).json();
+      expect(episodes).toEqual([
+        {
+          name: 'entropy_collapse',
+          from: 2,
+          to: 3,
+          open: true,
+          value: 0.08,
+          meaning: 'the policy entropy fell far below its early level (recent/early shown)',
+          advice: expect.stringContaining('lower learning_rate'),
+          metrics: ['entropy'],
+          charts: ['Entropy'],
+        },
+      ]);
+    } finally {
+      await v.close();
+    }
+  });
+
+  it('says which tokenizer shows the tokens, or everywhere it looked', async () => {
+    const run = JSON.parse((await raw('GET', '/api/run')).body);
+    expect(run.tokenizer).toEqual({
+      path: join(dir, 'checkpoint-1', 'tokenizer.json'),
+      from: 'checkpoint-1',
+    });
+    expect(run.stopReasons.parse_error.meaning).toContain('could not be parsed');
+    const bare = join(tmp, 'bare');
+    mkdirSync(join(bare, 'checkpoint-4'), { recursive: true });
+    writeFileSync(join(bare, 'config.json'), JSON.stringify({ artifacts: join(tmp, 'artifacts') }));
+    const v = await startViewer({ runDir: bare });
+    try {
+      const { tokenizer } = (await (await fetch(`${v.url}api/run`)).json()) as {
+        tokenizer: unknown;
+      };
+      expect(tokenizer).toEqual({
+        missing: [
+          {
+            from: 'checkpoint-4',
+            path: join(bare, 'checkpoint-4', 'tokenizer.json'),
+            reason: 'no such file',
+          },
+          {
+            from: 'config.json artifacts',
+            path: join(tmp, 'artifacts', 'tokenizer.json'),
+            reason: 'no such file',
+          },
+        ],
+      });
+    } finally {
+      await v.close();
+    }
   });
 
   it('serves a step as summaries and its trajectories token by token', async () => {

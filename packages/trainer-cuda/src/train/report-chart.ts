@@ -3,10 +3,18 @@
 // taken from the data's range, the value axis shows "nice" round ticks and starts at 0 whenever
 // the series never go below it (a learning rate or a length drawn from −1.5e-4 misleads), and
 // the legend has a band of its own between the title and the plot, so the two never overlap.
+// Alarm episodes are translucent red bands behind the lines, each labelled with its alarm's name.
 
 export interface ChartSeries {
   name: string;
   points: readonly (readonly [number, number])[];
+}
+
+/** A span of steps to mark (an alarm episode), from its first to its last step. */
+export interface ChartBand {
+  label: string;
+  from: number;
+  to: number;
 }
 
 const COLORS = ['#2563eb', '#dc2626', '#059669', '#d97706', '#7c3aed', '#0891b2'];
@@ -128,8 +136,46 @@ function legendRows(names: readonly string[]): { x: number; row: number }[] {
   return out;
 }
 
-/** An SVG line chart of `series` over the step axis. */
-export function lineChart(title: string, series: readonly ChartSeries[]): string {
+/**
+ * The bands behind the plot: each covers its steps and half the smallest step gap on either side
+ * (so a one-step episode has a width, and neighbouring ones do not overlap), clipped to the plot;
+ * a label is drawn where it does not run into the one before.
+ */
+function bandsSvg(
+  bands: readonly ChartBand[],
+  xs: readonly number[],
+  X: (x: number) => number,
+  top: number,
+): string {
+  const steps = [...new Set(xs)].sort((a, b) => a - b);
+  const gaps = steps.slice(1).map((x, i) => x - steps[i]!);
+  const half = gaps.length > 0 ? Math.min(...gaps) / 2 : 0.5;
+  let labelEnd = Number.NEGATIVE_INFINITY;
+  return bands
+    .map((b) => {
+      const a = Math.max(MARGIN.l, X(b.from - half));
+      const z = Math.min(W - MARGIN.r, X(b.to + half));
+      if (z <= a) return '';
+      const span = b.from === b.to ? `step ${b.from}` : `steps ${b.from}–${b.to}`;
+      let label = '';
+      if (a + 3 > labelEnd) {
+        label = `<text class="alarm-label" x="${(a + 3).toFixed(1)}" y="${top + 10}">${esc(b.label)}</text>`;
+        labelEnd = a + 3 + b.label.length * LEGEND_CHAR_PX + 6;
+      }
+      return (
+        `<rect class="alarm-band" data-alarm="${esc(b.label)}" data-from="${b.from}" data-to="${b.to}" x="${a.toFixed(1)}" y="${top}" width="${(z - a).toFixed(1)}" height="${PLOT_H}"><title>${esc(b.label)}: ${span}</title></rect>` +
+        `<line class="alarm-edge" x1="${a.toFixed(1)}" x2="${a.toFixed(1)}" y1="${top}" y2="${top + PLOT_H}"/>${label}`
+      );
+    })
+    .join('');
+}
+
+/** An SVG line chart of `series` over the step axis, with `bands` (alarm episodes) behind it. */
+export function lineChart(
+  title: string,
+  series: readonly ChartSeries[],
+  bands: readonly ChartBand[] = [],
+): string {
   const all = series.flatMap((s) => s.points);
   if (all.length === 0) return '';
   const xs = all.map((p) => p[0]);
@@ -195,6 +241,7 @@ export function lineChart(title: string, series: readonly ChartSeries[]): string
     `<text x="10" y="16" class="title">${esc(title)}</text>` +
     `<g class="legend">${legendSvg}</g>` +
     `<g class="y-axis">${yAxis}</g><g class="x-axis">${xAxis}</g>` +
+    `<g class="alarm-bands">${bandsSvg(bands, xs, X, top)}</g>` +
     `<text x="${(W + MARGIN.l) / 2}" y="${H - 6}" text-anchor="middle">step</text>${lines}</svg>`
   );
 }

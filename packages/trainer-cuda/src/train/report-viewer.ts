@@ -1,5 +1,6 @@
 import type { Trajectory } from '@flowgrpo/core';
 import {
+  type AlarmEpisode,
   escapeHtml,
   RunReader,
   type TokenPieces,
@@ -7,42 +8,64 @@ import {
   tokenViewAssets,
   trajectoryHtml,
 } from '@flowgrpo/viewer';
-import { ALARM_MEANINGS, type AlarmName } from './alarms.js';
-import type { MetricsRecord } from './run-dir.js';
 
-// What `flowgrpo view` shows, inside the self-contained report.html: banners for the alarms
-// raised during the run (alarms.ts), and the viewer's token view of the selected sample — the
-// group of the report's sample trajectory with the largest |advantage|, side by side, coloured by
+// What `flowgrpo view` shows, inside the self-contained report.html: the alarm episodes of the run
+// (the viewer's alarm-episodes.ts: the alarm's name, its first and last step, what it means and
+// what to do), and the viewer's token view of the selected sample — the group of
+// the report's sample trajectory with the largest |advantage|, side by side, coloured by
 // advantage, logprob or trainable (the viewer's own CSS and script, inlined).
 
-/** Token id → text for a run directory (its checkpoints' or its model's tokenizer.json). */
-export function runTokenPieces(dir: string): TokenPieces {
+/**
+ * Token id → text for a run directory, from the tokenizer the viewer finds for it (the viewer's
+ * run-tokenizer.ts); when there is none, a note saying where it looked.
+ */
+export function runTokenPieces(dir: string): { pieces: TokenPieces; note?: string } {
+  let lookup: ReturnType<RunReader['tokenizer']>;
   try {
-    return tokenPieces(new RunReader(dir).tokenizerJson());
+    lookup = new RunReader(dir).tokenizer();
   } catch {
-    return tokenPieces(undefined);
+    return { pieces: tokenPieces(undefined), note: `no run directory at ${dir}` };
   }
+  if (lookup.found) return { pieces: tokenPieces(lookup.found.json) };
+  const where = lookup.tried.map((t) => `${t.from} (${t.path}: ${t.reason})`).join('; ');
+  return {
+    pieces: tokenPieces(undefined),
+    note: `no tokenizer.json found for this run${where ? `; looked in: ${where}` : ''}`,
+  };
 }
 
-/** One banner per alarm raised at some step: its name, the steps, what it means. */
-export function alarmBanners(metrics: readonly MetricsRecord[]): string {
-  const steps = new Map<string, number[]>();
-  for (const r of metrics)
-    for (const [k, v] of Object.entries(r)) {
-      const name = /^alarms\/([^/]+)$/.exec(k)?.[1];
-      if (name && v === 1) steps.set(name, [...(steps.get(name) ?? []), Number(r.step)]);
-    }
-  return [...steps]
-    .map(([name, s]) => {
-      const meaning = ALARM_MEANINGS[name as AlarmName] ?? '';
-      const at = s.length > 6 ? `${s.slice(0, 6).join(', ')}, …` : s.join(', ');
-      return `<p class="alarm" data-alarm="${escapeHtml(name)}">⚠ alarm <b>${escapeHtml(name)}</b> at step${s.length > 1 ? 's' : ''} ${at}: ${escapeHtml(meaning)} (docs/guides/alarms.md)</p>`;
+const steps = (e: AlarmEpisode) => (e.from === e.to ? `step ${e.from}` : `steps ${e.from}–${e.to}`);
+
+/** The list of alarm episodes: name, first and last step, meaning, what to do. */
+export function alarmPanel(episodes: readonly AlarmEpisode[]): string {
+  if (episodes.length === 0) return '';
+  const items = episodes
+    .map((e) => {
+      const value = e.value === undefined ? '' : ` (value ${Number(e.value.toPrecision(3))})`;
+      return (
+        `<li class="alarm" data-alarm="${escapeHtml(e.name)}" data-from="${e.from}" data-to="${e.to}">` +
+        `⚠ <b>${escapeHtml(e.name)}</b>, ${steps(e)}${e.open ? ', still raised at the end' : ''}${value}` +
+        `: ${escapeHtml(e.meaning ?? 'an alarm this report does not know')}` +
+        `${e.advice ? `. <span class="advice">What to do: ${escapeHtml(e.advice)}.</span>` : ''}</li>`
+      );
     })
     .join('');
+  return (
+    `<div class="alarms"><p>${episodes.length} alarm episode${episodes.length === 1 ? '' : 's'} ` +
+    '(docs/guides/alarms.md), each a red band on the charts it concerns:</p>' +
+    `<ol>${items}</ol></div>`
+  );
 }
 
-/** The selected sample's group token by token, with the colouring control. */
-export function tokenView(trajectories: readonly Trajectory[], pieces: TokenPieces): string {
+/**
+ * The selected sample's group token by token, with the colouring control; `note` (tokens shown
+ * as ids: why) above it.
+ */
+export function tokenView(
+  trajectories: readonly Trajectory[],
+  pieces: TokenPieces,
+  note?: string,
+): string {
   if (trajectories.length === 0) return '';
   const selected = trajectories.reduce((a, b) =>
     Math.abs(b.advantage ?? 0) > Math.abs(a.advantage ?? 0) ? b : a,
@@ -56,6 +79,9 @@ export function tokenView(trajectories: readonly Trajectory[], pieces: TokenPiec
     .join('');
   return (
     `<h2>Tokens of one group</h2><style>${css}.tokview{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:8px}</style>` +
+    (note
+      ? `<p class="notice tokens-note">Tokens are shown as ⟨id⟩: ${escapeHtml(note)}.</p>`
+      : '') +
     `<p class="tok-legend">group ${escapeHtml(selected.groupId)}; each token carries data-logprob, data-trainable and data-advantage; striped spans carry no loss. Colour by <select id="tokcolour">${options}</select></p>` +
     `<div class="tokview" id="tokview">${group.map(([t, i]) => trajectoryHtml(t, i, pieces)).join('')}</div>` +
     `<script>${js}\n(() => { const v = document.getElementById('tokview'); const s = document.getElementById('tokcolour'); window.flowgrpoPaint(v, s.value); s.onchange = () => window.flowgrpoPaint(v, s.value); })();</script>`

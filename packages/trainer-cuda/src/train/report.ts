@@ -1,17 +1,30 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
-import { type TokenPieces, tokenPieces } from '@flowgrpo/viewer';
+import {
+  alarmEpisodes,
+  chartSpecs,
+  displayAnswer,
+  episodeCharts,
+  failureCodes,
+  RunReader,
+  stopReasonHelp,
+  stopReasonTitle,
+  type TokenPieces,
+  tokenPieces,
+} from '@flowgrpo/viewer';
 import { accuracyDifference, formatAccuracyDifference } from './accuracy-difference.js';
 import { type EvalResult, trajectoryTurns } from './evaluate.js';
 import { type ChartSeries, esc, lineChart } from './report-chart.js';
-import { alarmBanners, runTokenPieces, tokenView } from './report-viewer.js';
+import { alarmPanel, runTokenPieces, tokenView } from './report-viewer.js';
 import type { MetricsRecord } from './run-dir.js';
 
-// report.html: one self-contained page per run — charts drawn as inline SVG at write time (no
-// chart library, nothing fetched: it opens offline and prints), the evaluation table with its
-// comparisons, the steps whose rollouts failed, a browsable sample of trajectories, the alarms
-// raised and the viewer's token view of one group (report-viewer.ts; its only script colours it).
+// report.html: one self-contained page per run — the charts the viewer draws (the viewer's
+// charts.ts), as inline SVG at write time (no chart library, nothing fetched: it opens offline and
+// prints), with the alarm episodes as red bands and listed; the evaluation table with its
+// comparisons, the steps whose rollouts failed, a browsable sample of trajectories (stop reasons
+// explained, answers without tag fragments) and the viewer's token view of one group
+// (report-viewer.ts; its only script colours it).
 
 export interface ReportOptions {
   title: string;
@@ -25,6 +38,10 @@ export interface ReportOptions {
   comparisons?: readonly (readonly [string, string])[];
   /** Token id → text for the token view (writeReport reads the run's tokenizer.json). */
   tokenPieces?: TokenPieces;
+  /** Why the token view shows ids (writeReport: where it looked when it found no tokenizer). */
+  tokensNote?: string;
+  /** Lines of metrics.jsonl that were no record (writeReport counts them in the run's file). */
+  metricsSkipped?: number;
   /** Trajectories to show, with their turns (a sample), each with its recorded reward. */
   trajectories?: readonly Trajectory[];
   /** Extra notes shown under the title (e.g. the command that made the run). */
@@ -33,38 +50,6 @@ export interface ReportOptions {
   sections?: readonly { title: string; metrics: readonly MetricsRecord[] }[];
 }
 
-const CHARTS: { title: string; keys: string[] }[] = [
-  { title: 'Reward', keys: ['reward', 'eval/reward'] },
-  { title: 'Accuracy', keys: ['accuracy', 'eval/accuracy'] },
-  { title: 'Loss', keys: ['loss', 'eval_loss', 'train_loss'] },
-  { title: 'KL to the reference', keys: ['kl'] },
-  {
-    title: 'Clip ratios',
-    keys: ['clip_ratio/low_mean', 'clip_ratio/high_mean', 'clip_ratio/region_mean'],
-  },
-  { title: 'Entropy', keys: ['entropy'] },
-  {
-    title: 'Completion length (tokens)',
-    keys: ['completions/mean_length', 'eval/completion_length'],
-  },
-  { title: 'Turns per trajectory', keys: ['turns/mean', 'eval/turns_mean'] },
-  {
-    title: 'Tool calls per trajectory',
-    keys: ['tools/calls_per_trajectory', 'eval/tool_calls_per_trajectory'],
-  },
-  { title: 'Gradient norm', keys: ['grad_norm'] },
-  { title: 'Learning rate', keys: ['learning_rate'] },
-  {
-    title: 'Time per phase (s)',
-    keys: [
-      'timing/rollout_s',
-      'timing/reward_s',
-      'timing/logprobs_s',
-      'timing/train_s',
-      'timing/sync_s',
-    ],
-  },
-];
 const FAILED = 'rollouts/failed';
 
 /** A metric as a chart series: the records carrying it as a finite number, by step. */
@@ -79,32 +64,23 @@ function seriesOf(metrics: readonly MetricsRecord[], key: string): ChartSeries {
   };
 }
 
-/** The error codes among `rollouts/failed/<CODE>` keys, in order of first appearance. */
-function failureCodes(metrics: readonly MetricsRecord[]): string[] {
-  const codes = new Set<string>();
-  for (const r of metrics)
-    for (const k of Object.keys(r))
-      if (k.startsWith(`${FAILED}/`)) codes.add(k.slice(FAILED.length + 1));
-  return [...codes];
-}
-
 const failedSteps = (metrics: readonly MetricsRecord[]) =>
   metrics.filter((r) => typeof r[FAILED] === 'number' && (r[FAILED] as number) > 0);
 
+/** The run's charts, each with a band per alarm episode that concerns it. */
 function charts(metrics: readonly MetricsRecord[]): string {
-  const specs = [...CHARTS];
-  // Failed rollouts get a chart once any step had one: the total and each error code.
-  if (failedSteps(metrics).length > 0)
-    specs.unshift({
-      title: 'Failed rollouts',
-      keys: [FAILED, ...failureCodes(metrics).map((c) => `${FAILED}/${c}`)],
-    });
+  const specs = chartSpecs(metrics);
+  const episodes = alarmEpisodes(metrics).map((e) => ({ ...e, charts: episodeCharts(e, specs) }));
   return specs
-    .map(({ title, keys }) => {
-      const series = keys.map((k) => seriesOf(metrics, k)).filter((s) => s.points.length > 0);
-      return series.length ? lineChart(title, series) : '';
-    })
-    .filter(Boolean)
+    .map(({ title, keys }) =>
+      lineChart(
+        title,
+        keys.map((k) => seriesOf(metrics, k)),
+        episodes
+          .filter((e) => e.charts.includes(title))
+          .map((e) => ({ label: e.name, from: e.from, to: e.to })),
+      ),
+    )
     .join('\n');
 }
 
@@ -232,15 +208,33 @@ function trajectoryList(trajectories: readonly Trajectory[]): string {
         t.reward === undefined
           ? '<span class="reward none">unscored</span>'
           : `<span class="reward ${t.reward > 0 ? 'ok' : 'bad'}">reward ${fmtReward(t.reward)}</span>`;
+      const { answer, recorded } = displayAnswer(t.finalAnswer);
+      const stop = `<span class="stop" data-stop="${esc(t.stopReason)}" title="${esc(stopReasonTitle(t.stopReason))}">${esc(t.stopReason)}</span>`;
       return (
         `<details class="traj"><summary>${badge} ` +
-        `${esc(t.question ?? t.queryId)} → <b>${esc(t.finalAnswer)}</b> <small>(gold ${esc(t.groundTruth ?? '?')}, ${trajectoryTurns(t)} turns, ${esc(t.stopReason)})</small>` +
+        `${esc(t.question ?? t.queryId)} → <b class="final">${answer ? esc(answer) : '<i>no answer</i>'}</b> <small>(gold ${esc(t.groundTruth ?? '?')}, ${trajectoryTurns(t)} turns, ${stop})</small>` +
         (fatal ? ` <span class="error">${esc(errorText(fatal))}</span>` : '') +
-        `</summary>${errorList}<ol>${turns}</ol></details>`
+        `</summary>${errorList}` +
+        (recorded === undefined
+          ? ''
+          : `<p class="recorded">answer as recorded, with tag fragments: <code>${esc(recorded)}</code></p>`) +
+        `<ol>${turns}</ol></details>`
       );
     })
     .join('\n');
-  return `<h2>Trajectories</h2>${items}`;
+  return `<h2>Trajectories</h2>${stopLegend(trajectories)}${items}`;
+}
+
+/** What each stop reason among `trajectories` means and what to look at. */
+function stopLegend(trajectories: readonly Trajectory[]): string {
+  const reasons = [...new Set(trajectories.map((t) => t.stopReason))].sort();
+  const items = reasons
+    .map((r) => {
+      const help = stopReasonHelp(r);
+      return `<li data-stop="${esc(r)}"><b>${esc(r)}</b>: ${esc(help?.meaning ?? 'no description')}${help ? `. <span class="look">Look at: ${esc(help.look)}.</span>` : ''}</li>`;
+    })
+    .join('');
+  return `<ul class="stop-legend">${items}</ul>`;
 }
 
 const STYLE = `body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#111;max-width:1400px}
@@ -251,32 +245,52 @@ table{border-collapse:collapse;margin-bottom:8px}td,th{border:1px solid #ddd;pad
 p.failures{font-weight:600;color:#dc2626}.failures td:last-child{text-align:left}
 .comparisons{padding-left:20px}.inconclusive{color:#b45309;font-weight:600}
 .traj{border-bottom:1px solid #eee;padding:4px 0}.traj pre{white-space:pre-wrap;margin:2px 0 6px;background:#f6f6f6;padding:4px}
-.k{font-size:11px;color:#666}.ok{color:#059669}.bad,.error,.errors{color:#dc2626}.none{color:#666}`;
+.k{font-size:11px;color:#666}.ok{color:#059669}.bad,.error,.errors{color:#dc2626}.none{color:#666}
+.alarms{background:#fff1f0;border:1px solid #e59;color:#900;padding:4px 12px;border-radius:4px;margin:8px 0}.alarms p{margin:4px 0;font-weight:600}.alarms ol{margin:4px 0;padding-left:22px}
+.chart .alarm-band{fill:rgba(220,0,0,0.12)}.chart .alarm-edge{stroke:rgba(220,0,0,0.6)}.chart text.alarm-label{fill:#a00}
+.notice{background:#fff8e1;border:1px solid #e0b84f;color:#5c4300;padding:4px 12px;border-radius:4px}
+.stop{text-decoration:underline dotted;cursor:help}.stop-legend{font-size:12px;color:#445;padding-left:20px}.stop-legend .look,.recorded{color:#667}`;
 
 /** Renders the report as one HTML string. */
 export function renderReport(o: ReportOptions): string {
   const notes = (o.notes ?? []).map((n) => `<p>${esc(n)}</p>`).join('');
+  const skipped = o.metricsSkipped
+    ? `<p class="notice skipped">metrics.jsonl: ${o.metricsSkipped} line${o.metricsSkipped === 1 ? '' : 's'} skipped (not a JSON object with a numeric "step": torn by a kill, or written by something else); every other line is shown.</p>`
+    : '';
   const curves = (metrics: readonly MetricsRecord[]) =>
-    `${failureTable(metrics)}<div class="charts">${charts(metrics)}</div>`;
+    `${alarmPanel(alarmEpisodes(metrics))}${failureTable(metrics)}<div class="charts">${charts(metrics)}</div>`;
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${esc(o.title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>${STYLE}</style></head>
-<body><h1>${esc(o.title)}</h1>${alarmBanners([...(o.metrics ?? []), ...(o.sections ?? []).flatMap((sec) => sec.metrics)])}${notes}
+<body><h1>${esc(o.title)}</h1>${notes}
 ${evalTable(o.evals ?? [], o.comparisons)}
 ${
   o.sections
     ? o.sections.map((sec) => `<h2>${esc(sec.title)}</h2>${curves(sec.metrics)}`).join('\n')
-    : `<h2>Training curves</h2>${curves(o.metrics ?? [])}`
+    : `<h2>Training curves</h2>${skipped}${curves(o.metrics ?? [])}`
 }
 ${trajectoryList(o.trajectories ?? [])}
-${tokenView(o.trajectories ?? [], o.tokenPieces ?? tokenPieces(undefined))}
+${tokenView(o.trajectories ?? [], o.tokenPieces ?? tokenPieces(undefined), o.tokenPieces ? o.tokensNote : (o.tokensNote ?? 'no tokenizer was given'))}
 </body></html>
 `;
 }
 
-/** Writes report.html into `dir`; returns its path. */
+/**
+ * Writes report.html into `dir`; returns its path. The run's tokenizer shows the tokens (the
+ * viewer's lookup: checkpoint, config, base model, artifacts), and the lines of its metrics.jsonl
+ * that were no record are counted, unless `o` says otherwise.
+ */
 export async function writeReport(dir: string, o: ReportOptions): Promise<string> {
   const path = join(dir, 'report.html');
-  writeFileSync(path, renderReport({ tokenPieces: runTokenPieces(dir), ...o }));
+  const run = o.tokenPieces ? undefined : runTokenPieces(dir);
+  const { skipped } = new RunReader(dir).metrics();
+  writeFileSync(
+    path,
+    renderReport({
+      ...(run && { tokenPieces: run.pieces, ...(run.note && { tokensNote: run.note }) }),
+      metricsSkipped: skipped,
+      ...o,
+    }),
+  );
   return path;
 }

@@ -10,6 +10,7 @@ import {
 } from 'node:fs';
 import { basename, join } from 'node:path';
 import { type Trajectory, writeTrajectoriesParquet } from '@flowgrpo/core';
+import { parseMetricsLines } from '@flowgrpo/viewer';
 import { RunAlarms } from './run-alarms.js';
 import { asRunWriteError } from './run-write-error.js';
 
@@ -77,20 +78,15 @@ export class RunDirectory {
     return full;
   }
 
-  /** Every record of metrics.jsonl (a torn last line from a kill is skipped). */
+  /**
+   * Every record of metrics.jsonl; a line that is none (torn by a kill, or a `null` written by
+   * something else) is skipped, as the viewer and report.html skip it (@flowgrpo/viewer's
+   * metrics-lines.ts).
+   */
   readMetrics(): MetricsRecord[] {
     const path = join(this.dir, METRICS_FILE);
     if (!existsSync(path)) return [];
-    const out: MetricsRecord[] = [];
-    for (const line of readFileSync(path, 'utf8').split('\n')) {
-      if (!line.trim()) continue;
-      try {
-        out.push(JSON.parse(line) as MetricsRecord);
-      } catch {
-        // a line cut by a kill mid-write
-      }
-    }
-    return out;
+    return parseMetricsLines(readFileSync(path, 'utf8')).records;
   }
 
   /** Keeps the records of steps ≤ `step` (resume: the steps after it are logged again). */
