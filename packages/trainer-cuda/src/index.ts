@@ -41,10 +41,10 @@ export {
   ALARM_NAMES,
   type AlarmName,
   type AlarmResult,
+  AlarmStopError,
   type AlarmsConfig,
   type AlarmsConfigInput,
   AlarmsConfigSchema,
-  AlarmStopError,
   alarmMetrics,
   computeAlarms,
 } from './train/alarms.js';
