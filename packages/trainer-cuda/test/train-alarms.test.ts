@@ -79,11 +79,11 @@ describe('alarms on constructed runs', () => {
   });
 
   it('truncation: half the completions cut raises it; 1 in 10 does not', () => {
-    expect(alarm(run(3, { 'completions/clipped_ratio': () => 0.5 }), 'truncation')).toEqual({
+    expect(alarm(run(5, { 'completions/clipped_ratio': () => 0.5 }), 'truncation')).toEqual({
       raised: true,
       value: 0.5,
     });
-    expect(alarm(run(3, { 'completions/clipped_ratio': () => 0.1 }), 'truncation')?.raised).toBe(
+    expect(alarm(run(5, { 'completions/clipped_ratio': () => 0.1 }), 'truncation')?.raised).toBe(
       false,
     );
   });
@@ -144,16 +144,16 @@ describe('alarms on constructed runs', () => {
   });
 
   it('zero_variance_groups: 90% of groups with one reward raises it; 30% does not', () => {
-    expect(alarm(run(4, { frac_reward_zero_std: () => 0.9 }), 'zero_variance_groups')?.raised).toBe(
+    expect(alarm(run(5, { frac_reward_zero_std: () => 0.9 }), 'zero_variance_groups')?.raised).toBe(
       true,
     );
-    expect(alarm(run(4, { frac_reward_zero_std: () => 0.3 }), 'zero_variance_groups')?.raised).toBe(
+    expect(alarm(run(5, { frac_reward_zero_std: () => 0.3 }), 'zero_variance_groups')?.raised).toBe(
       false,
     );
   });
 
   it('thresholds are config keys; metrics not recorded leave their alarms out', () => {
-    const history = run(3, { 'completions/clipped_ratio': () => 0.125 });
+    const history = run(5, { 'completions/clipped_ratio': () => 0.125 });
     const strict = AlarmsConfigSchema.parse({ truncation_rate: 0.05 });
     expect(alarm(history, 'truncation', strict)?.raised).toBe(true);
     expect(alarmMetrics(computeAlarms(history, defaults))).toEqual({
@@ -174,7 +174,10 @@ describe('alarms in metrics.jsonl (RunDirectory.logMetrics)', () => {
     const warnings: string[] = [];
     const runDir = new RunDirectory(dir, { warn: (l) => warnings.push(l) });
     // The run's config.json sets a threshold (every trainer writes its config there first).
-    writeFileSync(join(dir, 'config.json'), JSON.stringify({ alarms: { truncation_rate: 0.4 } }));
+    writeFileSync(
+      join(dir, 'config.json'),
+      JSON.stringify({ alarms: { truncation_rate: 0.4, window: 3 } }),
+    );
     const clipped = [0.1, 0.1, 0.6, 0.9, 0.9, 0.9];
     clipped.forEach((c, i) => {
       runDir.logMetrics({ step: i + 1, reward: 0.5, 'completions/clipped_ratio': c });
@@ -183,9 +186,12 @@ describe('alarms in metrics.jsonl (RunDirectory.logMetrics)', () => {
     const lines = readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n');
     const records = lines.map((l) => JSON.parse(l) as MetricsRecord);
     expect(records.map((r) => r['alarms/truncation'])).toEqual([0, 0, 0, 1, 1, 1, undefined]);
-    expect(records[3]!['alarms/truncation/value']).toBeCloseTo(0.425, 9);
+    // Judged from step 3 (a full window): (0.1 + 0.1 + 0.6) / 3 = 0.267, then (0.1 + 0.6 + 0.9) / 3.
+    expect(records[2]!['alarms/truncation/value']).toBeCloseTo(0.8 / 3, 9);
+    expect(records[1]!['alarms/truncation/value']).toBeUndefined();
+    expect(records[3]!['alarms/truncation/value']).toBeCloseTo(1.6 / 3, 9);
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]).toMatch(/^alarm at step 4: truncation \(value 0\.425\): .*alarms\.md$/);
+    expect(warnings[0]).toMatch(/^alarm at step 4: truncation \(value 0\.533\): .*alarms\.md$/);
 
     // Resumed from step 4 (metrics cut back): the alarm raised before is not announced again.
     runDir.truncateMetrics(4);
@@ -256,7 +262,8 @@ describe('alarms.stop_on ends a run', () => {
 
   it('GRPO: the alarm named, this step checkpointed, the checkpoints before it kept', async () => {
     // The tiny untrained model scored by the demo's judge earns 0 on every rollout (tiny-grpo.ts):
-    // every group has zero variance from step 1, so zero_variance_groups is raised at each step.
+    // every group has zero variance from step 1, so zero_variance_groups is raised once a window
+    // (2 steps here) is recorded.
     // Two steps first without stop_on, keeping 1 checkpoint; then the run resumed with it.
     const out = join(tmp, 'grpo');
     const first = { save_steps: 1, save_total_limit: 1, max_steps: 2 };
@@ -268,7 +275,7 @@ describe('alarms.stop_on ends a run', () => {
         ...first,
         max_steps: 4,
         resume_from_checkpoint: true,
-        alarms: { stop_on: ['zero_variance_groups'] },
+        alarms: { window: 2, stop_on: ['zero_variance_groups'] },
       }),
       { judge: true },
     );

@@ -153,7 +153,10 @@ function ratioAlarm(
   return { raised: test(ratio), value: ratio };
 }
 
-/** A recent-mean alarm on `key`, raised above `limit` (≥ for fractions that can reach 1). */
+/**
+ * A recent-mean alarm on `key`, raised above `limit` (≥ for fractions that can reach 1); judged
+ * once `w` steps are recorded.
+ */
 function recentMeanAlarm(
   steps: readonly Record_[],
   key: string,
@@ -161,7 +164,10 @@ function recentMeanAlarm(
   limit: number,
 ): AlarmResult | undefined {
   if (num(steps.at(-1)?.[key]) === undefined) return undefined;
-  const value = mean(series(steps, key).slice(-w));
+  // A share over fewer steps than the window is one batch's luck, not a trend.
+  const xs = series(steps, key);
+  if (xs.length < w) return { raised: false };
+  const value = mean(xs.slice(-w));
   return { raised: value >= limit, value };
 }
 
