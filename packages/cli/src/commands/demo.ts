@@ -109,6 +109,9 @@ export const demoCommand: Command = {
         io.stdout(
           `${formatAccuracyDifference(accuracyDifference(grpo!, rft), { name: 'GRPO', baseline: 'RFT' })} (RFT ${(100 * rft.accuracy).toFixed(1)}%, on ${r.rft!.demonstrations} correct demonstrations)\n`,
         );
+      io.stdout(
+        `machine:  ${r.machine.cpu}, ONNX Runtime ${r.machine.onnxruntime} (${r.machine.isa} float kernels)\n`,
+      );
       io.stdout(`report:   ${r.report}\nrun dir:  ${r.outDir}\n`);
       return 0;
     } finally {

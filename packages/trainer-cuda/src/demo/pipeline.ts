@@ -4,6 +4,8 @@ import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Trajectory } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/models';
 import {
+  type CpuKernelInfo,
+  cpuKernelInfo,
   createTinyQwen2,
   DecoderArtifacts,
   greedy,
@@ -78,6 +80,8 @@ export interface DemoResult {
   timings: Record<string, number>;
   seed: number;
   task: DemoTaskName;
+  /** The CPU and ORT kernels that made these numbers (they move with the instruction set). */
+  machine: CpuKernelInfo;
   /** Held-out accuracy per question kind, by policy name (95% Wilson intervals). */
   perKind: Record<string, Record<string, { n: number; accuracy: number; ci95: [number, number] }>>;
 }
@@ -199,6 +203,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const out = resolve(o.outDir);
   const progress = o.progress ?? silentProgress;
   const device = o.device ?? 'cpu';
+  const machine = cpuKernelInfo();
   const { timings, lap, total } = phaseTimer();
   mkdirSync(out, { recursive: true });
 
@@ -334,7 +339,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     artifacts: join(out, 'artifacts', 'sft'),
     tokenizer,
     agent: (policy) => demoAgent(policy, almanac),
-    reward: demoTrainingReward(task.formatWeight),
+    reward: demoTrainingReward(task),
     trainDataset: questionRows(grpoQuestions),
     device,
     progress,
@@ -394,7 +399,8 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       `seed ${seed}${budget === 'full' ? '' : ` (${budget} budget)`}; ${testQuestions.length} held-out questions (levels 1–3); ` +
         `teacher accuracy ${(100 * teacherOnTest.accuracy).toFixed(1)}% on them`,
       `SFT: ${sft.globalStep} steps (${sft.stopped}), best validation loss ${sft.bestEvalLoss?.toFixed(4)}; ` +
-        `GRPO: ${grpo.globalStep} steps${task.formatWeight ? ` on judge + ${task.formatWeight} × format` : ''}; total ${timings.total_s.toFixed(0)} s`,
+        `GRPO: ${grpo.globalStep} steps${task.formatGate ? ' on judge × format (a malformed rollout earns 0)' : task.formatWeight ? ` on judge + ${task.formatWeight} × format` : ''}; total ${timings.total_s.toFixed(0)} s`,
+      `machine: ${machine.cpu}; ONNX Runtime ${machine.onnxruntime}, float kernels ${machine.isa}${machine.amx ? ' (AMX present)' : ''} — another instruction set rounds differently (docs/demo.md, "Reproducing")`,
       ...(rft
         ? [
             `RFT baseline: SFT on the ${rft.demonstrations} correct demonstrations, ${rft.globalStep} steps (${rft.stopped}), best validation loss ${rft.bestEvalLoss?.toFixed(4)}`,
@@ -440,6 +446,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     timings,
     seed,
     task: taskName,
+    machine,
     perKind,
   };
   writeFileSync(join(out, 'results.json'), `${JSON.stringify(result, null, 2)}\n`);

@@ -34,6 +34,8 @@ export interface DemoTaskPreset {
   grpoGenerations?: number;
   /** Weight of the format term in GRPO's reward (demoTrainingReward); 0/undefined: judge only. */
   formatWeight?: number;
+  /** GRPO's reward pays the judge's score only for a well-formed rollout (formatGatedReward). */
+  formatGate?: boolean;
 }
 
 export const DEMO_TASKS: Record<DemoTaskName, DemoTaskPreset> = {

@@ -229,10 +229,33 @@ export function plannerFormatReward(): RewardFunction<object> {
 }
 
 /**
- * The reward GRPO trains on: the judge, plus `formatWeight` × the format term when it is above
+ * The judge's score when every planner turn parsed and the run ended with an answer, else 0: a
+ * malformed reply earns nothing, even when the final-answer generator still answers right from
+ * the tools' last result. Both parts are logged (`rewards/judge/mean`, `rewards/format/mean`).
+ */
+export function formatGatedReward(): RewardFunction<object> {
+  const judge = demoReward();
+  const format = plannerFormatReward();
+  return {
+    name: 'judge×format',
+    async score(input) {
+      const f = (await format.score(input)).score;
+      const j = (await judge.score(input)).score;
+      return { score: j * f, details: { scores: { judge: j, format: f } } };
+    },
+  };
+}
+
+/**
+ * The reward GRPO trains on: with `formatGate`, the judge's score only for a well-formed rollout
+ * (formatGatedReward); else the judge, plus `formatWeight` × the format term when it is above
  * 0. The evaluations always score with the judge alone, so accuracy means the same in every row.
  */
-export function demoTrainingReward(formatWeight = 0): RewardFunction<object> {
+export function demoTrainingReward(
+  o: { formatGate?: boolean | undefined; formatWeight?: number | undefined } = {},
+): RewardFunction<object> {
+  if (o.formatGate) return formatGatedReward();
+  const formatWeight = o.formatWeight ?? 0;
   if (formatWeight <= 0) return demoReward();
   return combineRewards(
     [
