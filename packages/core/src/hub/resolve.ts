@@ -2,7 +2,14 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { FileNotFoundError, type FlowGrpoErrorOptions } from '../errors.js';
 import { downloadHubDataset, type HubDatasetOptions } from './dataset.js';
-import { HubError, HubNotFoundError } from './errors.js';
+import {
+  HubError,
+  HubGatedError,
+  HubNameError,
+  HubNetworkError,
+  HubNotFoundError,
+  HubOfflineError,
+} from './errors.js';
 import { downloadHubModel, downloadHubTokenizer } from './model.js';
 import { parseHubRepoId } from './repo-id.js';
 import type { HubOptions } from './snapshot.js';
@@ -31,11 +38,13 @@ function missing(path: string, what: string, example: string): FileNotFoundError
 }
 
 /**
- * A name that is no local path and failed on the hub: the same error (class, code, fields), said
- * again with both sides — nothing of that name in `cwd`, and what the hub answered or why it
- * could not be asked —, since the user may have meant either (a checkpoint folder sft/checkpoint-80
- * looks like a hub name). Every HubError class takes (message, fields, options), and the error
- * itself holds its fields.
+ * A name that is no local path and that the hub did not find, refused (401 is also what it
+ * answers for a repo that does not exist), could not be asked for (unreachable, offline) or
+ * could not take (an invalid revision): the same error (class, code, fields) said again with
+ * both sides — nothing of that name in `cwd`, and what the hub answered —, since the user may
+ * have meant either (a checkpoint folder sft/checkpoint-80 looks like a hub name). Errors about
+ * a repo the hub did serve (no such split, wrong bytes) are left as they are. Every HubError
+ * class takes (message, fields, options), and the error itself holds its fields.
  */
 function neitherLocalNorHub(
   e: unknown,
@@ -44,7 +53,8 @@ function neitherLocalNorHub(
   name: string,
   kind: string,
 ): unknown {
-  if (!HubError.isInstance(e)) return e;
+  const either = [HubNotFoundError, HubGatedError, HubNetworkError, HubOfflineError, HubNameError];
+  if (!HubError.isInstance(e) || !either.some((c) => c.isInstance(e))) return e;
   const here = `no ${local}; relative paths resolve against ${cwd}`;
   const absent: boolean = HubNotFoundError.isInstance(e);
   const message = absent
