@@ -4,7 +4,7 @@
 // /datasets/{repo}/resolve/…) with the hub's headers — ETag (git blob sha1) for small files, a
 // 302 to /lfs/<sha256> with X-Linked-Etag / X-Linked-Size for LFS files —, Range requests (206,
 // or 416 past the end, as HTTP servers answer), gated repos (401 without the token), a hostile
-// hub (a commit id or file names of the test's choosing in the revision API's answer) and
+// hub (a commit id, file names or ETags of the test's choosing) and
 // injected faults: a connection cut after a given number of bytes, wrong bytes, a Range ignored —
 // and a held response, so that a test can order two clients without racing them. Every request
 // is recorded so tests can count them.
@@ -26,6 +26,8 @@ export interface FakeHubRepo {
   answerSha?: string;
   /** A hostile hub: the revision API lists these names (`rfilename`) instead of the files'. */
   answerFiles?: string[];
+  /** A hostile hub: the ETag (X-Linked-Etag for LFS files) sent for a file instead of its hash. */
+  answerEtags?: Record<string, string>;
 }
 
 export interface FakeHubRequest {
@@ -167,13 +169,13 @@ export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
         const oid = sha256(bytes);
         res.writeHead(302, {
           location: `/lfs/${oid}`,
-          'x-linked-etag': `"${oid}"`,
+          'x-linked-etag': `"${r.answerEtags?.[file] ?? oid}"`,
           'x-linked-size': String(bytes.length),
           etag: `"${gitSha1(Buffer.from(`oid sha256:${oid}`))}"`,
         });
         return res.end();
       }
-      res.setHeader('etag', `"${gitSha1(bytes)}"`);
+      res.setHeader('etag', `"${r.answerEtags?.[file] ?? gitSha1(bytes)}"`);
       return sendBytes(req, res, file, bytes);
     }
     const object = /^\/lfs\/([0-9a-f]{64})$/.exec(path);

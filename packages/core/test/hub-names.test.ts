@@ -353,6 +353,40 @@ describe('names from the hub', () => {
     }
   });
 
+  it('an ETag that is no sha1 or sha256 is refused: it would name the blob and check nothing', async () => {
+    // Model files are fetched in this order: config.json, tokenizer.json, model.safetensors.
+    const resolved = (f: string) => `/evil/etag/resolve/${COMMIT}/${f}`;
+    for (const [file, etag, fetched] of [
+      ['config.json', '../../../../escape', []],
+      ['model.safetensors', 'opaque-tag-v1', [resolved('config.json'), resolved('tokenizer.json')]],
+    ] as const) {
+      const h = await startFakeHub([
+        {
+          type: 'model',
+          repo: 'evil/etag',
+          commit: COMMIT,
+          answerEtags: { [file]: etag },
+          files: FILES,
+        },
+      ]);
+      try {
+        const { root, home } = caseRoot();
+        const e = await refusal(
+          downloadHubModel('evil/etag', { env: { HF_ENDPOINT: h.url, HF_HOME: home } }),
+        );
+        expect(HubIntegrityError.isInstance(e)).toBe(true);
+        expect(e.message).toBe(
+          `the hub sent the ETag ${JSON.stringify(etag)} for evil/etag/${file}, which is no sha1 or sha256`,
+        );
+        // The bytes of that file were never asked for, and nothing lies beside HF_HOME.
+        expect(h.downloads().map((r) => r.path)).toEqual(fetched);
+        expect(readdirSync(root)).toEqual(['home']);
+      } finally {
+        await h.close();
+      }
+    }
+  });
+
   it('a hub that answers another commit for a commit asked for is refused', async () => {
     const { env } = caseRoot();
     const e = await refusal(downloadHubModel(`liar/sha@${COMMIT}`, { env }));

@@ -84,10 +84,12 @@ export async function downloadHubFile(
       { hint: 'check HF_ENDPOINT: it must serve the Hugging Face Hub API' },
     );
   const etag = unquote(etagHeader);
-  // The ETag names the blob file: it must be a plain name (a hash), never a path.
-  if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(etag))
+  // The ETag names the blob file and is what the bytes are checked against: it must be the hash
+  // the Hub sends (a git blob sha1, or an LFS file's sha256), never a path or an opaque tag
+  // that would let any bytes in unchecked.
+  if (!/^(?:[0-9a-f]{40}|[0-9a-f]{64})$/.test(etag))
     throw new HubIntegrityError(
-      `the hub sent the ETag ${JSON.stringify(etag)} for ${repo}/${file}, which is no hash`,
+      `the hub sent the ETag ${JSON.stringify(etag)} for ${repo}/${file}, which is no sha1 or sha256`,
       { repo },
       { hint: 'check HF_ENDPOINT: it must serve the Hugging Face Hub API' },
     );
@@ -213,21 +215,14 @@ async function fetchBlob(
 /** The file's size and hash must be the ones the hub announced; a wrong file is removed. */
 async function verify(path: string, etag: string, size: number | undefined, req: HubFileRequest) {
   const actualSize = statSync(path).size;
-  const algorithm = /^[0-9a-f]{64}$/.test(etag)
-    ? 'sha256'
-    : /^[0-9a-f]{40}$/.test(etag)
-      ? 'sha1'
-      : undefined;
-  let actual: string | undefined;
-  if (algorithm) {
-    const hash = createHash(algorithm);
-    // A non-LFS file's ETag is its git blob id: sha1 of "blob <size>\0" and the bytes.
-    if (algorithm === 'sha1') hash.update(`blob ${actualSize}\0`);
-    for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
-    actual = hash.digest('hex');
-  }
+  const algorithm = etag.length === 64 ? 'sha256' : 'sha1';
+  const hash = createHash(algorithm);
+  // A non-LFS file's ETag is its git blob id: sha1 of "blob <size>\0" and the bytes.
+  if (algorithm === 'sha1') hash.update(`blob ${actualSize}\0`);
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  const actual = hash.digest('hex');
   const sizeWrong = size !== undefined && actualSize !== size;
-  if (sizeWrong || (actual !== undefined && actual !== etag)) {
+  if (sizeWrong || actual !== etag) {
     await rm(path, { force: true });
     throw new HubIntegrityError(
       `${req.repo}/${req.file}: the downloaded bytes do not match the hub's ${sizeWrong ? `size (${actualSize} bytes, expected ${size})` : `${algorithm} (${actual}, expected ${etag})`}; the file was discarded`,
