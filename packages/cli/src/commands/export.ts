@@ -48,7 +48,8 @@ const usage = `Usage:
   --graphs LIST          graphs to build (default: all that apply)
   --max-positions N      rows of the RoPE tables (default min(max_position_embeddings, 32768))
   --dtype D              --merge: float32 | bfloat16 | float16 (default: the model's torch_dtype)
-  --overwrite            replace an existing --out`;
+  --overwrite            replace an existing --out (never the --model or --adapter folder,
+                         nor one that holds or lies in them)`;
 
 const DTYPES: Record<string, WeightDType> = {
   float32: 'F32',
