@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeHub, startFakeHub } from '../../../test-utils/fake-hub.js';
@@ -316,6 +316,31 @@ describe('downloadHubFiles', () => {
     expect(hub.downloads().some((d) => d.path.includes('stories15M'))).toBe(false);
     // Cached: the second call downloads nothing.
     expect((await downloadHubFiles('karpathy/tinyllamas', files, { env })).downloaded).toEqual([]);
+  });
+
+  it('a listed file the hub then cannot serve leaves no empty snapshot folder behind', async () => {
+    // Python's snapshot_download(local_files_only=True) takes an existing snapshot folder for a
+    // cached one, so a failed download must not create it.
+    const h = await startFakeHub([
+      {
+        type: 'model',
+        repo: 'half/listed',
+        commit: 'e'.repeat(40),
+        answerFiles: ['ghost.bin'],
+        files: {},
+      },
+    ]);
+    try {
+      const env = { HF_ENDPOINT: h.url, HF_HOME: join(dir, `home-${++n}`) };
+      const e = await downloadHubFiles('half/listed', ['ghost.bin'], { env }).catch(
+        (x: unknown) => x,
+      );
+      expect(HubNotFoundError.isInstance(e)).toBe(true);
+      const repoFolder = join(env.HF_HOME, 'hub', 'models--half--listed');
+      expect(readdirSync(repoFolder)).toEqual(['refs']);
+    } finally {
+      await h.close();
+    }
   });
 
   it('a file the repo does not have is HUB_NOT_FOUND naming it, before anything is downloaded', async () => {
