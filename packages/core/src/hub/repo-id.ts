@@ -54,7 +54,8 @@ export function hubRevisionProblem(revision: string): string | undefined {
   const reserved = /[\\~^:?*[]/.exec(revision);
   if (reserved) return `it contains '${reserved[0]}'`;
   if (revision.includes('..')) return "it contains '..'";
-  if (revision.includes('@{') || revision === '@') return "it is or contains '@{'";
+  if (revision === '@') return "it is '@'";
+  if (revision.includes('@{')) return "it contains '@{'";
   if (revision.startsWith('/')) return "it starts with '/' (an absolute path)";
   if (revision.endsWith('/') || revision.includes('//'))
     return "it has an empty part ('//' or a trailing '/')";
