@@ -1,10 +1,13 @@
 // A stand-in for the Hugging Face Hub's HTTP API on 127.0.0.1, serving repos from bytes the test
-// gives it: the revision API (/api/{models,datasets}/{repo}/revision/{rev}), file resolution
-// (/{repo}/resolve/{rev}/{file}, /datasets/{repo}/resolve/…) with the hub's headers — ETag (git
-// blob sha1) for small files, a 302 to /lfs/<sha256> with X-Linked-Etag / X-Linked-Size for LFS
-// files —, Range requests, gated repos (401 without the token) and injected faults: a connection
-// cut mid-file, or wrong bytes — and a held response, so that a test can order two clients
-// without racing them. Every request is recorded so tests can count them.
+// gives it: the revision API (/api/{models,datasets}/{repo}/revision/{rev}, the revision
+// URL-encoded as huggingface_hub sends it), file resolution (/{repo}/resolve/{rev}/{file},
+// /datasets/{repo}/resolve/…) with the hub's headers — ETag (git blob sha1) for small files, a
+// 302 to /lfs/<sha256> with X-Linked-Etag / X-Linked-Size for LFS files —, Range requests (206,
+// or 416 past the end, as HTTP servers answer), gated repos (401 without the token), a hostile
+// hub (a commit id, file names or ETags of the test's choosing) and
+// injected faults: a connection cut after a given number of bytes, wrong bytes, a Range ignored —
+// and a held response, so that a test can order two clients without racing them. Every request
+// is recorded so tests can count them.
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,23 +20,43 @@ export interface FakeHubRepo {
   files: Record<string, Uint8Array | string>;
   /** Requests without `Authorization: Bearer <token>` are refused with 401. */
   token?: string;
+  /** Revisions besides `main` (a tag, `feature/x`, `refs/pr/1`) and the commit each points at. */
+  refs?: Record<string, string>;
+  /** A hostile hub: the revision API answers this as the commit (`sha`) instead of `commit`. */
+  answerSha?: string;
+  /** A hostile hub: the revision API lists these names (`rfilename`) instead of the files'. */
+  answerFiles?: string[];
+  /** A hostile hub: the ETag (X-Linked-Etag for LFS files) sent for a file instead of its hash. */
+  answerEtags?: Record<string, string>;
 }
 
 export interface FakeHubRequest {
   method: string;
+  /** The path, percent-decoded. */
   path: string;
+  /** The path and query as the client sent them (percent-encoded). */
+  url: string;
   range: string | undefined;
 }
 
-export type FakeHubFault = 'cut' | 'corrupt';
+/**
+ * `corrupt`: the bytes are flipped; `ignore-range`: a Range request is answered 200 with the
+ * whole file, as a server without Range support does.
+ */
+export type FakeHubFault = 'corrupt' | 'ignore-range';
 
 export interface FakeHub {
   url: string;
   requests: FakeHubRequest[];
   /** Requests that sent file bytes (GETs of a file or an LFS object). */
   downloads(): FakeHubRequest[];
-  /** The next GET of `file` (a repo path) is cut mid-way or sends wrong bytes. */
+  /** The next GET of `file` (a repo path) gets the fault. */
   fault(file: string, kind: FakeHubFault): void;
+  /**
+   * A GET of `file` sends `bytes` bytes of its answer, then waits for `when` (default: at once)
+   * and drops the connection. Several cuts of one file apply to its next GETs in turn.
+   */
+  cut(file: string, bytes: number, when?: Promise<void>): void;
   /**
    * The next GET of `file`'s bytes waits, nothing sent, until `release()`; `arrived` resolves
    * when that request has come.
@@ -52,6 +75,7 @@ const gitSha1 = (b: Buffer) =>
 export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
   const requests: FakeHubRequest[] = [];
   const faults = new Map<string, FakeHubFault>();
+  const cuts = new Map<string, { bytes: number; when: Promise<void> }[]>();
   const holds = new Map<string, { came: () => void; released: Promise<void> }>();
   const lfs = new Map<string, { file: string; bytes: Buffer }>();
   for (const r of repos)
@@ -79,37 +103,52 @@ export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
     }
     const fault = faults.get(file);
     faults.delete(file);
-    let bytes = fault === 'corrupt' ? Buffer.from(whole.map((x) => x ^ 0xff)) : whole;
+    const cut = req.method === 'GET' ? cuts.get(file)?.shift() : undefined;
+    const bytes = fault === 'corrupt' ? Buffer.from(whole.map((x) => x ^ 0xff)) : whole;
     const range = /^bytes=(\d+)-$/.exec(req.headers.range ?? '');
-    const start = range ? Number(range[1]) : 0;
-    bytes = bytes.subarray(start);
-    res.writeHead(range ? 206 : 200, {
-      'content-length': String(bytes.length),
-      ...(range && { 'content-range': `bytes ${start}-${whole.length - 1}/${whole.length}` }),
+    const start = range && fault !== 'ignore-range' ? Number(range[1]) : undefined;
+    if (start !== undefined && start >= whole.length) {
+      res.writeHead(416, { 'content-range': `bytes */${whole.length}` });
+      return res.end();
+    }
+    const body = bytes.subarray(start ?? 0);
+    res.writeHead(start === undefined ? 200 : 206, {
+      'content-length': String(body.length),
+      ...(start !== undefined && {
+        'content-range': `bytes ${start}-${whole.length - 1}/${whole.length}`,
+      }),
     });
     if (req.method === 'HEAD') return res.end();
-    if (fault === 'cut') {
-      // Half the bytes, then the connection drops: the client sees a body that ends too soon.
-      res.write(bytes.subarray(0, Math.floor(bytes.length / 2)), () => res.socket?.destroy());
+    if (cut) {
+      // Some bytes, then the connection drops: the client sees a body that ends too soon.
+      res.write(body.subarray(0, cut.bytes), () => {
+        void cut.when.then(() => res.socket?.destroy());
+      });
       return;
     }
-    res.end(bytes);
+    res.end(body);
   };
 
   const server = createServer((req, res) => {
-    const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
-    requests.push({ method: req.method ?? 'GET', path, range: req.headers.range });
-    const api = /^\/api\/(models|datasets)\/([^/]+\/[^/]+)\/revision\/(.+)$/.exec(path);
+    const url = req.url ?? '/';
+    const raw = new URL(url, 'http://x').pathname;
+    const path = decodeURIComponent(raw);
+    requests.push({ method: req.method ?? 'GET', path, url, range: req.headers.range });
+    // The revision is one URL segment (a '/' in it arrives as %2F), decoded after the match.
+    const api = /^\/api\/(models|datasets)\/([^/]+\/[^/]+)\/revision\/([^/]+)$/.exec(raw);
     if (api) {
       const r = find(api[1] === 'models' ? 'model' : 'dataset', api[2] ?? '');
-      if (!r || (api[3] !== 'main' && api[3] !== r.commit)) return res.writeHead(404).end();
+      const revision = decodeURIComponent(api[3] ?? '');
+      const commit =
+        revision === 'main' || revision === r?.commit ? r?.commit : r?.refs?.[revision];
+      if (!r || commit === undefined) return res.writeHead(404).end();
       if (refused(r, req)) return res.writeHead(401).end();
       res.writeHead(200, { 'content-type': 'application/json' });
       return res.end(
         JSON.stringify({
           id: r.repo,
-          sha: r.commit,
-          siblings: Object.keys(r.files).map((rfilename) => ({ rfilename })),
+          sha: r.answerSha ?? commit,
+          siblings: (r.answerFiles ?? Object.keys(r.files)).map((rfilename) => ({ rfilename })),
         }),
       );
     }
@@ -118,8 +157,11 @@ export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
       const r = find(resolve[1] ? 'dataset' : 'model', resolve[2] ?? '');
       const file = resolve[4] ?? '';
       const value = r?.files[file];
-      if (!r || value === undefined || (resolve[3] !== 'main' && resolve[3] !== r.commit))
-        return res.writeHead(404).end();
+      const known =
+        resolve[3] === 'main' ||
+        resolve[3] === r?.commit ||
+        Object.values(r?.refs ?? {}).includes(resolve[3] ?? '');
+      if (!r || value === undefined || !known) return res.writeHead(404).end();
       if (refused(r, req)) return res.writeHead(401).end();
       const bytes = bytesOf(value);
       res.setHeader('x-repo-commit', r.commit);
@@ -127,13 +169,13 @@ export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
         const oid = sha256(bytes);
         res.writeHead(302, {
           location: `/lfs/${oid}`,
-          'x-linked-etag': `"${oid}"`,
+          'x-linked-etag': `"${r.answerEtags?.[file] ?? oid}"`,
           'x-linked-size': String(bytes.length),
           etag: `"${gitSha1(Buffer.from(`oid sha256:${oid}`))}"`,
         });
         return res.end();
       }
-      res.setHeader('etag', `"${gitSha1(bytes)}"`);
+      res.setHeader('etag', `"${r.answerEtags?.[file] ?? gitSha1(bytes)}"`);
       return sendBytes(req, res, file, bytes);
     }
     const object = /^\/lfs\/([0-9a-f]{64})$/.exec(path);
@@ -151,6 +193,9 @@ export async function startFakeHub(repos: FakeHubRepo[]): Promise<FakeHub> {
         (r) => r.method === 'GET' && (r.path.startsWith('/lfs/') || r.path.includes('/resolve/')),
       ),
     fault: (file, kind) => faults.set(file, kind),
+    cut: (file, bytes, when = Promise.resolve()) => {
+      cuts.set(file, [...(cuts.get(file) ?? []), { bytes, when }]);
+    },
     hold: (file) => {
       let came = () => {};
       let release = () => {};

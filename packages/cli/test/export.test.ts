@@ -1,5 +1,15 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadHfModel, loadLoraAdapter, readArtifactsManifest } from '@flowgrpo/models';
@@ -132,12 +142,16 @@ describe('flowgrpo export', () => {
     const again = captureIO(tmp);
     expect(await runCli(['export', '--model', model, '--out', out], again)).toBe(2);
     expect(again.err).toContain('--overwrite');
+    // A folder of the user's that holds no artifacts is not replaced, even with --overwrite.
+    const mine = join(tmp, 'mine');
+    mkdirSync(mine);
+    writeFileSync(join(mine, 'notes.txt'), 'mine');
     const notArtifacts = captureIO(tmp);
     expect(
-      await runCli(['export', '--model', model, '--out', model, '--overwrite'], notArtifacts),
+      await runCli(['export', '--model', model, '--out', mine, '--overwrite'], notArtifacts),
     ).toBe(2);
     expect(notArtifacts.err).toContain('refusing to replace it');
-    expect(existsSync(join(model, 'config.json'))).toBe(true);
+    expect(readFileSync(join(mine, 'notes.txt'), 'utf8')).toBe('mine');
   });
 
   it('--merge writes a HF folder whose log-probs equal base + adapter to 1e-5', async () => {
@@ -196,6 +210,55 @@ describe('flowgrpo export', () => {
     expect(maxMerge).toBeLessThan(1e-5);
     // Not vacuous: the adapter moves the log-probs by far more than the tolerance.
     expect(maxBase).toBeGreaterThan(1e-3);
+  });
+
+  it('--out that is, holds or lies in the model or adapter folder is refused; they stay whole', async () => {
+    // Each of these would have the export write into, or (with --overwrite) replace, its input.
+    const link = join(tmp, 'model-link');
+    symlinkSync(model, link);
+    const cases: [string, string][] = [
+      [checkpoint, `is the adapter folder ${checkpoint}`],
+      [link, `is the model folder ${model}`],
+      [join(model, 'merged'), `is inside the model folder ${model}`],
+      [join(tmp, 'run-sft'), `holds the adapter folder ${checkpoint}`],
+    ];
+    const before = [readdirSync(model).sort(), readdirSync(checkpoint).sort()];
+    for (const [out, says] of cases) {
+      const io = captureIO(tmp);
+      const args = ['export', '--model', model, '--adapter', checkpoint, '--out', out];
+      expect(await runCli([...args, '--merge', '--overwrite'], io), out).toBe(1);
+      expect(io.err).toMatch(/^\[CONFIG_ERROR\] --out /);
+      expect(io.err).toContain(says);
+    }
+    expect([readdirSync(model).sort(), readdirSync(checkpoint).sort()]).toEqual(before);
+    expect(existsSync(join(model, 'merged'))).toBe(false);
+  });
+
+  it('--overwrite replaces --out whole: a link the user left inside it is not written through', async () => {
+    const victim = join(tmp, 'victim.txt');
+    writeFileSync(victim, 'not a model');
+    // --merge writes config.json and model.safetensors; the artifacts build writes artifacts.json
+    // and weights.data: a link at each name, in an --out each kind may replace.
+    const merged = join(tmp, 'merged-over-links');
+    mkdirSync(merged);
+    symlinkSync(victim, join(merged, 'config.json'));
+    symlinkSync(victim, join(merged, 'model.safetensors'));
+    const io = captureIO(tmp);
+    const merge = ['export', '--model', model, '--adapter', checkpoint, '--out', merged, '--merge'];
+    expect(await runCli([...merge, '--overwrite'], io), io.err).toBe(0);
+    expect(lstatSync(join(merged, 'config.json')).isSymbolicLink()).toBe(false);
+
+    const artifacts = join(tmp, 'artifacts-over-links');
+    mkdirSync(artifacts);
+    writeFileSync(join(artifacts, 'artifacts.json'), '{}');
+    symlinkSync(victim, join(artifacts, 'weights.data'));
+    const again = captureIO(tmp);
+    expect(
+      await runCli(['export', '--model', model, '--out', artifacts, '--overwrite'], again),
+      again.err,
+    ).toBe(0);
+    expect(lstatSync(join(artifacts, 'weights.data')).isSymbolicLink()).toBe(false);
+    expect(readFileSync(victim, 'utf8')).toBe('not a model');
   });
 
   it('--merge needs --adapter; --help', async () => {

@@ -1,4 +1,6 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -68,7 +70,10 @@ describe('hub names in flowgrpo train', () => {
     const cfg = writeConfig(join(dir, 'run.json'), grpoConfig(dir, 'meta/gated'));
     const io = captureIO(dir, env());
     expect(await runCli(['train', '--config', cfg], io)).toBe(1);
-    expect(io.err).toContain('[HUB_GATED] model: meta/gated is gated or private');
+    // 401 is also the hub's answer for a repo that does not exist: both sides are said.
+    expect(io.err).toContain(
+      `[HUB_GATED] model: meta/gated is not a local path (no ${join(dir, 'meta', 'gated')}; relative paths resolve against ${dir}), and as a hub model name: meta/gated is gated or private`,
+    );
     expect(io.err).toContain(`accept the licence at ${hub.url}/meta/gated and set HF_TOKEN`);
     expect(readdirSync(dir)).toEqual(['run.json', 'train-rows.jsonl']);
   });
@@ -84,7 +89,7 @@ describe('hub names in flowgrpo train', () => {
     const io = captureIO(dir, env());
     expect(await runCli(['train', '--config', cfg], io)).toBe(1);
     expect(io.err).toContain('[PREFLIGHT_FAILED] 2 problems found');
-    expect(io.err).toContain('[HUB_GATED] model: meta/gated is gated or private');
+    expect(io.err).toContain('[HUB_GATED] model: meta/gated is not a local path');
     expect(io.err).toContain(
       "[HUB_ERROR] train_file: data set math/sums (config default) has no split 'validation' (its files name: test, train)",
     );
@@ -97,7 +102,27 @@ describe('hub names in flowgrpo train', () => {
     const io = captureIO(dir, env());
     expect(await runCli(['train', '--config', cfg], io)).toBe(1);
     expect(io.err).toContain(
-      `[HUB_NOT_FOUND] model: nobody/nothing is neither a local path (no ${join(dir, 'nobody', 'nothing')}) nor a model on the hub`,
+      `[HUB_NOT_FOUND] model: nobody/nothing is neither a local path (no ${join(dir, 'nobody', 'nothing')}; relative paths resolve against ${dir}) nor a model on the hub`,
+    );
+  });
+
+  it('a missing checkpoint folder that looks like a hub name says both: no such folder here, and the hub could not be reached', async () => {
+    const dir = join(tmp, 'checkpoint-typo');
+    mkdirSync(dir);
+    // An endpoint nothing listens on: a server's port, closed again.
+    const closed = createServer();
+    await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((ok) => closed.close(ok));
+    const endpoint = `http://127.0.0.1:${port}`;
+    const cfg = writeConfig(join(dir, 'run.json'), grpoConfig(dir, 'sft/checkpoint-80'));
+    const io = captureIO(dir, { HF_ENDPOINT: endpoint, HF_HOME: join(dir, 'hf') });
+    expect(await runCli(['train', '--config', cfg], io)).toBe(1);
+    expect(io.err).toContain(
+      `[HUB_NETWORK] model: sft/checkpoint-80 is not a local path (no ${join(dir, 'sft', 'checkpoint-80')}; relative paths resolve against ${dir}), and as a hub model name: could not reach the hub at ${endpoint} for sft/checkpoint-80: ECONNREFUSED`,
+    );
+    expect(io.err).toContain(
+      'fix: if you meant a local folder, check the path; if a hub name: check the network',
     );
   });
 });
@@ -129,6 +154,53 @@ describe('flowgrpo data fetch', () => {
     expect(await runCli(['data', 'fetch', 'tiny/qwen2', '--type', 'model'], missing)).toBe(1);
     expect(missing.err).toContain('[HUB_OFFLINE]');
     expect(hub.requests.length).toBe(seen);
+  });
+
+  it('a revision with .. is refused naming it, with no request and nothing written', async () => {
+    const home = join(tmp, 'hf-bad-revision');
+    const seen = hub.requests.length;
+    for (const name of ['math/sums@../escape-ref', 'math/sums@main/../../../../escape-ref']) {
+      const io = captureIO(tmp, { HF_ENDPOINT: hub.url, HF_HOME: home });
+      expect(await runCli(['data', 'fetch', name], io)).toBe(1);
+      const revision = name.slice(name.indexOf('@') + 1);
+      expect(io.err).toBe(
+        `[HUB_INVALID_NAME] math/sums: the revision ${JSON.stringify(revision)} (from the user) is not valid: it contains '..'\n` +
+          "fix: name a branch, tag or commit (main, v1.0, refs/pr/1, a 40-hex id): no '..', no leading '/' or '.', no spaces or control characters, none of \\ ~ ^ : ? * [\n",
+      );
+    }
+    const files = captureIO(tmp, { HF_ENDPOINT: hub.url, HF_HOME: home });
+    expect(await runCli(['data', 'fetch', 'math/sums', '--file', '../../x.jsonl'], files)).toBe(1);
+    expect(files.err).toMatch(
+      /^\[HUB_INVALID_NAME\] math\/sums: the file name "..\/..\/x.jsonl" \(from the user\)/,
+    );
+    expect(hub.requests.length).toBe(seen);
+    expect(existsSync(home)).toBe(false);
+  });
+
+  it("a hub's commit id that climbs out of the cache is refused; nothing is written", async () => {
+    const evil = await startFakeHub([
+      {
+        type: 'dataset',
+        repo: 'evil/sums',
+        commit: '4'.repeat(40),
+        answerSha: '../../../../sha-escape',
+        files: { 'data/train.jsonl': rows(0, 2) },
+      },
+    ]);
+    try {
+      const root = join(tmp, 'evil-sha');
+      mkdirSync(root);
+      const io = captureIO(root, { HF_ENDPOINT: evil.url, HF_HOME: join(root, 'hf') });
+      expect(await runCli(['data', 'fetch', 'evil/sums'], io)).toBe(1);
+      expect(io.err).toMatch(
+        /^\[HUB_INVALID_NAME\] evil\/sums@main: the commit "..\/..\/..\/..\/sha-escape" \(from the hub at http:\/\/127\.0\.0\.1:\d+\) is not valid/,
+      );
+      expect(io.out).toBe('');
+      expect(readdirSync(root)).toEqual([]);
+      expect(evil.downloads()).toEqual([]);
+    } finally {
+      await evil.close();
+    }
   });
 
   it('--file downloads the named files of a repo (hf_hub_download) and prints their paths', async () => {

@@ -136,13 +136,23 @@ export {
   HubError,
   HubGatedError,
   HubIntegrityError,
+  HubNameError,
+  type HubNameKind,
+  type HubNameSource,
   HubNetworkError,
   HubNotFoundError,
   HubOfflineError,
 } from './hub/errors.js';
 export { downloadHubFiles, type HubFilesOptions } from './hub/files.js';
 export { downloadHubModel, downloadHubTokenizer, type HubSnapshot } from './hub/model.js';
-export { type HubRepoId, type HubRepoType, parseHubRepoId } from './hub/repo-id.js';
+export {
+  type HubRepoId,
+  type HubRepoType,
+  hubRepoIdProblem,
+  hubRevisionProblem,
+  parseHubRepoId,
+  repoFilePathProblem,
+} from './hub/repo-id.js';
 export {
   isHubName,
   type ResolveOptions,
@@ -151,6 +161,7 @@ export {
 } from './hub/resolve.js';
 export { type HubSettings, hubSettings } from './hub/settings.js';
 export type { HubOptions } from './hub/snapshot.js';
+export { isInside, makeFolderInside, OutsideFolderError, realPathOf } from './inside-folder.js';
 export {
   addUsage,
   type ChatMessage,

@@ -2,10 +2,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
   existsSync,
+  lutimesSync,
   mkdirSync,
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   utimesSync,
   writeFileSync,
 } from 'node:fs';
@@ -147,6 +149,25 @@ describe('hub downloads across processes', () => {
     });
     expect(said[0]).toContain('left by a process killed while creating it');
     expect(r.downloaded).toEqual([FILE]);
+  });
+
+  it("a link left at the lock's name (pointing nowhere) is judged by its own age and taken over", async () => {
+    const home = join(dir, 'link');
+    const lock = lockOf(home);
+    mkdirSync(dirname(lock), { recursive: true });
+    symlinkSync(join(home, 'nowhere'), lock);
+    const old = new Date(Date.now() - 10 * 60_000);
+    lutimesSync(lock, old, old);
+    const said: string[] = [];
+    const r = await downloadHubDataset(REPO, {
+      env: { HF_ENDPOINT: hub.url, HF_HOME: home },
+      log: (l) => said.push(l),
+    });
+    // Before, the link's target was looked at (stat): gone, so the waiter looked again at once,
+    // forever. Now the link itself is the lock file, untouched for 10 minutes: stale.
+    expect(said[0]).toContain('left by a process killed while creating it');
+    expect(r.downloaded).toEqual([FILE]);
+    expect(existsSync(join(home, 'nowhere'))).toBe(false);
   });
 
   it('a lock held by a live process is waited for, then the download goes on', async () => {

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { ConfigError, systemError } from '@flowgrpo/core';
+import { ConfigError, isInside, realPathOf, systemError } from '@flowgrpo/core';
 import {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
@@ -48,7 +48,8 @@ const usage = `Usage:
   --graphs LIST          graphs to build (default: all that apply)
   --max-positions N      rows of the RoPE tables (default min(max_position_embeddings, 32768))
   --dtype D              --merge: float32 | bfloat16 | float16 (default: the model's torch_dtype)
-  --overwrite            replace an existing --out`;
+  --overwrite            replace an existing --out (never the --model or --adapter folder,
+                         nor one that holds or lies in them)`;
 
 const DTYPES: Record<string, WeightDType> = {
   float32: 'F32',
@@ -106,6 +107,35 @@ function checkOut(out: string, args: ParsedArgs): void {
     });
 }
 
+/**
+ * --out is written whole and, with --overwrite, replaces what is there: it must not be, hold or
+ * lie inside a folder the export reads — the model (for a hub name, its snapshot in the HF
+ * cache) or the adapter —, compared on real paths (links followed), so that no export deletes
+ * or writes into its own input.
+ */
+async function checkOutApart(out: string, sources: [string, string | undefined][]): Promise<void> {
+  const realOut = await realPathOf(out);
+  if (realOut === undefined) return; // a link that points nowhere: replaced, nothing read there
+  for (const [what, dir] of sources) {
+    const real = dir === undefined ? undefined : await realPathOf(dir);
+    if (real === undefined) continue;
+    const relation =
+      realOut === real
+        ? 'is'
+        : isInside(real, realOut)
+          ? 'is inside'
+          : isInside(realOut, real)
+            ? 'holds'
+            : undefined;
+    if (relation)
+      throw new ConfigError(
+        `--out ${out}${realOut === out ? '' : ` (${realOut})`} ${relation} the ${what} folder ${real}: the export would write into, or replace, what it reads`,
+        { key: 'out' },
+        { hint: `choose an --out outside the ${what} folder` },
+      );
+  }
+}
+
 async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
   const modelArg = stringOption(args, 'model');
   if (!modelArg) throw new UsageError('--model is required');
@@ -120,6 +150,10 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
   const adapterArg = stringOption(args, 'adapter');
   const adapterDir = adapterArg ? resolve(io.cwd, adapterArg) : undefined;
   if (adapterDir) requireFolder(adapterDir, '--adapter');
+  await checkOutApart(out, [
+    ['model', model],
+    ['adapter', adapterDir],
+  ]);
   checkOut(out, args);
 
   if (args.values.merge === true) {

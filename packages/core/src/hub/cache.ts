@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type HubRepoType, isCommitHash } from './repo-id.js';
+import { checkHubCommit, type HubRepoType, isCommitHash } from './repo-id.js';
 
 // Python huggingface_hub's cache layout, so both share one cache:
 //   <cache>/models--org--name/blobs/<etag>                 the bytes, named by their hash
@@ -20,13 +20,20 @@ export function snapshotFolder(repoFolder: string, commit: string): string {
 
 /**
  * The commit the cache holds for `revision`: the revision itself when it is a commit with a
- * snapshot, else what refs/<revision> says; undefined when the cache never saw it.
+ * snapshot, else what refs/<revision> says; undefined when the cache never saw it. The ref is
+ * a file (written by flowgrpo or Python, or by hand): what it holds must be a commit id before it
+ * names a snapshot folder.
  */
-export function cachedCommit(repoFolder: string, revision: string): string | undefined {
+export function cachedCommit(
+  repoFolder: string,
+  repo: string,
+  revision: string,
+): string | undefined {
   if (isCommitHash(revision))
     return existsSync(snapshotFolder(repoFolder, revision)) ? revision : undefined;
   const ref = join(repoFolder, 'refs', revision);
   if (!existsSync(ref)) return undefined;
   const commit = readFileSync(ref, 'utf8').trim();
+  checkHubCommit(repo, commit, 'cache', { subject: `${repo}@${revision}`, at: ref });
   return existsSync(snapshotFolder(repoFolder, commit)) ? commit : undefined;
 }

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import {
   closeSync,
+  lstatSync,
   openSync,
   readFileSync,
   rmSync,
-  statSync,
   utimesSync,
   writeSync,
 } from 'node:fs';
@@ -62,10 +62,13 @@ function readHolder(path: string): LockHolder | undefined {
   }
 }
 
-/** The lock file's identity and last touch; undefined when it is gone. */
+/**
+ * The lock file's identity and last touch; undefined when it is gone. The entry itself, not what
+ * it may link to: a link left at the lock's name (dangling, even) is judged by its own age.
+ */
 function look(path: string): { ino: number; mtimeMs: number } | undefined {
   try {
-    const { ino, mtimeMs } = statSync(path);
+    const { ino, mtimeMs } = lstatSync(path);
     return { ino, mtimeMs };
   } catch {
     return undefined;

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { HubNotFoundError } from './errors.js';
 import type { HubSnapshot } from './model.js';
-import type { HubRepoId, HubRepoType } from './repo-id.js';
-import { type HubOptions, openHubRevision } from './snapshot.js';
+import { checkRepoFilePath, type HubRepoId, type HubRepoType } from './repo-id.js';
+import { type HubOptions, openHubRevision, toRepoId } from './snapshot.js';
 
 // Named files of any repo, as huggingface_hub's hf_hub_download fetches them: for what is no
 // transformers model and no data set split — llama2.c checkpoints (karpathy/tinyllamas'
@@ -19,7 +19,11 @@ export async function downloadHubFiles(
   files: readonly string[],
   options: HubFilesOptions = {},
 ): Promise<HubSnapshot & { paths: string[] }> {
-  const rev = await openHubRevision(id, options.type ?? 'model', options);
+  const type = options.type ?? 'model';
+  // The names are the caller's: checked before the revision is even asked for.
+  const { repo } = toRepoId(id, type);
+  for (const file of files) checkRepoFilePath(repo, file, 'user');
+  const rev = await openHubRevision(id, type, options);
   const absent = files.filter((f) => !rev.files.includes(f));
   if (absent.length > 0)
     throw new HubNotFoundError(

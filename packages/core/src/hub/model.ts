@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { HubError } from './errors.js';
-import type { HubRepoId } from './repo-id.js';
+import { checkRepoFilePath, type HubRepoId } from './repo-id.js';
 import { type HubOptions, openHubRevision } from './snapshot.js';
 
 // A model by hub name: only what loading it needs — the config, the tokenizer's files and the
@@ -57,6 +57,9 @@ export async function downloadHubModel(
       weight_map?: Record<string, string>;
     };
     const shards = [...new Set(Object.values(index.weight_map ?? {}))].sort();
+    // The index is a file of the repo: the shard names in it come from the hub as well.
+    for (const shard of shards)
+      checkRepoFilePath(rev.repo, String(shard), 'server', { subject: `${where} (${INDEX})` });
     for (const shard of shards) await get(shard);
     wanted.push(...shards);
   }

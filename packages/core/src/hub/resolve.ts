@@ -1,8 +1,15 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { FileNotFoundError } from '../errors.js';
+import { FileNotFoundError, type FlowGrpoErrorOptions } from '../errors.js';
 import { downloadHubDataset, type HubDatasetOptions } from './dataset.js';
-import { HubError, HubNotFoundError } from './errors.js';
+import {
+  HubError,
+  HubGatedError,
+  HubNameError,
+  HubNetworkError,
+  HubNotFoundError,
+  HubOfflineError,
+} from './errors.js';
 import { downloadHubModel, downloadHubTokenizer } from './model.js';
 import { parseHubRepoId } from './repo-id.js';
 import type { HubOptions } from './snapshot.js';
@@ -30,14 +37,38 @@ function missing(path: string, what: string, example: string): FileNotFoundError
   });
 }
 
-/** A 404 for a name that is no local path either: says both places were looked in. */
-function neitherLocalNorHub(e: unknown, local: string, name: string, kind: string): unknown {
-  if (!HubNotFoundError.isInstance(e)) return e;
-  return new HubNotFoundError(
-    `${name} is neither a local path (no ${local}) nor a ${kind} on the hub (${e.message})`,
-    { repo: e.repo },
-    { cause: e, hint: e.hint },
-  );
+/**
+ * A name that is no local path and that the hub did not find, refused (401 is also what it
+ * answers for a repo that does not exist), could not be asked for (unreachable, offline) or
+ * could not take (an invalid revision): the same error (class, code, fields) said again with
+ * both sides — nothing of that name in `cwd`, and what the hub answered —, since the user may
+ * have meant either (a checkpoint folder sft/checkpoint-80 looks like a hub name). Errors about
+ * a repo the hub did serve (no such split, wrong bytes) are left as they are. Every HubError
+ * class takes (message, fields, options), and the error itself holds its fields.
+ */
+function neitherLocalNorHub(
+  e: unknown,
+  local: string,
+  cwd: string,
+  name: string,
+  kind: string,
+): unknown {
+  const either = [HubNotFoundError, HubGatedError, HubNetworkError, HubOfflineError, HubNameError];
+  if (!HubError.isInstance(e) || !either.some((c) => c.isInstance(e))) return e;
+  const here = `no ${local}; relative paths resolve against ${cwd}`;
+  const absent: boolean = HubNotFoundError.isInstance(e);
+  const message = absent
+    ? `${name} is neither a local path (${here}) nor a ${kind} on the hub (${e.message})`
+    : `${name} is not a local path (${here}), and as a hub ${kind} name: ${e.message}`;
+  const Same = e.constructor as new (
+    message: string,
+    fields: HubError,
+    options: FlowGrpoErrorOptions,
+  ) => HubError;
+  return new Same(message, e, {
+    cause: e,
+    hint: `if you meant a local folder, check the path; if a hub name: ${e.hint ?? 'check it'}`,
+  });
 }
 
 /**
@@ -57,7 +88,7 @@ export async function resolveModelSource(
   try {
     return (await download(nameOrPath, options)).dir;
   } catch (e) {
-    throw neitherLocalNorHub(e, local, nameOrPath, 'model');
+    throw neitherLocalNorHub(e, local, cwd, nameOrPath, 'model');
   }
 }
 
@@ -75,7 +106,7 @@ export async function resolveDataSource(
   if (!parseHubRepoId(nameOrPath))
     throw missing(local, options.what ?? 'the data file', 'openai/gsm8k');
   const ds = await downloadHubDataset(nameOrPath, options).catch((e: unknown) => {
-    throw neitherLocalNorHub(e, local, nameOrPath, 'data set');
+    throw neitherLocalNorHub(e, local, cwd, nameOrPath, 'data set');
   });
   if (ds.paths.length > 1)
     throw new HubError(
