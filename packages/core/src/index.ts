@@ -152,6 +152,13 @@ export {
 export { type HubSettings, hubSettings } from './hub/settings.js';
 export type { HubOptions } from './hub/snapshot.js';
 export {
+  isWithin,
+  PathOutsideFolderError,
+  pathInside,
+  realPathOf,
+  SymlinkRefusedError,
+} from './inside-folder.js';
+export {
   addUsage,
   type ChatMessage,
   type ChatRole,
