@@ -157,16 +157,11 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
     const out = plan.outputDir;
     const p = outputDirProblem(out.path);
     if (p) problems.push(p);
-    const from = out.resume;
     for (const e of outputDirProblems({
       output_dir: out.path,
       overwrite_output_dir: out.overwrite,
-      inputs: [
-        ...inputs,
-        ...(typeof from === 'string' && from
-          ? [{ key: 'resume_from_checkpoint', path: from, runProduct: true }]
-          : []),
-      ],
+      resume_from_checkpoint: out.resume,
+      inputs,
     }))
       problems.push({ code: e.code, message: e.message, hint: e.hint }); // each names output_dir
   }

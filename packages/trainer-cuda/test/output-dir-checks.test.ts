@@ -154,12 +154,19 @@ describe('output_dir never overlaps what the run reads', () => {
     const own = outputDirProblems({
       output_dir: dir,
       overwrite_output_dir: true,
-      inputs: [
-        { key: 'artifacts', path: join(dir, 'artifacts'), runProduct: true },
-        { key: 'resume_from_checkpoint', path: join(dir, 'checkpoint-3'), runProduct: true },
-      ],
+      resume_from_checkpoint: join(dir, 'checkpoint-3'),
+      inputs: [{ key: 'artifacts', path: join(dir, 'artifacts'), runProduct: true }],
     });
     expect(own).toEqual([]);
+    // A run written inside the checkpoint it resumes from would write into it.
+    const intoCheckpoint = outputDirProblems({
+      output_dir: join(dir, 'checkpoint-3', 'run'),
+      overwrite_output_dir: false,
+      resume_from_checkpoint: join(dir, 'checkpoint-3'),
+    }) as OutputOverlapsInputError[];
+    expect(intoCheckpoint.map((p) => [p.input.key, p.overlap])).toEqual([
+      ['resume_from_checkpoint', 'inside'],
+    ]);
     // … but not a data file there, even one marked as a run's product elsewhere in it.
     const notOwn = outputDirProblems({
       output_dir: dir,

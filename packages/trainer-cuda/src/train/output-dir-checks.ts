@@ -237,13 +237,19 @@ function notARun(
 export function outputDirProblems(o: {
   output_dir: string;
   overwrite_output_dir: boolean;
+  /** A path here is an input too (a run's own checkpoint-<n> in output_dir is fine). */
+  resume_from_checkpoint?: boolean | string | undefined;
   inputs?: readonly RunInput[] | undefined;
 }): FlowGrpoError[] {
   const dir = resolve(o.output_dir);
-  const problems: FlowGrpoError[] = outputOverlaps(
-    { key: 'output_dir', path: dir },
-    o.inputs ?? [],
-  );
+  const from = o.resume_from_checkpoint;
+  const inputs = [
+    ...(o.inputs ?? []),
+    ...(typeof from === 'string' && from
+      ? [{ key: 'resume_from_checkpoint', path: from, runProduct: true }]
+      : []),
+  ];
+  const problems: FlowGrpoError[] = outputOverlaps({ key: 'output_dir', path: dir }, inputs);
   // Over an input, the fix is another output_dir: what this one holds is beside the point.
   if (problems.length > 0 || !existsSync(dir) || !statSync(dir).isDirectory()) return problems;
   const names = readdirSync(dir).sort();

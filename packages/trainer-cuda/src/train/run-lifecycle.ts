@@ -55,8 +55,8 @@ export interface RunLifecycleOptions {
   /** The model's config, to load a checkpoint to resume from. */
   modelConfig: DecoderConfig;
   /**
-   * Paths the run reads (artifacts, adapter, model): output_dir never overlaps one, and
-   * overwriting never moves one. resume_from_checkpoint is added to them.
+   * Paths the run reads (artifacts, adapter, model): output_dir never overlaps one (nor the
+   * checkpoint resume_from_checkpoint names), and overwriting never moves one.
    */
   inputs?: readonly RunInput[];
   /** A lock on output_dir the caller already holds (the CLI takes it before building artifacts). */
@@ -85,19 +85,6 @@ function entries(dir: string): string[] {
   }
 }
 
-/** The run's inputs, the checkpoint it resumes from (a path) among them. */
-function runInputs(
-  o: Pick<RunLifecycleOptions, 'inputs' | 'resume_from_checkpoint'>,
-): readonly RunInput[] {
-  const from = o.resume_from_checkpoint;
-  return [
-    ...(o.inputs ?? []),
-    ...(typeof from === 'string' && from
-      ? [{ key: 'resume_from_checkpoint', path: from, runProduct: true }]
-      : []),
-  ];
-}
-
 /** Throws the first of outputDirProblems (output-dir-checks.ts): nothing is created before. */
 function checkOutputDir(
   o: Pick<
@@ -105,7 +92,7 @@ function checkOutputDir(
     'output_dir' | 'overwrite_output_dir' | 'inputs' | 'resume_from_checkpoint'
   >,
 ): void {
-  const problem = outputDirProblems({ ...o, inputs: runInputs(o) })[0];
+  const problem = outputDirProblems(o)[0];
   if (problem) throw problem;
 }
 
@@ -249,7 +236,7 @@ export class RunLifecycle {
         run.truncateMetrics(step);
         log(`resuming from ${resumeFrom} (step ${step})`);
       } else {
-        if (o.overwrite_output_dir) aside = moveAside(dir, runInputs(o), log);
+        if (o.overwrite_output_dir) aside = moveAside(dir, o.inputs ?? [], log);
         run.truncateMetrics(0);
       }
       return new RunLifecycle(run, lock, { ownsLock: !o.lock, aside, resumed, resumedRoles }, log);
