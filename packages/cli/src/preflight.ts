@@ -8,6 +8,7 @@ import type {
 } from '@flowgrpo/agent';
 import { ConfigError, FlowGrpoError, type SampleRow } from '@flowgrpo/core';
 import {
+  ARTIFACTS_MANIFEST,
   ContextLengthExceededError,
   chooseDevice,
   type Device,
@@ -19,7 +20,13 @@ import {
   TokenOutOfVocabularyError,
 } from '@flowgrpo/models';
 import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
-import { type SFTExample, sftRows } from '@flowgrpo/trainer';
+import {
+  outputDirProblems,
+  outputOverlaps,
+  type RunInput,
+  type SFTExample,
+  sftRows,
+} from '@flowgrpo/trainer';
 import type { CliIO } from './command.js';
 import { modelKind, resolveTokenizer } from './model-artifacts.js';
 import { type AgentSampling, agentFactory, policyTokenizer, rewardFunction } from './run-agent.js';
@@ -31,8 +38,10 @@ import { readQueryRows, readSftExamples } from './run-data.js';
 // data files (each row validated, the error naming file, row and field), the device (and which
 // one 'auto' picked and why), that the agent's first prompts fit the model's positions with the
 // completion tokens to spare (SFT: the first examples as the trainer tokenizes them), the tools'
-// requirements, and that output_dir can be written. Every problem is collected, so one run
-// reports all of them at once, each with its code and its fix.
+// requirements, and that output_dir can be written — never over what the run reads, through a
+// link, or into a folder that holds someone else's files (the trainer's own rules,
+// output-dir-checks.ts). Every problem is collected, so one run reports all of them at once, each
+// with its code and its fix.
 
 /** One thing preflight found wrong: its own code, what and where, and the fix. */
 export interface PreflightProblem {
@@ -95,10 +104,18 @@ export interface PreflightPlan {
   reward?: { name: RewardName; judge: Endpoint | undefined };
   /** SFT with LoRA: every example, as the trainer tokenizes it, must fit the positions. */
   sft?: { maxLength: number; assistantOnly: boolean };
-  /** The run's output folder: it must be (or become) a writable folder. */
-  outputDir?: string | undefined;
-  /** A file written at the end (eval's --out): its folder must exist and be writable. */
+  /**
+   * The run's output folder: it must be (or become) a writable folder, apart from every input,
+   * and pass the trainer's rules for output_dir (overwrite / resume as the run config sets them).
+   */
+  outputDir?: { path: string; overwrite: boolean; resume: boolean | string } | undefined;
+  /**
+   * A file written at the end (eval's --out): its folder must exist and be writable, and it must
+   * not be an input or inside one.
+   */
   outputFile?: { key: string; path: string } | undefined;
+  /** Other paths the command reads (adapters, …): outputs keep apart from them too. */
+  inputs?: readonly RunInput[] | undefined;
 }
 
 export interface PreflightResult {
@@ -135,13 +152,26 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
   });
   if (device) io.stderr(`device: ${device.device} (${device.why})\n`);
 
+  const inputs = planInputs(plan);
   if (plan.outputDir) {
-    const p = outputDirProblem(plan.outputDir);
+    const out = plan.outputDir;
+    const p = outputDirProblem(out.path);
     if (p) problems.push(p);
+    for (const e of outputDirProblems({
+      output_dir: out.path,
+      overwrite_output_dir: out.overwrite,
+      resume_from_checkpoint: out.resume,
+      inputs,
+    }))
+      problems.push({ code: e.code, message: e.message, hint: e.hint }); // each names output_dir
   }
   if (plan.outputFile) {
-    const p = outputFileProblem(plan.outputFile.key, plan.outputFile.path);
+    const { key, path } = plan.outputFile;
+    const p = outputFileProblem(key, path);
     if (p) problems.push(p);
+    else
+      for (const e of outputOverlaps({ key, path, file: true }, inputs))
+        problems.push({ code: e.code, message: e.message, hint: e.hint });
   }
 
   const model = await modelFacts(plan).catch((e: unknown) => problem(e, 'model'));
@@ -238,7 +268,11 @@ export function trainPlan(rc: RunConfig, device: DeviceName): PreflightPlan {
     maxPositions: run.max_positions,
     device,
     data,
-    outputDir: rc.config.output_dir,
+    outputDir: {
+      path: rc.config.output_dir,
+      overwrite: rc.config.overwrite_output_dir,
+      resume: rc.config.resume_from_checkpoint,
+    },
     // Full fine-tuning builds its graphs with max_length + 1 positions: every example fits.
     ...(rc.kind === 'sft' &&
       rc.config.use_peft && {
@@ -258,6 +292,23 @@ export function trainPlan(rc: RunConfig, device: DeviceName): PreflightPlan {
       reward: { name: rc.run.reward, judge: rc.run.judge ?? rc.run.agent.engine },
     }),
   };
+}
+
+/**
+ * What the command reads, by key: the model (an artifacts folder may be a run's own, built into
+ * output_dir/artifacts), the tokenizer, the data files and `inputs`.
+ */
+export function planInputs(plan: PreflightPlan): RunInput[] {
+  return [
+    {
+      key: 'model',
+      path: plan.model,
+      runProduct: existsSync(join(plan.model, ARTIFACTS_MANIFEST)),
+    },
+    ...(plan.tokenizer ? [{ key: 'tokenizer', path: plan.tokenizer }] : []),
+    ...plan.data.map((d) => ({ key: d.key, path: d.path })),
+    ...(plan.inputs ?? []),
+  ];
 }
 
 /** The fix of a typed error that carries its own (`fix`) rather than a hint. */

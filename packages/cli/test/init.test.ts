@@ -4,6 +4,7 @@ import {
   existsSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   symlinkSync,
@@ -139,6 +140,46 @@ describe('flowgrpo init', () => {
     expect(tsc.out).toBe('');
     expect(tsc.code).toBe(0);
   }, 120_000);
+
+  it('never writes through a symbolic link inside DIR, even with --force; DIR itself may be one', async () => {
+    // The fault: `data` linked to a folder elsewhere, and init --force wrote train.jsonl,
+    // eval.jsonl and sft.jsonl there. Each link below is refused before the first write, and
+    // what it points to stays as it was.
+    const elsewhere = join(work, 'elsewhere');
+    mkdirSync(elsewhere);
+    writeFileSync(join(elsewhere, 'mine.jsonl'), '{"mine": 1}\n');
+    const outsideFile = join(work, 'outside-sft.json');
+    writeFileSync(outsideFile, "not init's\n");
+    const links: [string, string][] = [
+      ['data', elsewhere], // a folder init writes into
+      ['sft.json', outsideFile], // a file init writes
+      ['model', join(work, 'no-such-model')], // a link to nothing: init would create it there
+    ];
+    for (const [name, target] of links) {
+      const dir = join(work, `linked-${name.replace('.', '-')}`);
+      mkdirSync(dir);
+      symlinkSync(target, join(dir, name));
+      const io = captureIO(work);
+      expect(await runCli(['init', dir, '--force'], io), name).toBe(1);
+      expect(io.err).toContain(
+        `[SYMLINK_REFUSED] ${join(dir, name)} is a symbolic link (→ ${target}); flowgrpo init writes inside ${dir} and never through a link`,
+      );
+      expect(io.err).toContain(`fix: remove the link (rm ${join(dir, name)} removes the link only`);
+      expect(readdirSync(dir), name).toEqual([name]); // nothing written beside it
+    }
+    expect(readdirSync(elsewhere)).toEqual(['mine.jsonl']);
+    expect(readFileSync(join(elsewhere, 'mine.jsonl'), 'utf8')).toBe('{"mine": 1}\n');
+    expect(readFileSync(outsideFile, 'utf8')).toBe("not init's\n");
+    expect(existsSync(join(work, 'no-such-model'))).toBe(false);
+
+    // DIR itself a link to an empty folder (a run folder on another disk): written there.
+    const real = join(work, 'real-target');
+    mkdirSync(real);
+    symlinkSync(real, join(work, 'dir-link'));
+    const ok = captureIO(work);
+    expect(await runCli(['init', 'dir-link', '--model', '/models/qwen'], ok), ok.err).toBe(0);
+    expect(existsSync(join(real, 'data', 'train.jsonl'))).toBe(true);
+  });
 
   it('refuses a folder that holds files, and never replaces one, even with --force', async () => {
     const dir = join(work, 'mine');

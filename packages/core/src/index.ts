@@ -161,7 +161,15 @@ export {
 } from './hub/resolve.js';
 export { type HubSettings, hubSettings } from './hub/settings.js';
 export type { HubOptions } from './hub/snapshot.js';
-export { isInside, makeFolderInside, OutsideFolderError, realPathOf } from './inside-folder.js';
+export {
+  checkFolderInside,
+  isWithin,
+  makeFolderInside,
+  PathOutsideFolderError,
+  pathInside,
+  realPathOf,
+  SymlinkRefusedError,
+} from './inside-folder.js';
 export {
   addUsage,
   type ChatMessage,

@@ -19,8 +19,8 @@ import {
   HubNameError,
   hubRepoIdProblem,
   hubRevisionProblem,
-  OutsideFolderError,
   repoFilePathProblem,
+  SymlinkRefusedError,
 } from '../src/index.js';
 import { testDir } from './temp-dir.js';
 
@@ -432,9 +432,9 @@ describe('symbolic links in the cache are not written through', () => {
     symlinkSync(o, join(snapshots, COMMIT));
     const before = hub.downloads().length;
     const e = await refusal(downloadHubModel('acme/tiny', { env }));
-    expect(OutsideFolderError.isInstance(e)).toBe(true);
+    expect(SymlinkRefusedError.isInstance(e)).toBe(true);
     expect(e).toMatchObject({
-      code: 'PATH_OUTSIDE_FOLDER',
+      code: 'SYMLINK_REFUSED',
       folder: join(home, 'hub', 'models--acme--tiny'),
     });
     expect(e.message).toContain(`goes through a symbolic link (to ${o})`);
@@ -449,7 +449,7 @@ describe('symbolic links in the cache are not written through', () => {
     mkdirSync(snapshot, { recursive: true });
     symlinkSync(o, join(snapshot, 'main'));
     const e = await refusal(downloadHubDataset('acme/data', { env }));
-    expect(e).toMatchObject({ code: 'PATH_OUTSIDE_FOLDER' });
+    expect(e).toMatchObject({ code: 'SYMLINK_REFUSED' });
     expect(e.message).toContain(join(snapshot, 'main'));
     untouched(o);
   });
@@ -462,7 +462,7 @@ describe('symbolic links in the cache are not written through', () => {
       mkdirSync(repoFolder, { recursive: true });
       symlinkSync(o, join(repoFolder, folder));
       const e = await refusal(downloadHubModel('acme/tiny', { env }));
-      expect(e, folder).toMatchObject({ code: 'PATH_OUTSIDE_FOLDER' });
+      expect(e, folder).toMatchObject({ code: 'SYMLINK_REFUSED' });
       untouched(o);
     }
   });
@@ -493,7 +493,7 @@ describe('symbolic links in the cache are not written through', () => {
       symlinkSync(join(o, 'keep.txt'), join(blobs, `${sha1}.incomplete`));
       const e = await refusal(downloadHubModel('acme/tiny', { env }));
       expect(e).toMatchObject({
-        code: 'PATH_OUTSIDE_FOLDER',
+        code: 'SYMLINK_REFUSED',
         path: join(blobs, `${sha1}.incomplete`),
       });
       untouched(o);

@@ -23,6 +23,7 @@ export {
   readArtifactsManifest,
   samplingGraph,
 } from './artifacts/decoder-artifacts.js';
+export { ArtifactsDirNotEmptyError } from './artifacts/errors.js';
 // Generation: batched sampling with logprobs, and the agent-facing policy engine.
 export {
   DecoderGenerator,

@@ -107,6 +107,14 @@ export {
 } from './train/lora-policy.js';
 export { NonFiniteGuard } from './train/non-finite-guard.js';
 export {
+  OutputDirNotEmptyError,
+  OutputOverlapsInputError,
+  type Overlap,
+  outputDirProblems,
+  outputOverlaps,
+  type RunInput,
+} from './train/output-dir-checks.js';
+export {
   type Progress,
   type ProgressBar,
   silentProgress,

@@ -19,7 +19,9 @@ generator and judge are rule-based engines. About 6 minutes on 2 idle CPU cores;
 
 Writes DIR/report.html (curves, the table, sample trajectories), DIR/results.json, the runs
 (metrics.jsonl, checkpoints, rollouts as Parquet) and the data. See docs/demo.md. DIR is the
-demo's own: a second demo into it replaces the first's runs (overwrite_output_dir, logged).
+demo's own (marked .flowgrpo-demo): a second demo into it replaces the first's runs
+(overwrite_output_dir, logged); a DIR that holds anything else, or a symbolic link, is refused
+before anything is written.
 
 Options:
   --task T     default: the teacher stops one hop early on some multi-hop questions.

@@ -89,7 +89,8 @@ reported at once.
   --seed N              rollout seeds start here (default 0)
   --device D            cpu | auto | cuda | webgpu (default cpu; auto never picks a software
                         Vulkan driver such as lavapipe)
-  --out FILE            write the results as JSON
+  --out FILE            write the results as JSON (never over the data, nor into the model,
+                        tokenizer or an adapter folder)
   --trajectories        with --out: every rollout too (turns, token ids, answers)`;
 
 interface PolicySpec {
@@ -228,6 +229,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     temperature: 0,
     topP: 1,
   };
+  const adapters = adapterArgs(args, io.cwd);
   // Every check before a graph is built; 'auto' resolved once, here.
   const chosen = await preflight(
     {
@@ -241,6 +243,7 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
       agent: { spec: agent, sampling },
       reward: { name: reward, judge },
       ...(out && { outputFile: { key: '--out', path: resolve(io.cwd, out) } }),
+      inputs: adapters.map((a) => ({ key: `--adapter ${a.name}`, path: a.path })),
     },
     io,
   );
@@ -253,7 +256,6 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
   const decoderConfig =
     kind === 'hf' ? await loadDecoderConfig(model) : readArtifactsManifest(model).config;
   const policies: PolicySpec[] = [];
-  const adapters = adapterArgs(args, io.cwd);
   if (args.values.base === true || adapters.length === 0) policies.push({ name: 'base' });
   for (const a of adapters) {
     const { lora, params } = await loadLoraAdapter(a.path, decoderConfig);

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { ConfigError, isInside, realPathOf, systemError } from '@flowgrpo/core';
+import { ConfigError, isWithin, realPathOf, systemError } from '@flowgrpo/core';
 import {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
@@ -114,17 +114,16 @@ function checkOut(out: string, args: ParsedArgs): void {
  * or writes into its own input.
  */
 async function checkOutApart(out: string, sources: [string, string | undefined][]): Promise<void> {
-  const realOut = await realPathOf(out);
-  if (realOut === undefined) return; // a link that points nowhere: replaced, nothing read there
+  const realOut = realPathOf(out);
   for (const [what, dir] of sources) {
-    const real = dir === undefined ? undefined : await realPathOf(dir);
-    if (real === undefined) continue;
+    if (dir === undefined) continue;
+    const real = realPathOf(dir);
     const relation =
       realOut === real
         ? 'is'
-        : isInside(real, realOut)
+        : isWithin(realOut, real)
           ? 'is inside'
-          : isInside(realOut, real)
+          : isWithin(real, realOut)
             ? 'holds'
             : undefined;
     if (relation)

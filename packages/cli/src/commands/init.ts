@@ -3,6 +3,7 @@ import { isAbsolute, join, relative, resolve } from 'node:path';
 import { createTinyQwen2 } from '@flowgrpo/models';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
 import {
+  checkNoLinks,
   checkNoneExist,
   checkTarget,
   type Files,
@@ -27,7 +28,8 @@ Templates:
 ${TEMPLATE_NAMES.map((n) => `  ${n.padEnd(14)} ${TEMPLATES[n].summary}`).join('\n')}
 
 DIR must be new or empty; --force adds the files to a folder that holds others, and even then an
-existing file is never replaced (init stops before writing anything, naming it).
+existing file is never replaced, nor a symbolic link inside DIR written through (init stops
+before writing anything, naming it). DIR itself may be a link to a folder.
 
 Options:
   --template NAME  ${TEMPLATE_NAMES.join(' | ')} (default math-tags)
@@ -106,9 +108,14 @@ export const initCommand: Command = {
     // Every check before the first write: nothing is half-written, nothing replaced.
     checkTarget(dir, args.values.force === true);
     const files = templateFiles(name as TemplateName, model);
-    checkNoneExist(dir, [...files.keys(), ...(model === undefined ? ['model'] : [])]);
+    const paths = [...files.keys(), ...(model === undefined ? ['model'] : [])];
+    checkNoLinks(dir, paths);
+    checkNoneExist(dir, paths);
     writeFiles(dir, files);
-    if (model === undefined) await createTinyQwen2(join(dir, 'model'), { seed, ...TINY });
+    if (model === undefined) {
+      checkNoLinks(dir, ['model']); // again just before: nothing followed that appeared since
+      await createTinyQwen2(join(dir, 'model'), { seed, ...TINY });
+    }
 
     // The folder as the user named it: an absolute DIR stays absolute (a relative path from the
     // working directory to /tmp/run reads `../../tmp/run`), a relative one is shown normalised.

@@ -13,6 +13,7 @@ import {
   UpstreamPolicyHost,
 } from '@flowgrpo/gateway';
 import {
+  ARTIFACTS_MANIFEST,
   LORA_TARGET_MODULES,
   type LoraConfig,
   type LoraTargetModule,
@@ -24,8 +25,10 @@ import {
   GRPOConfigSchema,
   OnlineGRPOTrainer,
   type OnlineGRPOTrainerOptions,
+  outputOverlaps,
   parseConfig,
   type RoleSpec,
+  type RunInput,
   type RunLock,
 } from '@flowgrpo/trainer';
 import {
@@ -81,11 +84,14 @@ const usage = `Usage:
     --max-tokens N            max_tokens when a request leaves it out (default 1024)
     --chat-template-kwargs J  JSON variables for the chat template, e.g. '{"enable_thinking": false}'
     --record FILE             append each rollout, when its reward is posted, as a JSON line
-                              (the trainer's Trajectory: token ids, logprobs, reward)
+                              (the trainer's Trajectory: token ids, logprobs, reward); never a
+                              file of the model, the tokenizer or an adapter
     --device D                cpu | auto | cuda | webgpu (default cpu)
     --threads N               CPU threads per op
     --artifacts-dir DIR       where artifacts built from a HF folder go (default: a folder under
-                              the OS temp dir, reused while the model is unchanged)
+                              the OS temp dir, reused while the model is unchanged); new, empty
+                              or artifacts already (a build replaces it whole), and apart from
+                              the model, the tokenizer and the adapters
   Training from the rewards agents post (local mode):
     --train FILE              a JSON of GRPOTrainer's keys: output_dir, num_generations (rollouts
                               per group), queries_per_step (complete groups per update), max_steps,
@@ -111,7 +117,9 @@ const usage = `Usage:
     --overwrite               replace the run in output_dir (overwrite_output_dir: true; its files
                               are deleted once the new run has a checkpoint)
   As with flowgrpo train, a run into an output_dir holding checkpoints needs --resume or
-  --overwrite; one run at a time per output_dir.
+  --overwrite; one run at a time per output_dir; output_dir is never the model, the tokenizer
+  or an adapter folder (nor inside or around one), holds no symbolic link where the run writes,
+  and, when it is not a run, is empty (or --overwrite writes beside its files).
   Prints "listening on http://HOST:PORT/v1" when ready; Ctrl-C (SIGINT) or SIGTERM stops it
   (after checkpointing the last update and saving the trained adapters); a failed update stops
   it with the error (exit 1), the checkpoints written so far kept.`;
@@ -203,7 +211,8 @@ async function serveAndTrain(
   io: CliIO,
   o: {
     config: GRPOConfig;
-    modelArg: string;
+    /** The model folder (a hub name already fetched). */
+    model: string;
     tokArg: string | undefined;
     adapters: Record<string, string>;
     device: string;
@@ -213,8 +222,7 @@ async function serveAndTrain(
     lock: RunLock;
   },
 ): Promise<number> {
-  const { config, adapters, log } = o;
-  const model = await resolveModelArg(o.modelArg, io, '--model');
+  const { config, adapters, log, model } = o;
   const { dir: artifacts, manifest } = await ensureArtifacts(
     model,
     join(config.output_dir, 'artifacts'),
@@ -332,13 +340,34 @@ export const serveCommand: Command = {
     const adapters = loraPairs(args, cwd);
     const log = (line: string) => io.stderr(`${line}\n`);
 
-    const recordFile = stringOption(args, 'record');
+    // What the server reads (the model once resolved, the tokenizer, the adapters): what it
+    // writes — output_dir, --record, --artifacts-dir — is never one of them nor inside one.
+    const readInputs = (model: string | undefined): RunInput[] => [
+      ...(model
+        ? [{ key: '--model', path: model, runProduct: existsSync(join(model, ARTIFACTS_MANIFEST)) }]
+        : []),
+      ...(tokArg ? [{ key: '--tokenizer', path: resolve(cwd, tokArg) }] : []),
+      ...Object.entries(adapters).map(([name, path]) => ({
+        key: `--lora ${name}`,
+        path,
+        runProduct: true,
+      })),
+    ];
+    const refuseOverlap = (
+      output: { key: string; path: string; file?: boolean },
+      model: string | undefined,
+    ) => {
+      const overlap = outputOverlaps(output, readInputs(model))[0];
+      if (overlap) throw overlap;
+    };
+    const recordArg = stringOption(args, 'record');
+    const recordFile = recordArg === undefined ? undefined : resolve(cwd, recordArg);
     // Checked now: a folder that is not there would fail only when the first reward is posted.
-    if (recordFile) requireFolder(dirname(resolve(cwd, recordFile)), '--record (its folder)');
+    if (recordFile) requireFolder(dirname(recordFile), '--record (its folder)');
     const record = recordFile
       ? (r: RecordedRollout) => {
           const t = rolloutTrajectory(r, { queryId: r.id, groupId: r.groupId ?? r.id });
-          appendFileSync(resolve(cwd, recordFile), `${JSON.stringify(trajectoryToJson(t))}\n`);
+          appendFileSync(recordFile, `${JSON.stringify(trajectoryToJson(t))}\n`);
         }
       : undefined;
     const maxBody = intOption(args, 'max-body-bytes', 1);
@@ -375,14 +404,21 @@ export const serveCommand: Command = {
         config.resume_from_checkpoint = resolve(dirname(file), config.resume_from_checkpoint);
       if (args.values.resume === true) config.resume_from_checkpoint = true;
       if (args.values.overwrite === true) config.overwrite_output_dir = true;
+      const model = await resolveModelArg(modelArg, io, '--model');
+      if (recordFile) refuseOverlap({ key: '--record', path: recordFile, file: true }, model);
       // output_dir before the artifacts are built (as flowgrpo train): a run that will be refused
-      // (locked by another run, or holding checkpoints without --resume / --overwrite) is refused
-      // at once.
-      const lock = claimOutputDir({ ...config, trainer: 'online-grpo', log });
+      // (locked by another run, holding checkpoints without --resume / --overwrite, or over what
+      // it reads) is refused at once.
+      const lock = claimOutputDir({
+        ...config,
+        trainer: 'online-grpo',
+        inputs: readInputs(model),
+        log,
+      });
       try {
         return await serveAndTrain(args, io, {
           config,
-          modelArg,
+          model,
           tokArg,
           adapters,
           device,
@@ -405,6 +441,11 @@ export const serveCommand: Command = {
       if (!name)
         throw new UsageError('--upstream needs --served-model-name (the upstream model name)');
       const tokPath = tokArg ?? modelArg;
+      if (recordFile)
+        refuseOverlap(
+          { key: '--record', path: recordFile, file: true },
+          modelArg && resolve(cwd, modelArg),
+        );
       if (!tokPath)
         throw new UsageError("--upstream needs --tokenizer (the model's tokenizer folder)");
       const upKeyEnv = stringOption(args, 'upstream-api-key-env');
@@ -430,7 +471,13 @@ export const serveCommand: Command = {
             createHash('sha256').update(model).digest('hex').slice(0, 16),
           ),
       );
-      if (modelKind(model) === 'hf') mkdirSync(dirname(dir), { recursive: true });
+      if (recordFile) refuseOverlap({ key: '--record', path: recordFile, file: true }, model);
+      if (modelKind(model) === 'hf') {
+        // A build replaces its folder whole (never one that is not artifacts: models refuses it),
+        // and never goes inside or around what the server reads.
+        refuseOverlap({ key: '--artifacts-dir', path: dir }, model);
+        mkdirSync(dirname(dir), { recursive: true });
+      }
       const { dir: artifacts, manifest } = await ensureArtifacts(model, dir, {
         ...(lora && { lora }),
         graphs: ['decode'],

@@ -5,13 +5,14 @@ import {
   claimOutputDir,
   GRPOTrainer,
   type MetricsRecord,
+  type RunInput,
   type RunLock,
   SFTTrainer,
 } from '@flowgrpo/trainer';
 import { type CliIO, type Command, stringOption, UsageError } from '../command.js';
 import { resolveRunSources } from '../hub-names.js';
 import { ensureArtifacts, loraFromOptions, resolveTokenizer } from '../model-artifacts.js';
-import { preflight, trainPlan } from '../preflight.js';
+import { planInputs, preflight, trainPlan } from '../preflight.js';
 import { agentFactory, rewardFunction, rolloutEngine } from '../run-agent.js';
 import { DEVICES, type DeviceName, loadRunConfig, type RunConfig } from '../run-config.js';
 import { readQueryRows, readSftExamples } from '../run-data.js';
@@ -78,17 +79,27 @@ Options:
 Before anything is built or written the run is checked (preflight): the model and tokenizer, the
 data files (every row), the device (which one auto picked, and why), that the agent's first
 prompts fit the model's positions with max_completion_length to spare, the tools' requirements,
-output_dir. Every problem is reported at once, each with its fix (docs/troubleshooting.md).
+output_dir (never the model, tokenizer or data folder, nor inside or around one; no symbolic
+link where the run writes; a folder that is not a run must be empty, or --overwrite writes
+beside its files). Every problem is reported at once, each with its fix
+(docs/troubleshooting.md).
 
 Ctrl-C stops after the current step and writes a checkpoint (exit code 130); --resume goes on.`;
 
-async function train(rc: RunConfig, device: DeviceName, io: CliIO): Promise<number> {
+async function train(
+  rc: RunConfig,
+  device: DeviceName,
+  inputs: readonly RunInput[],
+  io: CliIO,
+): Promise<number> {
   const { config } = rc;
   // output_dir before the artifacts are built: a run that will be refused (locked by another
-  // run, or holding checkpoints without --resume / --overwrite) is refused at once.
+  // run, holding checkpoints without --resume / --overwrite, or over what it reads) is refused
+  // at once.
   const lock = claimOutputDir({
     ...config,
     trainer: rc.kind,
+    inputs,
     log: (line) => io.stderr(`${line}\n`),
   });
   try {
@@ -221,13 +232,14 @@ export const trainCommand: Command = {
     // Hub names (model, tokenizer, train_file, dataset_name…) fetched into the HF cache first.
     const rc = { ...given, run: await resolveRunSources(given.run, io) } as RunConfig;
     // Every check before anything is built or written; 'auto' resolved once, here.
-    const { device: chosen } = await preflight(trainPlan(rc, rc.run.device ?? 'cpu'), io);
+    const plan = trainPlan(rc, rc.run.device ?? 'cpu');
+    const { device: chosen } = await preflight(plan, io);
     if (args.values['dry-run'] === true) {
       io.stdout(
         `dry run: ${rc.file} passed every check (${rc.kind}, device ${chosen}); nothing was built or written\n`,
       );
       return 0;
     }
-    return train(rc, chosen, io);
+    return train(rc, chosen, planInputs(plan), io);
   },
 };

@@ -1,11 +1,16 @@
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { FlowGrpoError, NotADirectoryError, systemError } from '@flowgrpo/core';
+import { FlowGrpoError, NotADirectoryError, pathInside, systemError } from '@flowgrpo/core';
 
 // Writing a starting point into the user's folder without ever costing them a file: a folder
 // that holds anything is refused unless --force, and even then a file the template would write
-// that already exists is refused (all of them named) before the first byte is written. Each file
-// is then created with the 'wx' flag, so one that appears meanwhile is not replaced either.
+// that already exists is refused (all of them named) before the first byte is written, as is a
+// symbolic link on the way to one (`data` → a folder elsewhere: the files would land there). Each
+// file is then created with the 'wx' flag, its folder's real path checked again just before, so
+// one that appears meanwhile is not replaced, and a link that appears meanwhile is not followed.
+
+/** Who writes, in the messages of a refused link. */
+const WRITER = 'flowgrpo init';
 
 /** `flowgrpo init` into a folder that holds files (without --force), or over existing files. */
 export class FolderNotEmptyError extends FlowGrpoError {
@@ -53,12 +58,22 @@ export function checkNoneExist(dir: string, paths: Iterable<string>): void {
   );
 }
 
+/**
+ * Refuses when any of `paths` (relative to `dir`) would be written through a symbolic link inside
+ * `dir` (SymlinkRefusedError naming it): checked for all of them before the first write.
+ */
+export function checkNoLinks(dir: string, paths: Iterable<string>): void {
+  for (const path of paths) pathInside(dir, path, WRITER);
+}
+
 /** Writes every file, creating folders as needed; 'wx': an existing file is an error, not lost. */
 export function writeFiles(dir: string, files: Files): void {
   for (const [path, contents] of files) {
-    const target = join(dir, path);
+    const target = pathInside(dir, path, WRITER);
     try {
       mkdirSync(dirname(target), { recursive: true });
+      // Again once its folders exist: a link made since the first check is refused, not followed.
+      pathInside(dir, path, WRITER);
       writeFileSync(target, contents, { flag: 'wx' });
     } catch (cause) {
       throw systemError(cause, { what: 'flowgrpo init', path: target }) ?? cause;

@@ -1,8 +1,17 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { constants, createReadStream, existsSync, statSync } from 'node:fs';
-import { copyFile, type FileHandle, open, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import {
+  copyFile,
+  type FileHandle,
+  open,
+  readlink,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { basename, dirname, join, relative } from 'node:path';
-import { checkFolderInside, makeFolderInside, OutsideFolderError } from '../inside-folder.js';
+import { checkFolderInside, makeFolderInside, SymlinkRefusedError } from '../inside-folder.js';
 import { snapshotFolder } from './cache.js';
 import { withDownloadLock } from './download-lock.js';
 import { HubError, HubIntegrityError, HubNetworkError } from './errors.js';
@@ -63,7 +72,7 @@ export async function downloadHubFile(
   const { settings, repo, file } = req;
   const target = join(snapshotFolder(req.repoFolder, req.commit), file);
   if (existsSync(target)) return { path: target, downloaded: false };
-  const snapshotWhat = `the snapshot of ${repo}@${req.commit}`;
+  const snapshotWhat = `the download of ${repo}@${req.commit}`;
   // Before any request: a folder that leads out of the cache is refused, not downloaded into.
   // Nothing is created yet: an empty snapshot folder would read as cached to Python's offline mode.
   await checkFolderInside(req.repoFolder, dirname(target), snapshotWhat);
@@ -103,8 +112,8 @@ export async function downloadHubFile(
   // Where huggingface_hub keeps its <etag>.lock for this blob; ours is a file of its own beside it.
   const locksRoot = join(settings.cacheDir, '.locks');
   const locks = join(locksRoot, basename(req.repoFolder));
-  await makeFolderInside(locksRoot, locks, 'the hub cache (.locks)');
-  await makeFolderInside(req.repoFolder, blobs, 'the hub cache (blobs)');
+  await makeFolderInside(locksRoot, locks, 'the hub download');
+  await makeFolderInside(req.repoFolder, blobs, 'the hub download');
   const downloaded = await withDownloadLock(
     join(locks, `${etag}.flowgrpo.lock`),
     async () => {
@@ -152,9 +161,13 @@ async function fetchBlob(
     handle = await open(partial, O_WRONLY | O_CREAT | O_NOFOLLOW, 0o644);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ELOOP') throw e;
-    throw new OutsideFolderError(
-      `${partial} is a symbolic link, where the partial download of ${repo}/${file} belongs; it was not written through`,
-      { path: partial, folder: dirname(partial) },
+    throw new SymlinkRefusedError(
+      {
+        path: partial,
+        target: await readlink(partial).catch(() => '?'),
+        folder: dirname(partial),
+        writer: `the download of ${repo}/${file}`,
+      },
       { hint: 'remove the link; the next run downloads the file into the cache itself' },
     );
   }
@@ -263,7 +276,7 @@ async function linkBlob(blob: string, target: string): Promise<void> {
 export async function writeRef(repoFolder: string, revision: string, commit: string) {
   if (revision === commit) return;
   const ref = join(repoFolder, 'refs', revision);
-  await makeFolderInside(repoFolder, dirname(ref), `the hub cache (refs/${revision})`);
+  await makeFolderInside(repoFolder, dirname(ref), 'the hub download');
   const tmp = `${ref}.${randomUUID()}.tmp`;
   try {
     await writeFile(tmp, commit, { flag: 'wx' });

@@ -1,4 +1,4 @@
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DataFormatError } from '@flowgrpo/core';
 import { DEFAULT_OPSET, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
@@ -18,6 +18,7 @@ import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
 import { writeDirAtomicallySync } from '../util/atomic-dir.js';
+import { ArtifactsDirNotEmptyError } from './errors.js';
 
 // The artifacts directory: one .onnx per graph variant, every base weight once in weights.data
 // (referenced by all graphs), and artifacts.json describing them. Built once, opened by training
@@ -120,12 +121,21 @@ export function buildArtifactGraph(
   return buildDecoderGraph(base, { kind, ...(lora && { lora }) });
 }
 
-/** Writes the graphs, weights.data and artifacts.json into `dir` (created, or replaced whole). */
+/**
+ * Writes the graphs, weights.data and artifacts.json into `dir` (created, or replaced whole). A
+ * `dir` that holds anything but artifacts is refused first (ArtifactsDirNotEmptyError): the swap
+ * would delete it.
+ */
 export function buildDecoderArtifacts(
   weights: ModelWeights,
   dir: string,
   options: BuildArtifactsOptions = {},
 ): ArtifactsManifest {
+  if (existsSync(dir) && statSync(dir).isDirectory()) {
+    const entries = readdirSync(dir).sort();
+    if (entries.length > 0 && !entries.includes(ARTIFACTS_MANIFEST))
+      throw new ArtifactsDirNotEmptyError(dir, entries, ARTIFACTS_MANIFEST);
+  }
   // Built in a temporary sibling and swapped in: a kill mid-build never truncates the
   // weights.data that a previous build's graphs (and running sessions) refer to.
   return writeDirAtomicallySync(dir, (out) => writeArtifacts(weights, out, options));

@@ -23,6 +23,7 @@ import { writeReport } from '../train/report.js';
 import { type SFTResult, SFTTrainer } from '../train/sft-trainer.js';
 import { buildTrainingArtifacts } from '../train/training-artifacts.js';
 import { createAlmanac } from './almanac.js';
+import { claimDemoDir } from './demo-dir.js';
 import { DEMO_TASKS, type DemoTaskName, type DemoTaskPreset } from './presets.js';
 import { demoAgent, demoReward, demoTrainingReward } from './roles.js';
 import { type DemoQuestion, makeQuestions, questionRows } from './task.js';
@@ -205,7 +206,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const device = o.device ?? 'cpu';
   const machine = cpuKernelInfo();
   const { timings, lap, total } = phaseTimer();
-  mkdirSync(out, { recursive: true });
+  claimDemoDir(out, 'demo');
 
   // 1–2. The task, and the planner created from the seed.
   let start = performance.now();

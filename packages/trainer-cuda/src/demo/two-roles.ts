@@ -1,4 +1,4 @@
-import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { FlowRollout, OpenAIPolicyEngine, type PolicyEngine } from '@flowgrpo/agent';
 import type { SampleRow, Turn } from '@flowgrpo/core';
@@ -21,6 +21,7 @@ import { writeReport } from '../train/report.js';
 import { SFTTrainer } from '../train/sft-trainer.js';
 import { buildTrainingArtifacts } from '../train/training-artifacts.js';
 import type { Almanac } from './almanac.js';
+import { claimDemoDir } from './demo-dir.js';
 import { type DemoBudget, demoSettings, demoTaskSetup, phaseTimer } from './pipeline.js';
 import {
   demoPlannerPrompt,
@@ -156,7 +157,7 @@ export async function runTwoRoleDemo(o: TwoRoleDemoOptions): Promise<TwoRoleDemo
   const progress = o.progress ?? silentProgress;
   const device = o.device ?? 'cpu';
   const { timings, lap, total } = phaseTimer();
-  mkdirSync(out, { recursive: true });
+  claimDemoDir(out, 'demo --two-roles');
 
   // 1–2. The task (the demo's: the same almanac halves and question mix for a seed), and one
   // tiny model from the seed: both roles' base.

@@ -146,10 +146,12 @@ export class MultiRoleGRPOTrainer {
       ...c,
       trainer: 'multi-role-grpo',
       modelConfig: readArtifactsManifest(o.artifacts).config,
-      startsFrom: [
-        o.artifacts,
-        ...Object.values(o.roles).flatMap((r) =>
-          typeof r.adapter === 'string' ? [r.adapter] : [],
+      inputs: [
+        { key: 'artifacts', path: o.artifacts, runProduct: true },
+        ...Object.entries(o.roles).flatMap(([name, r]) =>
+          typeof r.adapter === 'string'
+            ? [{ key: `roles.${name}.adapter`, path: r.adapter, runProduct: true }]
+            : [],
         ),
       ],
       perRole: true,
@@ -322,7 +324,7 @@ export class MultiRoleGRPOTrainer {
       finalEval = await this.#evaluate(run, gateway, roles, 'final');
       run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
     }
-    const adapters = await saveRoleAdapters(roles, join(run.dir, 'adapters'));
+    const adapters = await saveRoleAdapters(roles, run.path('adapters'));
     const report = await this.#writeReport(run, lastBatch, finalEval);
     return {
       globalStep: state.global_step,

@@ -183,10 +183,12 @@ export class OnlineGRPOTrainer {
       ...config,
       trainer: 'online-grpo',
       modelConfig: readArtifactsManifest(o.artifacts).config,
-      startsFrom: [
-        o.artifacts,
-        ...Object.values(o.roles).flatMap((r) =>
-          typeof r.adapter === 'string' ? [r.adapter] : [],
+      inputs: [
+        { key: 'artifacts', path: o.artifacts, runProduct: true },
+        ...Object.entries(o.roles).flatMap(([name, r]) =>
+          typeof r.adapter === 'string'
+            ? [{ key: `roles.${name}.adapter`, path: r.adapter, runProduct: true }]
+            : [],
         ),
       ],
       perRole: true,
@@ -367,7 +369,7 @@ export class OnlineGRPOTrainer {
 
   /** Saves every trained role's adapter (PEFT) under output_dir/adapters/<role>. */
   saveAdapters(): Promise<Record<string, string>> {
-    return saveRoleAdapters(this.roles, join(this.#run.dir, 'adapters'));
+    return saveRoleAdapters(this.roles, this.#run.path('adapters'));
   }
 
   /** report.html of the updates so far (metrics.jsonl's curves, per role). */

@@ -59,6 +59,8 @@ const common = {
    * Replace the run already in output_dir (HF's name). Without it a fresh run into an output_dir
    * holding checkpoints is refused; with it, the earlier run's files are deleted once the new run
    * has written its first checkpoint (until then they are kept aside and put back on failure).
+   * Without it a folder that is not a run and holds files is refused too; with it the run is
+   * written beside them, and they are kept (output-dir-checks.ts).
    */
   overwrite_output_dir: z.boolean().default(false),
   lora: LoraOptionsSchema.default(LoraOptionsSchema.parse({})),

@@ -175,7 +175,12 @@ export class GRPOTrainer {
       ...c,
       trainer: 'grpo',
       modelConfig: manifest.config,
-      startsFrom: [o.artifacts, ...(typeof o.adapter === 'string' ? [o.adapter] : [])],
+      inputs: [
+        { key: 'artifacts', path: o.artifacts, runProduct: true },
+        ...(typeof o.adapter === 'string'
+          ? [{ key: 'adapter', path: o.adapter, runProduct: true }]
+          : []),
+      ],
       ...(o.lock && { lock: o.lock }),
       log: (line) => progress.log(line),
     });
@@ -621,7 +626,7 @@ export class GRPOTrainer {
     }
     const engine = this.#engine!;
     if (!engine.updateAdapter) return;
-    const dir = join(this.#run.dir, 'adapters', `step-${step}`);
+    const dir = this.#run.path(join('adapters', `step-${step}`));
     await saveLoraAdapter(dir, this.#policy!.config, this.#policy!.lora!, params, {
       ...(this.#o.baseModel && { baseModel: this.#o.baseModel }),
     });

@@ -8,8 +8,8 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { basename, join } from 'node:path';
-import { type Trajectory, writeTrajectoriesParquet } from '@flowgrpo/core';
+import { basename, join, relative } from 'node:path';
+import { pathInside, type Trajectory, writeTrajectoriesParquet } from '@flowgrpo/core';
 import { parseMetricsLines } from '@flowgrpo/viewer';
 import { RunAlarms } from './run-alarms.js';
 import { asRunWriteError } from './run-write-error.js';
@@ -18,6 +18,8 @@ import { asRunWriteError } from './run-write-error.js';
 // TRL's metric names plus flowgrpo's), rollouts/step-<n>.parquet (one row per turn), eval/*.json,
 // checkpoint-<n>/ (checkpoint.ts) and report.html (report.ts). A write the file system refuses
 // (full disk, permissions) is a RunWriteError naming the file and the last complete checkpoint.
+// Every write is checked to land inside the folder on its real path: a symbolic link on the way
+// (placed while the run goes on: output-dir-checks.ts refuses those there before) is refused.
 
 export const METRICS_FILE = 'metrics.jsonl';
 export const CONFIG_FILE = 'config.json';
@@ -36,8 +38,20 @@ export class RunDirectory {
     this.#alarms = new RunAlarms(this, options.warn);
   }
 
-  /** Runs a write of `path`, turning the file system's refusals into a RunWriteError. */
+  /**
+   * `rel`'s path in the run directory, checked for a write: inside it on the real path, no
+   * symbolic link on the way (SymlinkRefusedError, PathOutsideFolderError).
+   */
+  path(rel: string): string {
+    return pathInside(this.dir, rel, 'the run');
+  }
+
+  /**
+   * Runs a write of `path` (in the run directory: checked as `path()` does), turning the file
+   * system's refusals into a RunWriteError.
+   */
   guard<T>(path: string, write: () => T): T {
+    this.path(relative(this.dir, path));
     try {
       const result = write();
       if (result instanceof Promise)
@@ -51,7 +65,7 @@ export class RunDirectory {
   }
 
   writeJson(name: string, value: unknown): string {
-    const path = join(this.dir, name);
+    const path = this.path(name);
     return this.guard(path, () => {
       mkdirSync(join(path, '..'), { recursive: true });
       const tmp = `${path}.tmp-${process.pid}`;
@@ -89,11 +103,15 @@ export class RunDirectory {
     return parseMetricsLines(readFileSync(path, 'utf8')).records;
   }
 
-  /** Keeps the records of steps ≤ `step` (resume: the steps after it are logged again). */
+  /**
+   * Keeps the records of steps ≤ `step` (resume: the steps after it are logged again). With no
+   * metrics.jsonl there is nothing to keep: none is made (the first record makes it).
+   */
   truncateMetrics(step: number): void {
-    const kept = this.readMetrics().filter((r) => Number(r.step) <= step);
-    this.#alarms.reset();
     const path = join(this.dir, METRICS_FILE);
+    this.#alarms.reset();
+    if (!existsSync(path)) return;
+    const kept = this.readMetrics().filter((r) => Number(r.step) <= step);
     this.guard(path, () => {
       const tmp = `${path}.tmp-${process.pid}`;
       try {

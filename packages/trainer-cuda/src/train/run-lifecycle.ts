@@ -8,6 +8,7 @@ import {
 } from '@flowgrpo/core';
 import type { DecoderConfig, LoraParams } from '@flowgrpo/models';
 import {
+  checkpointName,
   type LoadedCheckpoint,
   listCheckpoints,
   loadCheckpoint,
@@ -15,6 +16,7 @@ import {
   saveCheckpoint,
   type TrainerState,
 } from './checkpoint.js';
+import { isRunFile, outputDirProblems, PREVIOUS_RUN, type RunInput } from './output-dir-checks.js';
 import {
   type LoadedRolesCheckpoint,
   loadRolesCheckpoint,
@@ -27,7 +29,9 @@ import { asRunWriteError } from './run-write-error.js';
 // How every trainer opens its output_dir, before anything slow happens — HF Trainer's rules plus
 // a lock, so that nothing a user had is ever lost:
 //
-//   - output_dir must be a folder this process can write (a typed error naming it, else);
+//   - output_dir must be a folder this process can write (a typed error naming it, else), never
+//     one the run reads, holding no link on what a run writes, and — when it is not a run —
+//     empty unless overwrite_output_dir (output-dir-checks.ts: checked before it is created);
 //   - one run at a time: output_dir/.flowgrpo.lock (run-lock.ts);
 //   - a fresh run into an output_dir that holds checkpoints is refused: resume_from_checkpoint
 //     continues that run, overwrite_output_dir replaces it;
@@ -38,22 +42,9 @@ import { asRunWriteError } from './run-write-error.js';
 //   - resume_from_checkpoint: true continues from the latest checkpoint, a path from that one;
 //     metrics.jsonl keeps the steps up to it (a fresh run starts it empty).
 
-/** What a run writes into output_dir, and so what overwrite_output_dir replaces. */
-const RUN_FILES = new Set([
-  'metrics.jsonl',
-  'config.json',
-  'report.html',
-  'rollouts',
-  'eval',
-  'adapters',
-]);
-const isRunFile = (name: string) => RUN_FILES.has(name) || /^checkpoint-\d+$/.test(name);
-
 // The earlier run's files while an overwrite is under way, in three states (a rename between
 // them is atomic): being moved aside, aside (the new run has no checkpoint yet), being deleted.
-const MOVING = '.flowgrpo-previous-run.moving';
-const ASIDE = '.flowgrpo-previous-run';
-const DELETING = '.flowgrpo-previous-run.deleting';
+const { moving: MOVING, aside: ASIDE, deleting: DELETING } = PREVIOUS_RUN;
 
 export interface RunLifecycleOptions {
   output_dir: string;
@@ -63,8 +54,11 @@ export interface RunLifecycleOptions {
   trainer: string;
   /** The model's config, to load a checkpoint to resume from. */
   modelConfig: DecoderConfig;
-  /** Paths the run reads from (artifacts, adapter, model): overwriting never moves them. */
-  startsFrom?: readonly string[];
+  /**
+   * Paths the run reads (artifacts, adapter, model): output_dir never overlaps one (nor the
+   * checkpoint resume_from_checkpoint names), and overwriting never moves one.
+   */
+  inputs?: readonly RunInput[];
   /** A lock on output_dir the caller already holds (the CLI takes it before building artifacts). */
   lock?: RunLock;
   /** The run trains an adapter per role: its checkpoints have a folder per role (roles-checkpoint.ts). */
@@ -91,6 +85,17 @@ function entries(dir: string): string[] {
   }
 }
 
+/** Throws the first of outputDirProblems (output-dir-checks.ts): nothing is created before. */
+function checkOutputDir(
+  o: Pick<
+    RunLifecycleOptions,
+    'output_dir' | 'overwrite_output_dir' | 'inputs' | 'resume_from_checkpoint'
+  >,
+): void {
+  const problem = outputDirProblems(o)[0];
+  if (problem) throw problem;
+}
+
 /**
  * Creates output_dir, takes its lock and finishes an overwrite that a kill interrupted; then checks
  * HF's rules for this run. Every refusal is typed and happens before anything is changed. The
@@ -99,7 +104,7 @@ function entries(dir: string): string[] {
 export function claimOutputDir(
   o: Pick<
     RunLifecycleOptions,
-    'output_dir' | 'resume_from_checkpoint' | 'overwrite_output_dir' | 'trainer' | 'log'
+    'output_dir' | 'resume_from_checkpoint' | 'overwrite_output_dir' | 'trainer' | 'inputs' | 'log'
   >,
 ): RunLock {
   const dir = resolve(o.output_dir);
@@ -109,6 +114,7 @@ export function claimOutputDir(
       { path: dir },
       { hint: 'point output_dir at a folder (it is created if missing)' },
     );
+  checkOutputDir(o);
   let lock: RunLock;
   try {
     mkdirSync(dir, { recursive: true });
@@ -207,8 +213,12 @@ export class RunLifecycle {
     const log = o.log ?? (() => {});
     const lock = o.lock ?? claimOutputDir(o);
     try {
-      // Claimed by the caller: the rules are checked again (cheap) for what may have changed.
-      if (o.lock) checkRules(dir, o, log);
+      // Claimed by the caller: the rules are checked again (cheap) for what may have changed,
+      // and with this trainer's inputs (the caller may not have named them all).
+      if (o.lock) {
+        checkOutputDir(o);
+        checkRules(dir, o, log);
+      }
       const run = new RunDirectory(dir);
       const resumeFrom =
         o.resume_from_checkpoint === true
@@ -226,7 +236,7 @@ export class RunLifecycle {
         run.truncateMetrics(step);
         log(`resuming from ${resumeFrom} (step ${step})`);
       } else {
-        if (o.overwrite_output_dir) aside = moveAside(dir, o.startsFrom ?? [], log);
+        if (o.overwrite_output_dir) aside = moveAside(dir, o.inputs ?? [], log);
         run.truncateMetrics(0);
       }
       return new RunLifecycle(run, lock, { ownsLock: !o.lock, aside, resumed, resumedRoles }, log);
@@ -287,7 +297,7 @@ export class RunLifecycle {
     rotate: { limit: number; keep?: string | undefined },
   ): Promise<string> {
     const dir = this.run.dir;
-    const path = await this.run.guard(join(dir, `checkpoint-${step}`), write);
+    const path = await this.run.guard(join(dir, checkpointName(step)), write);
     if (this.#aside) {
       renameSync(join(dir, ASIDE), join(dir, DELETING));
       rmSync(join(dir, DELETING), { recursive: true, force: true });
@@ -351,15 +361,11 @@ function checkRules(
  * overwrite_output_dir: moves the earlier run's files into ASIDE (via MOVING, so that a kill half
  * way is recognised). Returns whether there was anything to move.
  */
-function moveAside(
-  dir: string,
-  startsFrom: readonly string[],
-  log: (line: string) => void,
-): boolean {
+function moveAside(dir: string, inputs: readonly RunInput[], log: (line: string) => void): boolean {
   const names = entries(dir).filter(isRunFile);
   if (names.length === 0) return false;
   // What the new run reads must stay where it is; it cannot be both kept and replaced.
-  for (const p of startsFrom.map((s) => resolve(s)))
+  for (const p of inputs.map((i) => resolve(i.path)))
     for (const name of names) {
       const e = join(dir, name);
       if (p === e || p.startsWith(`${e}${sep}`))

@@ -199,9 +199,13 @@ export class SFTTrainer {
       ...c,
       trainer: 'sft',
       modelConfig,
-      startsFrom: [o.model, o.artifacts, o.adapter].filter(
-        (p): p is string => typeof p === 'string',
-      ),
+      inputs: [
+        ...(typeof o.model === 'string' ? [{ key: 'model', path: o.model }] : []),
+        ...(o.artifacts ? [{ key: 'artifacts', path: o.artifacts, runProduct: true }] : []),
+        ...(typeof o.adapter === 'string'
+          ? [{ key: 'adapter', path: o.adapter, runProduct: true }]
+          : []),
+      ],
       ...(o.lock && { lock: o.lock }),
       log: (line) => progress.log(line),
     });
@@ -283,7 +287,7 @@ export class SFTTrainer {
       ? await LoraPolicy.openFull({
           ...common,
           weights: model!,
-          dir: join(run.dir, 'graphs'),
+          dir: run.path('graphs'),
           ...(params && { params }),
           maxPositions: c.max_length + 1,
         })
