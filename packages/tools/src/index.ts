@@ -17,6 +17,8 @@ export {
 export {
   CalculatorError,
   HttpRequestError,
+  PythonStartTimeoutError,
+  PythonUnavailableError,
   SandboxUnavailableError,
   ToolAbortedError,
   ToolError,

@@ -99,7 +99,8 @@ if pid == 0:
     try:
         os.dup2(r, 0)
         os.closerange(3, 65536)
-        os.execv(cfg['python'], [cfg['python'], '-I', '-c', cfg['preamble'], json.dumps(cfg['rlimits'])])
+        # -u: what the code printed before a timeout's SIGKILL is in the pipe, not in a buffer.
+        os.execv(cfg['python'], [cfg['python'], '-I', '-u', '-c', cfg['preamble'], json.dumps(cfg['rlimits'])])
     finally:
         os._exit(127)
 os.close(r)
