@@ -82,7 +82,11 @@ export interface PreflightPlan {
   hfModelOnly?: boolean;
   /** The run's max_positions: the positions a build from a HF folder gets. */
   maxPositions?: number | undefined;
-  device: DeviceName;
+  /**
+   * The device asked for (--device, the config's "device"); absent, the default (cpu) is used
+   * and no device line is printed: it would say nothing the user did not already know.
+   */
+  device?: DeviceName | undefined;
   /** Data files, each under the key that names it ('train_file', '--data'). */
   data: { key: string; path: string; kind: 'query' | 'sft'; format?: string | undefined }[];
   /** The rollout agent on the local graphs: its first prompts must fit the positions. */
@@ -124,7 +128,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
     });
   };
 
-  const device = await chooseDevice(plan.device).catch((e: unknown) => {
+  const device = await chooseDevice(plan.device ?? 'cpu').catch((e: unknown) => {
     if (!ExecutionProviderUnavailableError.isInstance(e)) return problem(e, 'device');
     // Its message ends with the fix, which is printed as the fix already.
     problems.push({
@@ -133,7 +137,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
       hint: e.fix,
     });
   });
-  if (device) io.stderr(`device: ${device.device} (${device.why})\n`);
+  if (device && plan.device !== undefined) io.stderr(`device: ${device.device} (${device.why})\n`);
 
   if (plan.outputDir) {
     const p = outputDirProblem(plan.outputDir);
@@ -224,7 +228,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
 }
 
 /** The preflight plan of a `flowgrpo train` run config. */
-export function trainPlan(rc: RunConfig, device: DeviceName): PreflightPlan {
+export function trainPlan(rc: RunConfig, device: DeviceName | undefined): PreflightPlan {
   const { run } = rc;
   const data: PreflightPlan['data'] = [];
   const kind = rc.kind === 'sft' ? 'sft' : 'query';

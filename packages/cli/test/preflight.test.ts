@@ -151,6 +151,21 @@ describe('flowgrpo train: preflight', () => {
     expect(existsSync(rc.config.output_dir)).toBe(false);
   });
 
+  it('prints the device line only when a device was asked for', async () => {
+    // The default (no "device", no --device) is the CPU: announcing it as "(asked for)" was
+    // untrue and told the user nothing. Asked for, the line says so — and that is now true.
+    const dir = join(tmp, 'device-line');
+    mkdirSync(dir);
+    const rc = loadRunConfig(writeConfig(join(dir, 'run.json'), grpoConfig(dir, model)), dir);
+    const quiet = captureIO(dir);
+    expect((await preflight(trainPlan(rc, rc.run.device), quiet)).device).toBe('cpu');
+    expect(rc.run.device).toBeUndefined();
+    expect(quiet.err).not.toMatch(/^device:/m);
+    const asked = captureIO(dir);
+    expect((await preflight(trainPlan(rc, 'cpu'), asked)).device).toBe('cpu');
+    expect(asked.err).toMatch(/^device: cpu \(asked for\)$/m);
+  });
+
   it.skipIf(cuda.available)(
     'a finished run survives a re-run on a device the machine lacks (nothing is removed)',
     async () => {

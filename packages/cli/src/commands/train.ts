@@ -221,7 +221,7 @@ export const trainCommand: Command = {
     // Hub names (model, tokenizer, train_file, dataset_name…) fetched into the HF cache first.
     const rc = { ...given, run: await resolveRunSources(given.run, io) } as RunConfig;
     // Every check before anything is built or written; 'auto' resolved once, here.
-    const { device: chosen } = await preflight(trainPlan(rc, rc.run.device ?? 'cpu'), io);
+    const { device: chosen } = await preflight(trainPlan(rc, rc.run.device), io);
     if (args.values['dry-run'] === true) {
       io.stdout(
         `dry run: ${rc.file} passed every check (${rc.kind}, device ${chosen}); nothing was built or written\n`,
