@@ -24,7 +24,7 @@ import type { CliIO } from './command.js';
 import { modelKind, resolveTokenizer } from './model-artifacts.js';
 import { type AgentSampling, agentFactory, policyTokenizer, rewardFunction } from './run-agent.js';
 import type { AgentSpec, DeviceName, Endpoint, RewardName, RunConfig } from './run-config.js';
-import { readQueryRows, readSftExamples } from './run-data.js';
+import { readQueryRows, readSftExamples, rowNames } from './run-data.js';
 
 // The checks `flowgrpo train` and `flowgrpo eval` run before anything slow or destructive — before
 // artifacts are built, output_dir is touched or a rollout starts: the model and tokenizer, the
@@ -203,8 +203,9 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
       );
     else
       for (const [key, list] of rows) {
+        const names = await rowNames(pathOf(plan, key), PROMPT_CHECK_ROWS);
         problems.push(
-          ...(await promptProblems(key, list, factory, tokenizer, {
+          ...(await promptProblems(key, list, names, factory, tokenizer, {
             newTokens: plan.agent.sampling.maxTokens,
             maxPositions: model.maxPositions,
             vocabSize: model.vocabSize,
@@ -216,7 +217,8 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
   if (tokenizer && model && plan.sft)
     for (const [key, list] of examples) {
       try {
-        const p = sftFitProblem(key, list, tokenizer, { ...plan.sft, ...model });
+        const names = await rowNames(pathOf(plan, key), PROMPT_CHECK_ROWS);
+        const p = sftFitProblem(key, list, names, tokenizer, { ...plan.sft, ...model });
         if (p) problems.push(p);
       } catch (e) {
         problem(e, key);
@@ -265,6 +267,11 @@ export function trainPlan(rc: RunConfig, device: DeviceName | undefined): Prefli
 }
 
 /** The fix of a typed error that carries its own (`fix`) rather than a hint. */
+/** The path of the plan's data file under `key`. */
+function pathOf(plan: PreflightPlan, key: string): string {
+  return plan.data.find((f) => f.key === key)!.path;
+}
+
 function fixOf(e: FlowGrpoError): string | undefined {
   const fix = (e as { fix?: unknown }).fix;
   return typeof fix === 'string' ? fix : undefined;
@@ -369,6 +376,7 @@ function toolsProblem(spec: AgentSpec): PreflightProblem | undefined {
 async function promptProblems(
   key: string,
   rows: readonly SampleRow[],
+  names: readonly string[],
   factory: (policy: PolicyEngine) => RolloutAgent,
   tokenizer: Tokenizer,
   o: { newTokens: number; maxPositions: number; vocabSize: number },
@@ -400,7 +408,7 @@ async function promptProblems(
   const problems: PreflightProblem[] = [];
   if (outside) {
     const e = new TokenOutOfVocabularyError({
-      what: `${key} row ${outside.row}: the agent's first prompt`,
+      what: `${key} ${names[outside.row]}: the agent's first prompt`,
       tokenId: outside.id,
       vocabSize: o.vocabSize,
     });
@@ -414,7 +422,7 @@ async function promptProblems(
     const first = over[0]!;
     const longest = over.reduce((a, b) => (b.tokens > a.tokens ? b : a));
     const e = new ContextLengthExceededError({
-      what: `${key} row ${first.row}: the agent's first prompt`,
+      what: `${key} ${names[first.row]}: the agent's first prompt`,
       promptTokens: first.tokens,
       newTokens: o.newTokens,
       maxPositions: o.maxPositions,
@@ -422,7 +430,7 @@ async function promptProblems(
     const more =
       over.length === 1
         ? ''
-        : ` (${over.length} of the first ${checked.length} rows do not fit; the longest, row ${longest.row}, is ${longest.tokens} tokens)`;
+        : ` (${over.length} of the first ${checked.length} rows do not fit; the longest, ${names[longest.row]}, is ${longest.tokens} tokens)`;
     problems.push({ code: e.code, message: `${e.message}${more}`, hint: e.hint });
   }
   return problems;
@@ -435,6 +443,7 @@ async function promptProblems(
 function sftFitProblem(
   key: string,
   examples: readonly SFTExample[],
+  names: readonly string[],
   tokenizer: Tokenizer,
   o: { maxLength: number; assistantOnly: boolean; maxPositions: number },
 ): PreflightProblem | undefined {
@@ -448,7 +457,7 @@ function sftFitProblem(
   const more = over.length === 1 ? '' : ` (${over.length} of the first ${checked.length} rows)`;
   return {
     code: ContextLengthExceededError.code,
-    message: `${key} row ${first.row}: ${first.tokens} tokens (max_length ${o.maxLength}) exceed the ${o.maxPositions} positions the graphs support${more}`,
+    message: `${key} ${names[first.row]}: ${first.tokens} tokens (max_length ${o.maxLength}) exceed the ${o.maxPositions} positions the graphs support${more}`,
     hint: `set max_length to at most ${o.maxPositions}, or raise max_positions (the artifacts are rebuilt)`,
   };
 }

@@ -79,7 +79,8 @@ describe('flowgrpo train: preflight', () => {
       `[FILE_NOT_FOUND] train_file: file not found: ${join(tmp, 'many', 'nowhere.jsonl')}`,
     );
     expect(r.err).toContain('fix: check the data file');
-    expect(r.err).toMatch(/\[DATA_FORMAT_ERROR\] eval_file: .*eval\.jsonl.*row 1 .*question/);
+    // The second row is the file's line 2 (JSONL rows are named by line, as editors number them).
+    expect(r.err).toMatch(/\[DATA_FORMAT_ERROR\] eval_file: .*eval\.jsonl:line 2: .*question/);
     expect(r.err).toContain(
       `[FILE_NOT_FOUND] tokenizer: file not found: ${join(tmp, 'many', 'no-tokenizer')}`,
     );
@@ -125,7 +126,7 @@ describe('flowgrpo train: preflight', () => {
     );
     expect(r.code).toBe(1);
     expect(r.err).toMatch(
-      /\[CONTEXT_LENGTH_EXCEEDED\] train_file row 0: the agent's first prompt \((\d+) tokens\) \+ 32 new tokens exceeds the 1024 positions the graphs support \(2 of the first 3 rows do not fit; the longest, row 2, is \d+ tokens\)/,
+      /\[CONTEXT_LENGTH_EXCEEDED\] train_file line 1: the agent's first prompt \((\d+) tokens\) \+ 32 new tokens exceeds the 1024 positions the graphs support \(2 of the first 3 rows do not fit; the longest, line 3, is \d+ tokens\)/,
     );
     expect(Number(/first prompt \((\d+) tokens\)/.exec(r.err)![1])).toBeGreaterThan(900);
     expect(r.err).toMatch(
@@ -203,7 +204,7 @@ describe('flowgrpo train: preflight', () => {
     );
     expect(r.code).toBe(1);
     expect(r.err).toMatch(
-      /\[CONTEXT_LENGTH_EXCEEDED\] train_file row 0: the agent's first prompt \((\d+) tokens\) \+ 64 new tokens exceeds the 300 positions/,
+      /\[CONTEXT_LENGTH_EXCEEDED\] train_file line 1: the agent's first prompt \((\d+) tokens\) \+ 64 new tokens exceeds the 300 positions/,
     );
     // The planner prompt holds the question and the calculator's description.
     expect(Number(/first prompt \((\d+) tokens\)/.exec(r.err)![1])).toBeGreaterThan(300);
@@ -225,7 +226,7 @@ describe('flowgrpo train: preflight', () => {
     });
     expect(r.code).toBe(1);
     expect(r.err).toContain(
-      "[TOKEN_OUT_OF_VOCABULARY] train_file row 0: the agent's first prompt has token id 9000 outside [0, 259)",
+      "[TOKEN_OUT_OF_VOCABULARY] train_file line 1: the agent's first prompt has token id 9000 outside [0, 259)",
     );
     expect(r.err).toContain("fix: use the model's own tokenizer");
     expect(existsSync(r.out)).toBe(false);
@@ -260,10 +261,12 @@ describe('flowgrpo train: SFT preflight', () => {
     );
     expect(r.code).toBe(1);
     expect(r.err).toMatch(
-      /\[CONTEXT_LENGTH_EXCEEDED\] train_file row 1: \d+ tokens \(max_length 256\) exceed the 64 positions the graphs support/,
+      /\[CONTEXT_LENGTH_EXCEEDED\] train_file line 2: \d+ tokens \(max_length 256\) exceed the 64 positions the graphs support/,
     );
     expect(r.err).toContain('fix: set max_length to at most 64, or raise max_positions');
-    expect(r.err).toMatch(/\[DATA_FORMAT_ERROR\] eval_file: .*bad\.jsonl: row 1: /);
+    expect(r.err).toMatch(
+      /\[DATA_FORMAT_ERROR\] eval_file: .*bad\.jsonl:line 2: columns messages \(SFT rows need/,
+    );
     expect(existsSync(r.out)).toBe(false);
   });
 });
@@ -300,7 +303,7 @@ describe('flowgrpo eval: preflight', () => {
     ).toBe(1);
     // The tiny model has 2048 positions: no prompt leaves room for 4000 new tokens.
     expect(long.err).toMatch(
-      /\[CONTEXT_LENGTH_EXCEEDED\] --data row 0: the agent's first prompt \(\d+ tokens\) \+ 4000 new tokens exceeds the 2048 positions/,
+      /\[CONTEXT_LENGTH_EXCEEDED\] --data line 1: the agent's first prompt \(\d+ tokens\) \+ 4000 new tokens exceeds the 2048 positions/,
     );
   });
 
