@@ -210,6 +210,65 @@ describe('workspace copy-back', () => {
     });
   }, 60_000);
 
+  it('never copies back a link the code made, nor anything through one', async () => {
+    // The code makes links of every kind next to its real files — to a file and a directory
+    // outside the workspace, to the workspace's parent, inside it, dangling — and leaves a
+    // process behind that keeps turning the directories d0…d7 into links to /usr/lib and back.
+    // Before the launcher killed such processes ahead of its walk, that walk (made long by 3,000
+    // files of 4 kB, 12 MB through the pipe) entered a d<i> as a directory that had become a link
+    // meanwhile, and /usr/lib's files came back as d<i>/os-release, …: 2 runs in 3 here. Expected
+    // (from what the code wrote): only its regular files come back, with their contents; no link.
+    const code = [
+      'import os',
+      "for i in range(3000): open(f'e{i:04d}', 'w').write('e' * 4000)",
+      "open('real.txt', 'w').write('real')",
+      "os.makedirs('sub')",
+      "open('sub/data.txt', 'w').write('data')",
+      'for i in range(8):',
+      "    os.makedirs(f'd{i}')",
+      "    open(f'd{i}/inside.txt', 'w').write('inside')",
+      "os.symlink('/etc/ld.so.cache', 'to-file')",
+      "os.symlink('/usr/lib', 'to-dir')",
+      "os.symlink('..', 'up')",
+      "os.symlink('../real.txt', 'sub/to-real')",
+      "os.symlink('/nowhere', 'dangling')",
+      'r, w = os.pipe()',
+      'if os.fork() == 0:',
+      '    os.setsid()',
+      '    while True:',
+      '        for i in range(8):',
+      "            os.rename(f'd{i}', f'd{i}.real')",
+      "            os.symlink('/usr/lib', f'd{i}')",
+      "        os.write(w, b'x')",
+      '        for i in range(8):',
+      "            os.unlink(f'd{i}')",
+      "            os.rename(f'd{i}.real', f'd{i}')",
+      '# The swapping has begun before the code ends.',
+      'os.read(r, 1)',
+      "print('left a swapper running')",
+    ].join('\n');
+    await withWorkspace(async (ws) => {
+      const run = await runPython(code, { cwd: ws.dir, timeoutMs: 60_000 });
+      expect(run).toMatchObject({ stdout: 'left a swapper running\n', exitCode: 0 });
+      expect(run.workspaceSync?.reasons).toEqual([]);
+      const files = await ws.listFiles();
+      const filler = /^e\d{4}$/;
+      // Each d<i> was caught as the directory or as its renamed self (the swapper's first step).
+      const swapped = /^d\d(\.real)?\/inside\.txt$/;
+      expect(files.filter((f) => !filler.test(f) && !swapped.test(f))).toEqual([
+        'real.txt',
+        'sub/data.txt',
+      ]);
+      expect(files.filter((f) => filler.test(f))).toHaveLength(3000);
+      expect(files.filter((f) => swapped.test(f)).length).toBeLessThanOrEqual(8);
+      const expected: Record<string, string> = { 'real.txt': 'real', 'sub/data.txt': 'data' };
+      for (const f of files.filter((f) => !filler.test(f)))
+        expect(await readFile(join(ws.dir, f), 'utf8')).toBe(expected[f] ?? 'inside');
+      const entries = await readdir(ws.dir, { recursive: true, withFileTypes: true });
+      expect(entries.filter((e) => e.isSymbolicLink())).toEqual([]);
+    });
+  }, 120_000);
+
   it('never writes through a link the host workspace had, even under a parent left out', async () => {
     await withWorkspace(async (outside) => {
       await withWorkspace(async (ws) => {
