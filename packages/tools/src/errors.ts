@@ -170,3 +170,20 @@ export class PythonUnavailableError extends ToolError {
     this.fix = fix;
   }
 }
+
+/**
+ * A path named for a workspace (`Workspace.resolve`) would lead out of it: by `..` or an absolute
+ * path, or through a link in the workspace that leads elsewhere or nowhere.
+ */
+export class WorkspacePathError extends ToolError {
+  static override readonly code = 'WORKSPACE_PATH_OUTSIDE';
+  /** The path as it was given. */
+  readonly path: string;
+  /** The workspace's directory. */
+  readonly workspace: string;
+  constructor(path: string, workspace: string, why: string) {
+    super(`Path '${path}' ${why} (the workspace is ${workspace})`);
+    this.path = path;
+    this.workspace = workspace;
+  }
+}

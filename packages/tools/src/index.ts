@@ -28,6 +28,7 @@ export {
   ToolResultError,
   ToolTimeoutError,
   UrlPolicyError,
+  WorkspacePathError,
 } from './errors.js';
 export {
   createGeneralistTool,

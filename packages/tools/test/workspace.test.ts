@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { lstat, mkdir, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ToolError } from '../src/errors.js';
+import { ToolError, WorkspacePathError } from '../src/errors.js';
 import { runPython } from '../src/python-sandbox.js';
 import { createPythonTool } from '../src/python-tool.js';
 import { ToolRegistry } from '../src/tool-registry.js';
@@ -21,6 +21,40 @@ describe('Workspace', () => {
     await ws.cleanup();
     expect(existsSync(ws.dir)).toBe(false);
     await ws.cleanup(); // idempotent
+  });
+
+  it('resolve refuses a path that leaves through a link in the workspace, or a dangling one', async () => {
+    // Real links in a real workspace: a name a tool call gives must not reach a file outside
+    // through them (a write through a dangling link would create its target wherever it points).
+    await withWorkspace(async (outside) => {
+      await withWorkspace(async (ws) => {
+        await mkdir(join(ws.dir, 'sub'));
+        await symlink(outside.dir, join(ws.dir, 'out'));
+        await symlink(join(outside.dir, 'not-yet'), join(ws.dir, 'nowhere'));
+        await symlink('sub', join(ws.dir, 'alias'));
+        for (const [path, why] of [
+          ['out/x.txt', `goes through the link ${join(ws.dir, 'out')} to `],
+          ['out', 'outside the workspace'],
+          ['nowhere', 'which leads nowhere'],
+          ['../escape.txt', 'is outside the workspace'],
+        ] as const) {
+          const error = (() => {
+            try {
+              ws.resolve(path);
+            } catch (e) {
+              return e;
+            }
+          })();
+          expect(WorkspacePathError.isInstance(error), path).toBe(true);
+          expect(error).toMatchObject({ code: 'WORKSPACE_PATH_OUTSIDE', path, workspace: ws.dir });
+          expect((error as Error).message).toContain(why);
+        }
+        // A link that stays inside, and names not made yet, resolve as before.
+        expect(ws.resolve('alias/f.txt')).toBe(join(ws.dir, 'alias', 'f.txt'));
+        expect(ws.resolve('sub/new/deeper.txt')).toBe(join(ws.dir, 'sub', 'new', 'deeper.txt'));
+        expect(await outside.listFiles()).toEqual([]);
+      });
+    });
   });
 
   it('withWorkspace removes the dir even when the callback throws', async () => {
