@@ -317,6 +317,18 @@ describe('malformed requests get OpenAI-style errors', () => {
     const res = await fetch(`${gw.baseURL}/chat/completions`);
     expect(res.status).toBe(405);
   });
+
+  it("a malformed %-escape in the path is the client's 400, not a 500", async () => {
+    // decodeURIComponent throws on these (a cut UTF-8 sequence, a non-hex escape, a bare %).
+    for (const path of ['/v1/rollouts/%E0%A4%A', '/rollouts/%ZZ/v1/models', '/v1/models/%']) {
+      const res = await fetch(`${gw.url}${path}`);
+      expect(res.status, path).toBe(400);
+      expect(((await res.json()) as Json).error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'invalid_url',
+      });
+    }
+  });
 });
 
 describe('limits and the API key', () => {
