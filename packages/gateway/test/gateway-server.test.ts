@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OpenAIPolicyEngine } from '@flowgrpo/agent';
 import type { TinyModel } from '@flowgrpo/models';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import {
   chainCalls,
   createPolicyGateway,
@@ -466,6 +466,35 @@ describe('limits and the API key', () => {
       });
       expect(answer.status).toBe(413);
       expect((JSON.parse(answer.text) as Json).error.code).toBe('request_too_large');
+    });
+
+    it('closing the gateway ends a connection still sending a refused body', async () => {
+      // The client stops sending part-way through a declared 50 MB body and holds the connection
+      // open: the gateway would read (and drop) the rest for up to 30 s, but close() ends it.
+      // The 30 s timer is faked and never fires: only close() can end the connection here.
+      const own = await createPolicyGateway({
+        host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: {} }),
+        maxBodyBytes: 1024,
+      });
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      onTestFinished(() => {
+        vi.useRealTimers();
+      });
+      const sock = connect(own.port, '127.0.0.1');
+      await once(sock, 'connect');
+      sock.write(head(50 * 2 ** 20));
+      sock.write(Buffer.alloc(64 * 1024, 'x'));
+      const raw: Buffer[] = [];
+      sock.on('data', (d: Buffer) => raw.push(d));
+      const ended = once(sock, 'end');
+      while (!Buffer.concat(raw).toString('utf8').includes('request_too_large'))
+        await once(sock, 'data');
+      await own.close();
+      await ended;
+      expect(parse(Buffer.concat(raw).toString('utf8')).status).toBe(
+        'HTTP/1.1 413 Payload Too Large',
+      );
+      sock.destroy();
     });
 
     it('a body within the limit after Expect: 100-continue is read and answered', async () => {
