@@ -77,9 +77,10 @@ function probeFailure(
     return new PythonStartTimeoutError(`the interpreter '${python}'`, timeoutMs, {
       cause: probe.error,
     });
+  // The file is there (findExecutable found it): ENOENT is its #! interpreter or its loader.
   if (code === 'ENOENT')
     return new SandboxUnavailableError(
-      `the interpreter '${python}' was not found`,
+      `the interpreter '${python}' (${found}) cannot be run: its #! interpreter or dynamic loader is missing`,
       INSTALL_PYTHON_FIX,
     );
   if (code === 'EACCES')

@@ -312,6 +312,14 @@ describe('the first start: a missing interpreter is not a busy machine', () => {
     expect(SandboxUnavailableError.isInstance(denied)).toBe(true);
     expect((denied as SandboxUnavailableError).reason).toMatch(/is not executable$/);
     expect((denied as SandboxUnavailableError).fix).toMatch(/^make it executable \(chmod \+x /);
+    // One that starts and fails says how, in its own words.
+    const broken = join(dir, 'python3-broken');
+    writeFileSync(broken, '#!/bin/sh\necho "no encodings module" >&2\nexit 3\n', { mode: 0o755 });
+    const failed = await runPython('print(1)', { python: broken }).catch((e) => e);
+    expect(SandboxUnavailableError.isInstance(failed)).toBe(true);
+    expect((failed as SandboxUnavailableError).reason).toBe(
+      `the interpreter '${broken}' (${broken}) failed to start (exit status 3: no encodings module)`,
+    );
     // Without isolation: its own error, the same advice.
     const none = await runPython('print(1)', {
       python: join(dir, 'python3'),
