@@ -31,7 +31,7 @@ import type { CliIO } from './command.js';
 import { modelKind, resolveTokenizer } from './model-artifacts.js';
 import { type AgentSampling, agentFactory, policyTokenizer, rewardFunction } from './run-agent.js';
 import type { AgentSpec, DeviceName, Endpoint, RewardName, RunConfig } from './run-config.js';
-import { readQueryRows, readSftExamples } from './run-data.js';
+import { readQueryRows, readSftExamples, rowNames } from './run-data.js';
 
 // The checks `flowgrpo train` and `flowgrpo eval` run before anything slow or destructive — before
 // artifacts are built, output_dir is touched or a rollout starts: the model and tokenizer, the
@@ -91,7 +91,11 @@ export interface PreflightPlan {
   hfModelOnly?: boolean;
   /** The run's max_positions: the positions a build from a HF folder gets. */
   maxPositions?: number | undefined;
-  device: DeviceName;
+  /**
+   * The device asked for (--device, the config's "device"); absent, the default (cpu) is used
+   * and no device line is printed: it would say nothing the user did not already know.
+   */
+  device?: DeviceName | undefined;
   /** Data files, each under the key that names it ('train_file', '--data'). */
   data: { key: string; path: string; kind: 'query' | 'sft'; format?: string | undefined }[];
   /** The rollout agent on the local graphs: its first prompts must fit the positions. */
@@ -141,7 +145,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
     });
   };
 
-  const device = await chooseDevice(plan.device).catch((e: unknown) => {
+  const device = await chooseDevice(plan.device ?? 'cpu').catch((e: unknown) => {
     if (!ExecutionProviderUnavailableError.isInstance(e)) return problem(e, 'device');
     // Its message ends with the fix, which is printed as the fix already.
     problems.push({
@@ -150,7 +154,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
       hint: e.fix,
     });
   });
-  if (device) io.stderr(`device: ${device.device} (${device.why})\n`);
+  if (device && plan.device !== undefined) io.stderr(`device: ${device.device} (${device.why})\n`);
 
   const inputs = planInputs(plan);
   if (plan.outputDir) {
@@ -229,8 +233,9 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
       );
     else
       for (const [key, list] of rows) {
+        const names = await rowNames(pathOf(plan, key), PROMPT_CHECK_ROWS);
         problems.push(
-          ...(await promptProblems(key, list, factory, tokenizer, {
+          ...(await promptProblems(key, list, names, factory, tokenizer, {
             newTokens: plan.agent.sampling.maxTokens,
             maxPositions: model.maxPositions,
             vocabSize: model.vocabSize,
@@ -242,7 +247,8 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
   if (tokenizer && model && plan.sft)
     for (const [key, list] of examples) {
       try {
-        const p = sftFitProblem(key, list, tokenizer, { ...plan.sft, ...model });
+        const names = await rowNames(pathOf(plan, key), PROMPT_CHECK_ROWS);
+        const p = sftFitProblem(key, list, names, tokenizer, { ...plan.sft, ...model });
         if (p) problems.push(p);
       } catch (e) {
         problem(e, key);
@@ -254,7 +260,7 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
 }
 
 /** The preflight plan of a `flowgrpo train` run config. */
-export function trainPlan(rc: RunConfig, device: DeviceName): PreflightPlan {
+export function trainPlan(rc: RunConfig, device: DeviceName | undefined): PreflightPlan {
   const { run } = rc;
   const data: PreflightPlan['data'] = [];
   const kind = rc.kind === 'sft' ? 'sft' : 'query';
@@ -312,6 +318,11 @@ export function planInputs(plan: PreflightPlan): RunInput[] {
 }
 
 /** The fix of a typed error that carries its own (`fix`) rather than a hint. */
+/** The path of the plan's data file under `key`. */
+function pathOf(plan: PreflightPlan, key: string): string {
+  return plan.data.find((f) => f.key === key)!.path;
+}
+
 function fixOf(e: FlowGrpoError): string | undefined {
   const fix = (e as { fix?: unknown }).fix;
   return typeof fix === 'string' ? fix : undefined;
@@ -416,6 +427,7 @@ function toolsProblem(spec: AgentSpec): PreflightProblem | undefined {
 async function promptProblems(
   key: string,
   rows: readonly SampleRow[],
+  names: readonly string[],
   factory: (policy: PolicyEngine) => RolloutAgent,
   tokenizer: Tokenizer,
   o: { newTokens: number; maxPositions: number; vocabSize: number },
@@ -447,7 +459,7 @@ async function promptProblems(
   const problems: PreflightProblem[] = [];
   if (outside) {
     const e = new TokenOutOfVocabularyError({
-      what: `${key} row ${outside.row}: the agent's first prompt`,
+      what: `${key} ${names[outside.row]}: the agent's first prompt`,
       tokenId: outside.id,
       vocabSize: o.vocabSize,
     });
@@ -461,7 +473,7 @@ async function promptProblems(
     const first = over[0]!;
     const longest = over.reduce((a, b) => (b.tokens > a.tokens ? b : a));
     const e = new ContextLengthExceededError({
-      what: `${key} row ${first.row}: the agent's first prompt`,
+      what: `${key} ${names[first.row]}: the agent's first prompt`,
       promptTokens: first.tokens,
       newTokens: o.newTokens,
       maxPositions: o.maxPositions,
@@ -469,7 +481,7 @@ async function promptProblems(
     const more =
       over.length === 1
         ? ''
-        : ` (${over.length} of the first ${checked.length} rows do not fit; the longest, row ${longest.row}, is ${longest.tokens} tokens)`;
+        : ` (${over.length} of the first ${checked.length} rows do not fit; the longest, ${names[longest.row]}, is ${longest.tokens} tokens)`;
     problems.push({ code: e.code, message: `${e.message}${more}`, hint: e.hint });
   }
   return problems;
@@ -482,6 +494,7 @@ async function promptProblems(
 function sftFitProblem(
   key: string,
   examples: readonly SFTExample[],
+  names: readonly string[],
   tokenizer: Tokenizer,
   o: { maxLength: number; assistantOnly: boolean; maxPositions: number },
 ): PreflightProblem | undefined {
@@ -495,7 +508,7 @@ function sftFitProblem(
   const more = over.length === 1 ? '' : ` (${over.length} of the first ${checked.length} rows)`;
   return {
     code: ContextLengthExceededError.code,
-    message: `${key} row ${first.row}: ${first.tokens} tokens (max_length ${o.maxLength}) exceed the ${o.maxPositions} positions the graphs support${more}`,
+    message: `${key} ${names[first.row]}: ${first.tokens} tokens (max_length ${o.maxLength}) exceed the ${o.maxPositions} positions the graphs support${more}`,
     hint: `set max_length to at most ${o.maxPositions}, or raise max_positions (the artifacts are rebuilt)`,
   };
 }

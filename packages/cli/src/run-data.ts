@@ -5,7 +5,6 @@ import {
   type DatasetFormat,
   loadDataset,
   plainRowShape,
-  readJsonlAll,
   readJsonlRecords,
   readParquetRows,
   readSampleRows,
@@ -46,16 +45,17 @@ async function detectQueryFormat(
   path: string,
   log: ((line: string) => void) | undefined,
 ): Promise<'sample_rows' | 'plain'> {
-  const first = (await readRecords(path, 1))[0];
+  const head = (await readRecords(path, 1))[0];
+  const first = head?.value;
   if (first === undefined || (typeof first.extra_info === 'object' && first.extra_info !== null))
     return 'sample_rows';
   const shape = plainRowShape(first);
   if (shape === undefined) {
     const present = Object.keys(first).join(', ') || 'none';
     throw new DataFormatError(
-      `row 0 is neither a SampleRow (extra_info.ground_truth, …) nor a plain row ` +
+      `the first row is neither a SampleRow (extra_info.ground_truth, …) nor a plain row ` +
         `(question + answer, prompt + completion, or messages); fields present: ${present}`,
-      { file: path },
+      { file: path, ...head!.at },
       {
         hint: 'write {"question", "answer"} rows, or set "data_format" (gsm8k, nq, …) for a raw layout',
       },
@@ -74,20 +74,40 @@ const PLAIN_SHAPES = {
   messages: "TRL's messages",
 } as const;
 
+/** Where a record sits in its file, as DataFormatError names it: a JSONL line, a Parquet row. */
+type RecordAt = { line: number } | { row: number };
+
+/**
+ * How messages name the first `count` rows of a data file, in the order the readers return them
+ * — DataFormatError's numbering: `line N` in a JSONL file (1-based, blank lines counted, as
+ * editors show), `row N` in a Parquet file (0-based, as datasets' `ds[N]` and pandas take it).
+ */
+export async function rowNames(path: string, count: number): Promise<string[]> {
+  return (await readRecords(path, count)).map(({ at }) =>
+    'line' in at ? `line ${at.line}` : `row ${at.row}`,
+  );
+}
+
 /** The records of a .jsonl or .parquet file (the first `limit` of them when given). */
-async function readRecords(path: string, limit?: number): Promise<Record<string, unknown>[]> {
+async function readRecords(
+  path: string,
+  limit = Number.POSITIVE_INFINITY,
+): Promise<{ value: Record<string, unknown>; at: RecordAt }[]> {
   const ext = extname(path).toLowerCase();
   if (ext === '.jsonl') {
-    if (limit === undefined) return readJsonlAll<Record<string, unknown>>(path);
-    const out: Record<string, unknown>[] = [];
-    for await (const { value } of readJsonlRecords(path)) {
+    const out: { value: Record<string, unknown>; at: RecordAt }[] = [];
+    for await (const { value, line } of readJsonlRecords<Record<string, unknown>>(path)) {
       if (out.length >= limit) break;
-      out.push(value as Record<string, unknown>);
+      out.push({ value, at: { line } });
     }
     return out;
   }
-  if (ext === '.parquet')
-    return (await readParquetRows(path, { rowEnd: limit })) as Record<string, unknown>[];
+  if (ext === '.parquet') {
+    const rows = await readParquetRows(path, {
+      rowEnd: Number.isFinite(limit) ? limit : undefined,
+    });
+    return rows.map((value, row) => ({ value, at: { row } }));
+  }
   throw new DataFormatError(`unknown extension '${ext}' (expected .jsonl or .parquet)`, {
     file: path,
   });
@@ -95,17 +115,17 @@ async function readRecords(path: string, limit?: number): Promise<Record<string,
 
 const ROLES = new Set(['system', 'user', 'assistant', 'tool']);
 
-/** One record in a TRL dataset format as an SFTExample; anything else names the row. */
+/** One record in a TRL dataset format as an SFTExample; anything else names where it is. */
 export function sftExample(
   record: Record<string, unknown>,
-  index: number,
+  at: RecordAt,
   file: string,
 ): SFTExample {
   const bad = (why: string) =>
-    new DataFormatError(
-      `row ${index}: ${why} (SFT rows need 'messages', 'prompt' + 'completion', or 'text')`,
-      { file },
-    );
+    new DataFormatError(`${why} (SFT rows need 'messages', 'prompt' + 'completion', or 'text')`, {
+      file,
+      ...at,
+    });
   // Parquet gives every row every column (null where a row has none): null counts as absent.
   if (Array.isArray(record.messages)) {
     const messages = record.messages.map((m, i) => {
@@ -131,5 +151,5 @@ export async function readSftExamples(path: string, what = 'the data file'): Pro
   requireFile(path, what);
   const records = await readRecords(path);
   if (records.length === 0) throw new DataFormatError('the file holds no rows', { file: path });
-  return records.map((r, i) => sftExample(r, i, path));
+  return records.map((r) => sftExample(r.value, r.at, path));
 }

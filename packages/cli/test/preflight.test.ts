@@ -79,7 +79,8 @@ describe('flowgrpo train: preflight', () => {
       `[FILE_NOT_FOUND] train_file: file not found: ${join(tmp, 'many', 'nowhere.jsonl')}`,
     );
     expect(r.err).toContain('fix: check the data file');
-    expect(r.err).toMatch(/\[DATA_FORMAT_ERROR\] eval_file: .*eval\.jsonl.*row 1 .*question/);
+    // The second row is the file's line 2 (JSONL rows are named by line, as editors number them).
+    expect(r.err).toMatch(/\[DATA_FORMAT_ERROR\] eval_file: .*eval\.jsonl:line 2: .*question/);
     expect(r.err).toContain(
       `[FILE_NOT_FOUND] tokenizer: file not found: ${join(tmp, 'many', 'no-tokenizer')}`,
     );
@@ -125,7 +126,7 @@ describe('flowgrpo train: preflight', () => {
     );
     expect(r.code).toBe(1);
     expect(r.err).toMatch(
-      /\[CONTEXT_LENGTH_EXCEEDED\] train_file row 0: the agent's first prompt \((\d+) tokens\) \+ 32 new tokens exceeds the 1024 positions the graphs support \(2 of the first 3 rows do not fit; the longest, row 2, is \d+ tokens\)/,
+      /\[CONTEXT_LENGTH_EXCEEDED\] train_file line 1: the agent's first prompt \((\d+) tokens\) \+ 32 new tokens exceeds the 1024 positions the graphs support \(2 of the first 3 rows do not fit; the longest, line 3, is \d+ tokens\)/,
     );
     expect(Number(/first prompt \((\d+) tokens\)/.exec(r.err)![1])).toBeGreaterThan(900);
     expect(r.err).toMatch(
@@ -149,6 +150,21 @@ describe('flowgrpo train: preflight', () => {
     if (!cuda.available && softwareVulkanAdapter())
       expect(io.err).toContain('which auto never picks (device "webgpu" uses it)');
     expect(existsSync(rc.config.output_dir)).toBe(false);
+  });
+
+  it('prints the device line only when a device was asked for', async () => {
+    // The default (no "device", no --device) is the CPU: announcing it as "(asked for)" was
+    // untrue and told the user nothing. Asked for, the line says so — and that is now true.
+    const dir = join(tmp, 'device-line');
+    mkdirSync(dir);
+    const rc = loadRunConfig(writeConfig(join(dir, 'run.json'), grpoConfig(dir, model)), dir);
+    const quiet = captureIO(dir);
+    expect((await preflight(trainPlan(rc, rc.run.device), quiet)).device).toBe('cpu');
+    expect(rc.run.device).toBeUndefined();
+    expect(quiet.err).not.toMatch(/^device:/m);
+    const asked = captureIO(dir);
+    expect((await preflight(trainPlan(rc, 'cpu'), asked)).device).toBe('cpu');
+    expect(asked.err).toMatch(/^device: cpu \(asked for\)$/m);
   });
 
   it.skipIf(cuda.available)(
@@ -188,7 +204,7 @@ describe('flowgrpo train: preflight', () => {
     );
     expect(r.code).toBe(1);
     expect(r.err).toMatch(
-      /\[CONTEXT_LENGTH_EXCEEDED\] train_file row 0: the agent's first prompt \((\d+) tokens\) \+ 64 new tokens exceeds the 300 positions/,
+      /\[CONTEXT_LENGTH_EXCEEDED\] train_file line 1: the agent's first prompt \((\d+) tokens\) \+ 64 new tokens exceeds the 300 positions/,
     );
     // The planner prompt holds the question and the calculator's description.
     expect(Number(/first prompt \((\d+) tokens\)/.exec(r.err)![1])).toBeGreaterThan(300);
@@ -210,7 +226,7 @@ describe('flowgrpo train: preflight', () => {
     });
     expect(r.code).toBe(1);
     expect(r.err).toContain(
-      "[TOKEN_OUT_OF_VOCABULARY] train_file row 0: the agent's first prompt has token id 9000 outside [0, 259)",
+      "[TOKEN_OUT_OF_VOCABULARY] train_file line 1: the agent's first prompt has token id 9000 outside [0, 259)",
     );
     expect(r.err).toContain("fix: use the model's own tokenizer");
     expect(existsSync(r.out)).toBe(false);
@@ -245,10 +261,12 @@ describe('flowgrpo train: SFT preflight', () => {
     );
     expect(r.code).toBe(1);
     expect(r.err).toMatch(
-      /\[CONTEXT_LENGTH_EXCEEDED\] train_file row 1: \d+ tokens \(max_length 256\) exceed the 64 positions the graphs support/,
+      /\[CONTEXT_LENGTH_EXCEEDED\] train_file line 2: \d+ tokens \(max_length 256\) exceed the 64 positions the graphs support/,
     );
     expect(r.err).toContain('fix: set max_length to at most 64, or raise max_positions');
-    expect(r.err).toMatch(/\[DATA_FORMAT_ERROR\] eval_file: .*bad\.jsonl: row 1: /);
+    expect(r.err).toMatch(
+      /\[DATA_FORMAT_ERROR\] eval_file: .*bad\.jsonl:line 2: columns messages \(SFT rows need/,
+    );
     expect(existsSync(r.out)).toBe(false);
   });
 });
@@ -285,7 +303,7 @@ describe('flowgrpo eval: preflight', () => {
     ).toBe(1);
     // The tiny model has 2048 positions: no prompt leaves room for 4000 new tokens.
     expect(long.err).toMatch(
-      /\[CONTEXT_LENGTH_EXCEEDED\] --data row 0: the agent's first prompt \(\d+ tokens\) \+ 4000 new tokens exceeds the 2048 positions/,
+      /\[CONTEXT_LENGTH_EXCEEDED\] --data line 1: the agent's first prompt \(\d+ tokens\) \+ 4000 new tokens exceeds the 2048 positions/,
     );
   });
 

@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DataFormatError, writeParquet } from '@flowgrpo/core';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readQueryRows } from '../src/run-data.js';
+import { readQueryRows, readSftExamples, rowNames } from '../src/run-data.js';
 import { questionRows, writeJsonl } from './train-fixtures.js';
 
 // The data files of `flowgrpo train` (GRPO) and `flowgrpo eval` with no data_format: SampleRows
@@ -76,7 +76,7 @@ describe('readQueryRows without a data_format', () => {
     const error = await readQueryRows(file, undefined).catch((e: unknown) => e);
     expect(DataFormatError.isInstance(error)).toBe(true);
     expect((error as DataFormatError).message).toBe(
-      `${file}: row 0 is neither a SampleRow (extra_info.ground_truth, …) nor a plain row ` +
+      `${file}:line 1: the first row is neither a SampleRow (extra_info.ground_truth, …) nor a plain row ` +
         '(question + answer, prompt + completion, or messages); fields present: text',
     );
     expect((error as DataFormatError).hint).toMatch(/question.*answer.*data_format/);
@@ -84,7 +84,36 @@ describe('readQueryRows without a data_format', () => {
 
   it('a named format is used as named: plain rows as sample_rows are not SampleRows', async () => {
     const file = writeJsonl(join(tmp, 'named.jsonl'), [{ question: 'q', answer: '1' }]);
-    await expect(readQueryRows(file, 'sample_rows')).rejects.toThrow(/row 0 is not a SampleRow/);
+    await expect(readQueryRows(file, 'sample_rows')).rejects.toThrow(
+      `${file}:line 1: not a SampleRow: `,
+    );
     expect((await readQueryRows(file, 'plain'))[0]?.result).toBe('1');
+  });
+});
+
+describe('one numbering for the rows of a data file', () => {
+  // Hand-written files: a JSONL row is named by its line as an editor numbers it (blank lines
+  // count), a Parquet row by its 0-based index (datasets' ds[i]); never both in one message.
+  it('a JSONL row is its line: blank lines count, and no row index is given beside it', async () => {
+    const file = join(tmp, 'sft-blank-lines.jsonl');
+    writeFileSync(file, '{"text": "ok"}\n\n{"text": "ok too"}\n{"prompt": "p"}\n');
+    const error = await readSftExamples(file).catch((e: unknown) => e);
+    expect(DataFormatError.isInstance(error)).toBe(true);
+    expect((error as DataFormatError).message).toBe(
+      `${file}:line 4: 'prompt' and 'completion' must both be strings (SFT rows need 'messages', 'prompt' + 'completion', or 'text')`,
+    );
+    expect(await rowNames(file, 16)).toEqual(['line 1', 'line 3', 'line 4']);
+    const plain = join(tmp, 'first-row-after-blank.jsonl');
+    writeFileSync(plain, '\n{"text": "hello"}\n');
+    await expect(readQueryRows(plain, undefined)).rejects.toThrow(
+      `${plain}:line 2: the first row is neither a SampleRow`,
+    );
+  });
+
+  it('a Parquet row is its 0-based index', async () => {
+    const file = join(tmp, 'sft.parquet');
+    await writeParquet(file, [{ text: 'ok' }, { text: 'ok too' }, { text: null }]);
+    await expect(readSftExamples(file)).rejects.toThrow(`${file}:row 2: columns text `);
+    expect(await rowNames(file, 2)).toEqual(['row 0', 'row 1']);
   });
 });

@@ -63,22 +63,36 @@ export class ValidationError extends FlowGrpoError {
   }
 }
 
-/** A data file (JSONL, Parquet, Arrow) could not be read; names the file and line or row. */
+/**
+ * A data file (JSONL, Parquet, Arrow) could not be read; names the file and where in it, in one
+ * numbering per kind of file: a JSONL row by its 1-based `line` (what editors show; blank lines
+ * count), a Parquet or Arrow row by its 0-based `row` (what `datasets`' `ds[i]` and pandas'
+ * `df.iloc[i]` take). The message starts `file:line 18: …` or `file:row 17: …`.
+ */
 export class DataFormatError extends FlowGrpoError {
   static override readonly code = 'DATA_FORMAT_ERROR';
   readonly file: string | undefined;
   readonly line: number | undefined;
+  readonly row: number | undefined;
+  /** The message without the place (for an error raised again with the file named). */
+  readonly reason: string;
   constructor(
     message: string,
-    fields: { file?: string; line?: number } = {},
+    fields: { file?: string | undefined; line?: number | undefined; row?: number | undefined } = {},
     options?: FlowGrpoErrorOptions,
   ) {
-    const where = [fields.file, fields.line === undefined ? undefined : `line ${fields.line}`]
-      .filter(Boolean)
-      .join(':');
+    const at =
+      fields.line !== undefined
+        ? `line ${fields.line}`
+        : fields.row !== undefined
+          ? `row ${fields.row}`
+          : undefined;
+    const where = [fields.file, at].filter(Boolean).join(':');
     super(where ? `${where}: ${message}` : message, options);
     this.file = fields.file;
     this.line = fields.line;
+    this.row = fields.row;
+    this.reason = message;
   }
 }
 

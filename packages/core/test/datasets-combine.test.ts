@@ -21,6 +21,7 @@ import {
   type SampleRow,
   shuffleRows,
   stepsPerEpoch,
+  writeParquet,
   writeSampleRows,
 } from '../src/index.js';
 import { testDir } from './temp-dir.js';
@@ -186,7 +187,14 @@ describe('SampleRow files and prepareCombinedTrainSet (generated data)', () => {
     ]);
     const bad = join(dir, 'bad.jsonl');
     writeFileSync(bad, `${JSON.stringify(rows[0])}\n{"id":-1}\n`);
-    await expect(readSampleRows(bad)).rejects.toThrow(/row 1 is not a SampleRow/);
+    // The second row is line 2 of the JSONL file, and row 1 (0-based, as datasets' ds[1]) of a
+    // Parquet file.
+    await expect(readSampleRows(bad)).rejects.toThrow(`${bad}:line 2: not a SampleRow: `);
+    const badParquet = join(dir, 'bad.parquet');
+    await writeParquet(badParquet, [rows[0]!, { ...rows[0]!, id: -1 }]);
+    await expect(readSampleRows(badParquet)).rejects.toThrow(
+      `${badParquet}:row 1: not a SampleRow: id: `,
+    );
   });
 
   it('stores an extra_info key whose type differs across sources as JSON, and restores it', async () => {

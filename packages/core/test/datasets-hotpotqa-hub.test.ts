@@ -80,7 +80,7 @@ describe('readHotpotQaHubRows', () => {
     const error = await readHotpotQaHubRows([bad]).catch((e: unknown) => e);
     expect(DataFormatError.isInstance(error)).toBe(true);
     expect((error as Error).message).toBe(
-      `${bad}: row 1 context is not the hub's layout {title: [...], sentences: [...]} with lists of one length`,
+      `${bad}:row 1: context is not the hub's layout {title: [...], sentences: [...]} with lists of one length`,
     );
     const jsonLayout = parquet('json-layout.parquet', [{ _id: 'x', question: 'q', answer: 'a' }]);
     await expect(readHotpotQaHubRows([jsonLayout])).rejects.toThrow(

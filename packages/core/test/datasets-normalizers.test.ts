@@ -62,11 +62,11 @@ describe('normalisers on hand-written rows', () => {
     expect(parseGsm8kAnswer('no marker')).toBeUndefined();
     expectRowError(
       () => normalizeGsm8k([{ question: 'q', answer: 'x' }], { file: 'f.jsonl' }),
-      /gsm8k row 0: .*####/,
+      /^f\.jsonl:row 0: gsm8k: .*####/,
     );
     expectRowError(
       () => normalizeGsm8k([{ q: 'x' }, { question: 'q' }]),
-      /gsm8k row 0: missing field question/,
+      /row 0: gsm8k: missing field question/,
     );
   });
 
@@ -102,7 +102,7 @@ describe('normalisers on hand-written rows', () => {
     });
     expectRowError(
       () => normalizeDeepMath([{ question: 'q', final_answer: '1' }, { question: 'q' }]),
-      /deepmath row 1: missing field final_answer or Answer/,
+      /row 1: deepmath: missing field final_answer or Answer/,
     );
   });
 
@@ -152,11 +152,11 @@ describe('normalisers on hand-written rows', () => {
     expect(asked?.result).toBe('x; y');
     expectRowError(
       () => normalizeNq([{ question: 'q', golden_answers: [null] }]),
-      /nq row 0: .*no usable answer/,
+      /row 0: nq: .*no usable answer/,
     );
     expectRowError(
       () => normalizeNq([{ question: 'q' }]),
-      /nq row 0: missing field golden_answers/,
+      /row 0: nq: missing field golden_answers/,
     );
     expectRowError(
       () => normalizeNq([{ question: 'q', golden_answers: [{ t: 1 }] }]),
@@ -215,7 +215,7 @@ describe('normalisers on hand-written rows', () => {
     });
     expectRowError(
       () => normalizeAime([{ problem: 'p', answer: ['1'] }]),
-      /aime row 0: field answer must be text/,
+      /row 0: aime: field answer must be text/,
     );
   });
 
@@ -265,7 +265,7 @@ describe('normalisers on hand-written rows', () => {
       () => normalizeHotpotQa([{ question: 'Q', answer: 'A', supporting_facts: [[0, 'T']] }]),
       /supporting_facts\[0\]/,
     );
-    expectRowError(() => normalizeMath500(['just a string']), /math500 row 0: expected an object/);
+    expectRowError(() => normalizeMath500(['just a string']), /row 0: math500: expected an object/);
   });
 });
 
@@ -314,11 +314,16 @@ describe('loadDataset on generated files', () => {
         jsonl,
         '{"question":"q","answer":"a <<1+1=2>>2\\n#### 2"}\n\n{"question":"r"}\n',
       );
+      // The bad row is the second row and the file's line 3 (line 2 is blank): the message
+      // names the line, as an editor numbers it, and no row beside it.
       const error = await loadDataset(jsonl, 'gsm8k').catch((e: unknown) => e);
       expect(DataFormatError.isInstance(error)).toBe(true);
       expect((error as DataFormatError).file).toBe(jsonl);
       expect((error as DataFormatError).line).toBe(3);
-      expect((error as Error).message).toMatch(/gsm8k row 1: missing field answer/);
+      expect((error as DataFormatError).row).toBeUndefined();
+      expect((error as Error).message).toBe(
+        `${jsonl}:line 3: gsm8k: missing field answer (fields present: question)`,
+      );
       expect(await loadDataset(jsonl, 'gsm8k', { limit: 1 })).toMatchObject([{ result: '2' }]);
       await expect(loadDataset(join(dir, 'x.csv'), 'gsm8k')).rejects.toThrow(/unknown extension/);
     } finally {
@@ -509,19 +514,19 @@ describe('plain rows: {question, answer}, TRL prompt/completion and messages', (
   it('a row without a question or without a reference answer names the row and what it lacks', () => {
     expectRowError(
       () => normalizePlain([{ question: 'a', answer: '1' }, { question: 'b' }]),
-      /^plain row 1: no reference answer: a \{question, answer\} row needs 'answer'$/,
+      /^row 1: plain: no reference answer: a \{question, answer\} row needs 'answer'$/,
     );
     expectRowError(
       () => normalizePlain([{ prompt: 'p' }]),
-      /plain row 0: no reference answer: a 'prompt' row needs 'answer' or 'completion'/,
+      /row 0: plain: no reference answer: a 'prompt' row needs 'answer' or 'completion'/,
     );
     expectRowError(
       () => normalizePlain([{ messages: [{ role: 'assistant', content: 'x' }] }]),
-      /plain row 0: messages has no user message/,
+      /row 0: plain: messages has no user message/,
     );
     expectRowError(
       () => normalizePlain([{ text: 'hello' }]),
-      /plain row 0: no 'question', 'prompt' or 'messages' \(fields present: text\)/,
+      /row 0: plain: no 'question', 'prompt' or 'messages' \(fields present: text\)/,
     );
   });
 

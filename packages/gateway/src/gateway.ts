@@ -1,10 +1,10 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { TrainingSampling } from '@flowgrpo/models';
 import { createGatewayContext, ROLLOUT_HEADER, ROLLOUT_ID } from './context.js';
 import { errorBody } from './errors.js';
-import { sendJson } from './http-util.js';
+import { refuseBody, sendJson } from './http-util.js';
 import type { PolicyHost } from './policy-host.js';
 import type { RecordedCall, RolloutRecorder } from './recorder.js';
 import { dispatch, type Route } from './router.js';
@@ -109,7 +109,9 @@ export interface PolicyGateway {
 
 export async function createPolicyGateway(options: PolicyGatewayOptions): Promise<PolicyGateway> {
   const ctx = createGatewayContext(options);
-  const server: Server = createServer((req, res) => {
+  // Refused bodies still being read before their connection closes (refuseBody); close() ends them.
+  const lingering = new Set<() => void>();
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     const abort = new AbortController();
     res.on('close', () => {
       if (!res.writableEnded) abort.abort(new Error('the client closed the connection'));
@@ -125,9 +127,16 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       }
       if (res.destroyed) return;
       const { status, body } = errorBody(error);
-      sendJson(res, status, body, status === 413 ? { connection: 'close' } : {});
+      if (status !== 413) return sendJson(res, status, body);
+      const finish = refuseBody(req, res, status, body);
+      lingering.add(finish);
+      res.once('close', () => lingering.delete(finish));
     });
-  });
+  };
+  const server: Server = createServer(handle);
+  // Without this listener Node answers `Expect: 100-continue` itself, before any route has seen
+  // the request; readJson sends the 100 once the declared size is within the limit.
+  server.on('checkContinue', handle);
   const hostname = options.hostname ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -159,6 +168,7 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
+        for (const finish of lingering) finish();
         server.closeIdleConnections?.();
       }),
   };

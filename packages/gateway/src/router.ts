@@ -16,10 +16,21 @@ export interface Route {
   handle(ctx: GatewayContext, r: RouteRequest): void | Promise<void>;
 }
 
+/** A path segment decoded; a malformed %-escape is the client's mistake (400), not ours (500). */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new GatewayError(400, `the URL path has a malformed %-escape: '${segment}'`, {
+      code: 'invalid_url',
+    });
+  }
+}
+
 function matchPath(route: Route, path: string): string[] | undefined {
   if (typeof route.path === 'string') return route.path === path ? [] : undefined;
   const m = route.path.exec(path);
-  return m ? m.slice(1).map((p) => decodeURIComponent(p)) : undefined;
+  return m ? m.slice(1).map(decodeSegment) : undefined;
 }
 
 /** Finds the request's route and runs it; throws the GatewayError the server answers with. */
@@ -35,7 +46,7 @@ export async function dispatch(
   let fromPath: string | undefined;
   const scoped = /^\/rollouts\/([^/]+)(\/.*)$/.exec(path);
   if (scoped) {
-    fromPath = decodeURIComponent(scoped[1]!);
+    fromPath = decodeSegment(scoped[1]!);
     path = scoped[2]!;
   }
   const method = req.method ?? 'GET';

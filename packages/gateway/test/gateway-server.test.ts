@@ -2,12 +2,15 @@
 // OpenAI wire format (JSON and SSE), the errors and limits, LoRA adapters by model name, the
 // recording of calls (token ids, logprobs, chains), rewards, and the upstream (vLLM) mode with
 // another gateway playing vLLM.
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { request } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { OpenAIPolicyEngine } from '@flowgrpo/agent';
 import type { TinyModel } from '@flowgrpo/models';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import {
   chainCalls,
   createPolicyGateway,
@@ -314,6 +317,18 @@ describe('malformed requests get OpenAI-style errors', () => {
     const res = await fetch(`${gw.baseURL}/chat/completions`);
     expect(res.status).toBe(405);
   });
+
+  it("a malformed %-escape in the path is the client's 400, not a 500", async () => {
+    // decodeURIComponent throws on these (a cut UTF-8 sequence, a non-hex escape, a bare %).
+    for (const path of ['/v1/rollouts/%E0%A4%A', '/rollouts/%ZZ/v1/models', '/v1/models/%']) {
+      const res = await fetch(`${gw.url}${path}`);
+      expect(res.status, path).toBe(400);
+      expect(((await res.json()) as Json).error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'invalid_url',
+      });
+    }
+  });
 });
 
 describe('limits and the API key', () => {
@@ -343,6 +358,160 @@ describe('limits and the API key', () => {
     } finally {
       await small.close();
     }
+  });
+
+  // A client that declares or streams a body over the limit must read the 413 (OpenAI's error
+  // body, code request_too_large) and then see the connection end, not a reset: the server keeps
+  // reading and dropping the body after answering (refuseBody).
+  describe('a body over the limit', () => {
+    let g: PolicyGateway;
+    beforeAll(async () => {
+      const engine = new ScriptedEngine(model.tokenizer, ['ok']);
+      g = await createPolicyGateway({
+        host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: { policy: engine } }),
+        maxBodyBytes: 1024,
+      });
+    });
+    afterAll(() => g.close());
+
+    const head = (length: number, extra = '') =>
+      `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n${extra}\r\n`;
+    /** The status line and the JSON body of a raw HTTP/1.1 answer. */
+    const parse = (raw: string) => ({
+      status: raw.slice(0, raw.indexOf('\r\n')),
+      headers: raw.slice(0, raw.indexOf('\r\n\r\n')).toLowerCase(),
+      body: JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4)) as Json,
+    });
+
+    it('declared in Content-Length (50 MB): 413, then the whole body is read and the connection ends', async () => {
+      const declared = 50 * 2 ** 20;
+      const sock = connect(g.port, '127.0.0.1');
+      // Nothing is read until the whole body is sent: a server that closes with the body unread
+      // resets the connection, and the reset discards the unread answer (what it did before).
+      sock.pause();
+      const errors: Error[] = [];
+      sock.on('error', (e) => errors.push(e));
+      await once(sock, 'connect');
+      sock.write(head(declared));
+      const chunk = Buffer.alloc(2 ** 20, 'x');
+      for (let sent = 0; sent < declared && !sock.destroyed; sent += chunk.length)
+        await new Promise<void>((resolve) => sock.write(chunk, () => resolve()));
+      const raw: Buffer[] = [];
+      sock.on('data', (d: Buffer) => raw.push(d));
+      let ended = false;
+      sock.on('end', () => {
+        ended = true;
+      });
+      const closed = once(sock, 'close');
+      sock.resume();
+      await closed;
+      expect(errors).toEqual([]);
+      expect(ended).toBe(true);
+      const answer = parse(Buffer.concat(raw).toString('utf8'));
+      expect(answer.status).toBe('HTTP/1.1 413 Payload Too Large');
+      expect(answer.headers).toContain('connection: close');
+      expect(answer.body.error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'request_too_large',
+        param: null,
+      });
+      expect(answer.body.error.message).toContain('larger than 1024 bytes');
+    });
+
+    it('declared with Expect: 100-continue: 413 without a 100 Continue, so no body is sent', async () => {
+      const sock = connect(g.port, '127.0.0.1');
+      await once(sock, 'connect');
+      sock.write(head(50 * 2 ** 20, 'Expect: 100-continue\r\n'));
+      const raw: Buffer[] = [];
+      sock.on('data', (d: Buffer) => raw.push(d));
+      // The answer is complete when its Content-Length bytes are in (the server then waits for
+      // the body this client will not send; the client closes).
+      const full = () => {
+        const text = Buffer.concat(raw).toString('utf8');
+        const at = text.indexOf('\r\n\r\n');
+        const length = Number(/content-length: (\d+)/i.exec(text)?.[1]);
+        return at >= 0 && Buffer.byteLength(text) - at - 4 >= length;
+      };
+      while (!full()) await once(sock, 'data');
+      const answer = parse(Buffer.concat(raw).toString('utf8'));
+      expect(answer.status).toBe('HTTP/1.1 413 Payload Too Large');
+      expect(answer.body.error.code).toBe('request_too_large');
+      sock.destroy();
+    });
+
+    it('streamed (chunked) past the limit: 413 while the client is still sending', async () => {
+      const answer = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = request(`${g.baseURL}/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+        });
+        let answered = false;
+        req.on('error', reject);
+        req.on('response', (res) => {
+          answered = true;
+          const parts: Buffer[] = [];
+          res.on('data', (d: Buffer) => parts.push(d));
+          res.on('end', () => {
+            resolve({ status: res.statusCode!, text: Buffer.concat(parts).toString('utf8') });
+            req.destroy();
+          });
+        });
+        // No Content-Length: Node sends the body chunked, 64 KiB at a time, until the answer.
+        const chunk = Buffer.alloc(64 * 1024, 'x');
+        const pump = () => {
+          while (!answered && req.write(chunk));
+          if (!answered) req.once('drain', pump);
+        };
+        pump();
+      });
+      expect(answer.status).toBe(413);
+      expect((JSON.parse(answer.text) as Json).error.code).toBe('request_too_large');
+    });
+
+    it('closing the gateway ends a connection still sending a refused body', async () => {
+      // The client stops sending part-way through a declared 50 MB body and holds the connection
+      // open: the gateway would read (and drop) the rest for up to 30 s, but close() ends it.
+      // The 30 s timer is faked and never fires: only close() can end the connection here.
+      const own = await createPolicyGateway({
+        host: new EnginePolicyHost({ tokenizer: model.tokenizer, engines: {} }),
+        maxBodyBytes: 1024,
+      });
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+      onTestFinished(() => {
+        vi.useRealTimers();
+      });
+      const sock = connect(own.port, '127.0.0.1');
+      await once(sock, 'connect');
+      sock.write(head(50 * 2 ** 20));
+      sock.write(Buffer.alloc(64 * 1024, 'x'));
+      const raw: Buffer[] = [];
+      sock.on('data', (d: Buffer) => raw.push(d));
+      const ended = once(sock, 'end');
+      while (!Buffer.concat(raw).toString('utf8').includes('request_too_large'))
+        await once(sock, 'data');
+      await own.close();
+      await ended;
+      expect(parse(Buffer.concat(raw).toString('utf8')).status).toBe(
+        'HTTP/1.1 413 Payload Too Large',
+      );
+      sock.destroy();
+    });
+
+    it('a body within the limit after Expect: 100-continue is read and answered', async () => {
+      const body = JSON.stringify({ model: 'policy', messages: [user('hi')] });
+      const sock = connect(g.port, '127.0.0.1');
+      await once(sock, 'connect');
+      sock.write(head(Buffer.byteLength(body), 'Expect: 100-continue\r\n'));
+      const [first] = (await once(sock, 'data')) as [Buffer];
+      expect(first.toString('utf8')).toMatch(/^HTTP\/1\.1 100 Continue\r\n/);
+      const raw: Buffer[] = [];
+      sock.on('data', (d: Buffer) => raw.push(d));
+      sock.write(body);
+      while (!Buffer.concat(raw).toString('utf8').includes('"finish_reason"'))
+        await once(sock, 'data');
+      expect(Buffer.concat(raw).toString('utf8')).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+      sock.destroy();
+    });
   });
 
   it('answers 429 when every generation slot and the queue are taken', async () => {

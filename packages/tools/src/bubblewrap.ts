@@ -1,7 +1,7 @@
-import { spawnSync } from 'node:child_process';
+import { type SpawnSyncReturns, spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, lstatSync, readlinkSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
-import { SandboxUnavailableError } from './errors.js';
+import { PythonStartTimeoutError, SandboxUnavailableError } from './errors.js';
 import { HOST_WRAPPER } from './sandbox-launcher.js';
 
 // How a run is isolated: bubblewrap (the sandbox tool Flatpak is built on) with every namespace
@@ -26,6 +26,16 @@ export const USERNS_FIX =
 
 const SAFE_PATH = '/usr/local/bin:/usr/bin:/bin';
 
+/**
+ * How long the interpreter, and then the sandbox around it, each get to answer the one-off probe
+ * of their first start, by default. A loaded machine can take seconds to start either: running
+ * past this is a PythonStartTimeoutError, not a missing interpreter.
+ */
+export const DEFAULT_START_TIMEOUT_MS = 15_000;
+
+export const INSTALL_PYTHON_FIX =
+  'install python3 (Debian/Ubuntu: apt-get install python3), or pass the interpreter path as `python`';
+
 /** `name` looked up on the parent's PATH plus the standard directories. */
 export function findExecutable(name: string): string | undefined {
   if (name.includes('/')) return existsSync(name) ? name : undefined;
@@ -49,37 +59,96 @@ interface PythonInstall {
   binds: string[];
 }
 
-const installs = new Map<string, PythonInstall | null>();
+const installs = new Map<string, PythonInstall | SandboxUnavailableError>();
 
-/** Where `python` really lives: its binary and the prefixes it imports from. */
-export function pythonInstall(python: string): PythonInstall | null {
-  if (installs.has(python)) return installs.get(python)!;
-  const found = findExecutable(python);
-  let install: PythonInstall | null = null;
-  if (found) {
-    const probe = spawnSync(
-      found,
-      [
-        '-I',
-        '-c',
-        'import json, os, sys; print(json.dumps([sys.executable, sys.prefix, sys.base_prefix, os.path.realpath(sys.executable)]))',
-      ],
-      { encoding: 'utf8', timeout: 10_000, env: { PATH: SAFE_PATH } },
+/**
+ * Why a probe of the interpreter `python` (at `found`) did not answer: not there or not
+ * executable (install it), a timeout (a busy machine: PythonStartTimeoutError), or a start that
+ * failed (its own words).
+ */
+function probeFailure(
+  python: string,
+  found: string,
+  probe: SpawnSyncReturns<string>,
+  timeoutMs: number,
+): SandboxUnavailableError | PythonStartTimeoutError {
+  const code = (probe.error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ETIMEDOUT')
+    return new PythonStartTimeoutError(`the interpreter '${python}'`, timeoutMs, {
+      cause: probe.error,
+    });
+  // The file is there (findExecutable found it): ENOENT is its #! interpreter or its loader.
+  if (code === 'ENOENT')
+    return new SandboxUnavailableError(
+      `the interpreter '${python}' (${found}) cannot be run: its #! interpreter or dynamic loader is missing`,
+      INSTALL_PYTHON_FIX,
     );
-    if (probe.status === 0) {
-      try {
-        const [exe, prefix, basePrefix, real] = JSON.parse(probe.stdout) as string[];
-        const system = (p: string) =>
-          p === '/usr' || /^\/(usr|bin|sbin|lib|lib32|lib64|libx32)(\/|$)/.test(p);
-        const binds = [
-          ...new Set([prefix!, basePrefix!, dirname(dirname(real!))].filter((p) => !system(p))),
-        ].filter((p) => p !== '/' && existsSync(p));
-        install = { executable: exe!, binds };
-      } catch {
-        install = null;
-      }
+  if (code === 'EACCES')
+    return new SandboxUnavailableError(
+      `the interpreter '${python}' (${found}) is not executable`,
+      `make it executable (chmod +x ${found}), or ${INSTALL_PYTHON_FIX}`,
+    );
+  const said = probe.stderr?.trim().split('\n').at(-1);
+  const how = probe.error
+    ? probe.error.message
+    : probe.signal
+      ? `killed by ${probe.signal}`
+      : probe.status !== 0
+        ? `exit status ${probe.status}${said ? `: ${said}` : ''}`
+        : `it printed ${JSON.stringify(probe.stdout.slice(0, 200))}, not its paths`;
+  return new SandboxUnavailableError(
+    `the interpreter '${python}' (${found}) failed to start (${how})`,
+    `check that \`${found} -I -c "import sys"\` runs, or pass another interpreter as \`python\``,
+  );
+}
+
+/**
+ * Where `python` really lives: its binary and the prefixes it imports from. Throws
+ * SandboxUnavailableError when it is missing or fails, and PythonStartTimeoutError when it does
+ * not answer within `timeoutMs` (that one is not remembered: a later call probes again).
+ */
+export function pythonInstall(python: string, timeoutMs = DEFAULT_START_TIMEOUT_MS): PythonInstall {
+  const cached = installs.get(python);
+  if (cached instanceof SandboxUnavailableError) throw cached;
+  if (cached) return cached;
+  const found = findExecutable(python);
+  if (!found) {
+    const missing = new SandboxUnavailableError(
+      `the interpreter '${python}' was not found${python.includes('/') ? '' : ' on PATH'}`,
+      INSTALL_PYTHON_FIX,
+    );
+    installs.set(python, missing);
+    throw missing;
+  }
+  const probe = spawnSync(
+    found,
+    [
+      '-I',
+      '-c',
+      'import json, os, sys; print(json.dumps([sys.executable, sys.prefix, sys.base_prefix, os.path.realpath(sys.executable)]))',
+    ],
+    { encoding: 'utf8', timeout: timeoutMs, env: { PATH: SAFE_PATH } },
+  );
+  let paths: string[] | undefined;
+  if (probe.status === 0 && !probe.error) {
+    try {
+      paths = JSON.parse(probe.stdout) as string[];
+    } catch {
+      // reported below as an interpreter that did not answer with its paths
     }
   }
+  if (!paths) {
+    const failure = probeFailure(python, found, probe, timeoutMs);
+    if (failure instanceof SandboxUnavailableError) installs.set(python, failure);
+    throw failure;
+  }
+  const [exe, prefix, basePrefix, real] = paths;
+  const system = (p: string) =>
+    p === '/usr' || /^\/(usr|bin|sbin|lib|lib32|lib64|libx32)(\/|$)/.test(p);
+  const binds = [
+    ...new Set([prefix!, basePrefix!, dirname(dirname(real!))].filter((p) => !system(p))),
+  ].filter((p) => p !== '/' && existsSync(p));
+  const install = { executable: exe!, binds };
   installs.set(python, install);
   return install;
 }
@@ -220,18 +289,27 @@ const supportCache = new Map<string, SandboxSupport | SandboxUnavailableError>()
 
 /**
  * Checks (once per interpreter) that a bubblewrap sandbox runs here, trying the unprivileged
- * host user first when we are root. Throws SandboxUnavailableError with the fix otherwise.
+ * host user first when we are root. Throws SandboxUnavailableError with the fix otherwise, and
+ * PythonStartTimeoutError when the interpreter or the sandbox does not answer within
+ * `startTimeoutMs` each (not remembered: the next call checks again).
  */
 export function sandboxSupport(
   python = 'python3',
   explicitPython = false,
   bwrapPath?: string,
+  startTimeoutMs = DEFAULT_START_TIMEOUT_MS,
 ): SandboxSupport {
   const key = `${python}\0${bwrapPath ?? ''}`;
   const cached = supportCache.get(key);
   if (cached instanceof SandboxUnavailableError) throw cached;
   if (cached) return cached;
-  const result = probeSupport(python, explicitPython, bwrapPath);
+  let result: SandboxSupport | SandboxUnavailableError;
+  try {
+    result = probeSupport(python, explicitPython, bwrapPath, startTimeoutMs);
+  } catch (e) {
+    if (SandboxUnavailableError.isInstance(e)) result = e;
+    else throw e;
+  }
   supportCache.set(key, result);
   if (result instanceof SandboxUnavailableError) throw result;
   return result;
@@ -241,6 +319,7 @@ function probeSupport(
   python: string,
   explicitPython: boolean,
   bwrapPath: string | undefined,
+  startTimeoutMs: number,
 ): SandboxSupport | SandboxUnavailableError {
   if (process.platform !== 'linux') {
     return new SandboxUnavailableError(
@@ -255,19 +334,13 @@ function probeSupport(
       INSTALL_FIX,
     );
   }
-  const host = pythonInstall(python);
-  if (!host) {
-    return new SandboxUnavailableError(
-      `the interpreter '${python}' cannot be started`,
-      'install python3, or pass the interpreter path as `python`',
-    );
-  }
+  const host = pythonInstall(python, startTimeoutMs);
   const root = process.getuid?.() === 0;
   const candidates: { install: PythonInstall; hostUser: SandboxSupport['hostUser'] }[] = [];
   if (root) {
     candidates.push({ install: host, hostUser: 'nobody' });
     // A default interpreter under /root (pyenv) is unreadable to nobody; the system one is not.
-    const system = explicitPython ? null : pythonInstall('/usr/bin/python3');
+    const system = explicitPython ? null : systemPython(startTimeoutMs);
     if (system && system.executable !== host.executable) {
       candidates.push({ install: system, hostUser: 'nobody' });
     }
@@ -300,13 +373,29 @@ function probeSupport(
           [],
         ),
       ],
-      { encoding: 'utf8', timeout: 15_000, env: { PATH: SAFE_PATH }, cwd: '/' },
+      { encoding: 'utf8', timeout: startTimeoutMs, env: { PATH: SAFE_PATH }, cwd: '/' },
     );
     if (probe.status === 0 && probe.stdout === '42\n') return support;
+    if ((probe.error as NodeJS.ErrnoException | undefined)?.code === 'ETIMEDOUT')
+      throw new PythonStartTimeoutError(
+        `the sandbox (bubblewrap around '${install.executable}')`,
+        startTimeoutMs,
+        { cause: probe.error },
+      );
     lastError = (probe.stderr || probe.error?.message || `exit status ${probe.status}`).trim();
   }
   return new SandboxUnavailableError(
     `bwrap cannot create the sandbox here (${lastError})`,
     USERNS_FIX,
   );
+}
+
+/** The system interpreter, when there is one that starts (a fallback for root, not a need). */
+function systemPython(startTimeoutMs: number): PythonInstall | null {
+  try {
+    return pythonInstall('/usr/bin/python3', startTimeoutMs);
+  } catch (e) {
+    if (SandboxUnavailableError.isInstance(e)) return null;
+    throw e;
+  }
 }

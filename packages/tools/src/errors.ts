@@ -131,3 +131,59 @@ export class SandboxUnavailableError extends ToolError {
     this.fix = fix;
   }
 }
+
+/**
+ * The interpreter, or the sandbox around it, was started but did not answer within the start
+ * timeout: the machine is busy, not broken (a missing interpreter is a SandboxUnavailableError, or
+ * with `isolation: 'none'` a PythonUnavailableError). Never remembered: the next call tries again.
+ */
+export class PythonStartTimeoutError extends ToolError {
+  static override readonly code = 'PYTHON_START_TIMEOUT';
+  /** What did not answer: the interpreter, or the sandbox around it. */
+  readonly what: string;
+  readonly timeoutMs: number;
+  constructor(what: string, timeoutMs: number, options?: FlowGrpoErrorOptions) {
+    const fix =
+      'try again when the machine is less busy, or raise the start timeout (createPythonTool({ startTimeoutSeconds }), runPython({ startTimeoutMs }))';
+    super(
+      `${what} did not answer within ${Number((timeoutMs / 1000).toFixed(3))} s of starting: the machine may be busy. Fix: ${fix}`,
+      {},
+      { ...options, hint: fix },
+    );
+    this.what = what;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * With `isolation: 'none'`: the interpreter is missing or not executable (in the sandbox the same
+ * is a SandboxUnavailableError). Nothing was run.
+ */
+export class PythonUnavailableError extends ToolError {
+  static override readonly code = 'PYTHON_UNAVAILABLE';
+  /** The interpreter as it was asked for. */
+  readonly python: string;
+  readonly fix: string;
+  constructor(python: string, reason: string, fix: string, options?: FlowGrpoErrorOptions) {
+    super(`The interpreter '${python}' ${reason}. Fix: ${fix}`, {}, { ...options, hint: fix });
+    this.python = python;
+    this.fix = fix;
+  }
+}
+
+/**
+ * A path named for a workspace (`Workspace.resolve`) would lead out of it: by `..` or an absolute
+ * path, or through a link in the workspace that leads elsewhere or nowhere.
+ */
+export class WorkspacePathError extends ToolError {
+  static override readonly code = 'WORKSPACE_PATH_OUTSIDE';
+  /** The path as it was given. */
+  readonly path: string;
+  /** The workspace's directory. */
+  readonly workspace: string;
+  constructor(path: string, workspace: string, why: string) {
+    super(`Path '${path}' ${why} (the workspace is ${workspace})`);
+    this.path = path;
+    this.workspace = workspace;
+  }
+}

@@ -17,6 +17,8 @@ export {
 export {
   CalculatorError,
   HttpRequestError,
+  PythonStartTimeoutError,
+  PythonUnavailableError,
   SandboxUnavailableError,
   ToolAbortedError,
   ToolError,
@@ -26,6 +28,7 @@ export {
   ToolResultError,
   ToolTimeoutError,
   UrlPolicyError,
+  WorkspacePathError,
 } from './errors.js';
 export {
   createGeneralistTool,

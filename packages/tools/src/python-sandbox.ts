@@ -3,12 +3,19 @@ import { accessSync, constants } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import {
   bwrapArgs,
+  DEFAULT_START_TIMEOUT_MS,
+  INSTALL_PYTHON_FIX,
   SANDBOX_WORKSPACE,
   sandboxSupport,
   USERNS_FIX,
   wrapperConfig,
 } from './bubblewrap.js';
-import { SandboxUnavailableError, ToolAbortedError, ToolError } from './errors.js';
+import {
+  PythonUnavailableError,
+  SandboxUnavailableError,
+  ToolAbortedError,
+  ToolError,
+} from './errors.js';
 import { createRunCgroup } from './run-cgroup.js';
 import {
   encodeLauncherInput,
@@ -126,6 +133,12 @@ export interface RunPythonOptions {
   isolation?: PythonIsolation;
   /** The bubblewrap binary; default `bwrap` on PATH or in /usr/bin. */
   bwrap?: string;
+  /**
+   * How long the interpreter, and the sandbox around it, each get to answer the one-off check
+   * of their first start (default 15 s); past it the call fails with PythonStartTimeoutError and
+   * the next one checks again. Raise it on a machine that is often busy.
+   */
+  startTimeoutMs?: number;
 }
 
 export interface PythonRunResult {
@@ -185,19 +198,31 @@ const interpreters = new Map<string, string>();
 /**
  * The real interpreter binary behind `name`. Version managers (pyenv, asdf) put shell shims on
  * PATH that add their own environment and processes; `sys.executable` names the binary itself.
+ * Throws PythonUnavailableError when there is no such interpreter or it is not executable. When
+ * the probe does not answer in time the name found on PATH is used, and probed again next time
+ * (a busy machine is no reason to keep a shim for good).
  */
-export function resolvePython(name = 'python3'): string {
-  let path = interpreters.get(name);
-  if (path === undefined) {
-    const found = resolveExecutable(name);
-    const probe = spawnSync(found, ['-c', 'import sys; print(sys.executable)'], {
-      encoding: 'utf8',
-      timeout: 10_000,
-    });
-    const exe = probe.status === 0 ? probe.stdout.trim() : '';
-    path = exe.startsWith('/') ? exe : found;
-    interpreters.set(name, path);
-  }
+export function resolvePython(name = 'python3', timeoutMs = DEFAULT_START_TIMEOUT_MS): string {
+  const cached = interpreters.get(name);
+  if (cached !== undefined) return cached;
+  const found = resolveExecutable(name);
+  const probe = spawnSync(found, ['-c', 'import sys; print(sys.executable)'], {
+    encoding: 'utf8',
+    timeout: timeoutMs,
+  });
+  const code = (probe.error as NodeJS.ErrnoException | undefined)?.code;
+  if (code === 'ENOENT' || code === 'EACCES')
+    throw new PythonUnavailableError(
+      name,
+      code === 'ENOENT' ? 'was not found' : `(${found}) is not executable`,
+      code === 'ENOENT'
+        ? INSTALL_PYTHON_FIX
+        : `make it executable (chmod +x ${found}), or ${INSTALL_PYTHON_FIX}`,
+      { cause: probe.error },
+    );
+  const exe = probe.status === 0 ? probe.stdout.trim() : '';
+  const path = exe.startsWith('/') ? exe : found;
+  if (code !== 'ETIMEDOUT') interpreters.set(name, path);
   return path;
 }
 
@@ -527,13 +552,15 @@ function superviseChild(
 const SAFE_ENV_PATH = '/usr/local/bin:/usr/bin:/bin';
 
 async function runSandboxed(code: string, options: RunPythonOptions): Promise<PythonRunResult> {
-  const start = performance.now();
   const limits = resolveLimits(options);
+  // The first call checks the sandbox (under its own start timeout); the run's time starts after.
   const support = sandboxSupport(
     options.python ?? 'python3',
     options.python !== undefined,
     options.bwrap,
+    options.startTimeoutMs,
   );
+  const start = performance.now();
   const shareNetwork = options.network === 'allow';
   const group = createRunCgroup({
     memoryBytes: limits.memoryBytes,
@@ -701,8 +728,9 @@ async function runUnisolated(code: string, options: RunPythonOptions): Promise<P
     );
   }
   const rlimits = { ...limits.rlimits, RLIMIT_NPROC: limits.processes };
-  const pythonArgs = ['-I', '-c', PREAMBLE, JSON.stringify(rlimits)];
-  const python = resolvePython(options.python ?? 'python3');
+  // -u: what the code printed before a timeout's SIGKILL is in the pipe, not lost in a buffer.
+  const pythonArgs = ['-I', '-u', '-c', PREAMBLE, JSON.stringify(rlimits)];
+  const python = resolvePython(options.python ?? 'python3', options.startTimeoutMs);
   // unshare execs python in place (no fork), so the pid and process group stay the child's.
   const outcome = await superviseChild(
     isolation ? resolveExecutable('unshare') : python,

@@ -37,6 +37,12 @@ export interface PythonToolOptions {
   /** The bubblewrap binary; default `bwrap` on PATH or in /usr/bin. */
   bwrap?: string;
   /**
+   * How long the interpreter, and the sandbox around it, each get to answer the check of their
+   * first start, in seconds (default 15). Past it the call fails with PYTHON_START_TIMEOUT and
+   * the next call checks again; raise it on a machine that is often busy.
+   */
+  startTimeoutSeconds?: number;
+  /**
    * With an engine the tool also accepts `{query}` instead of `{code}`: the LLM writes the code
    * first, as the seeds' Python_Code_Generator_Tool does, and the output includes that code.
    */
@@ -192,6 +198,9 @@ export function createPythonTool(options: PythonToolOptions = {}): Tool<PythonTo
           ...(workspace && { cwd: workspace.dir }),
           isolation,
           ...(options.bwrap && { bwrap: options.bwrap }),
+          ...(options.startTimeoutSeconds !== undefined && {
+            startTimeoutMs: Math.round(options.startTimeoutSeconds * 1000),
+          }),
           timeoutMs: Math.round(timeoutSeconds * 1000),
           ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
           ...(options.limits && { limits: options.limits }),

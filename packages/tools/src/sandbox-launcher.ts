@@ -12,8 +12,8 @@ import type { SyncLimitReason } from './workspace-sync.js';
 // it makes itself non-dumpable, so that code cannot ptrace it or open its /proc/1/fd either. It
 // reads the workspace files and the code from stdin, writes the files into the tmpfs workspace,
 // runs the interpreter on the code as its child, reaps every orphan meanwhile, and when the child
-// ends writes the workspace back and the exit status to fd 3. When it exits, the kernel kills
-// everything left in the namespace.
+// ends kills whatever the code left running, then writes the workspace back and the exit status
+// to fd 3.
 
 export const HOST_WRAPPER = `
 import json, os, sys
@@ -99,7 +99,8 @@ if pid == 0:
     try:
         os.dup2(r, 0)
         os.closerange(3, 65536)
-        os.execv(cfg['python'], [cfg['python'], '-I', '-c', cfg['preamble'], json.dumps(cfg['rlimits'])])
+        # -u: what the code printed before a timeout's SIGKILL is in the pipe, not in a buffer.
+        os.execv(cfg['python'], [cfg['python'], '-I', '-u', '-c', cfg['preamble'], json.dumps(cfg['rlimits'])])
     finally:
         os._exit(127)
 os.close(r)
@@ -121,6 +122,21 @@ while True:
     if p == pid:
         status = st
         break
+# What the code left running goes now, before the workspace is read: a process still at work
+# could swap a directory for a link to the rest of the sandbox's files while the scan below walks
+# it. kill(-1) from PID 1 reaches every other process of the namespace, and every orphan is our
+# child: once none is left to reap, the namespace holds only us and the workspace is still.
+while True:
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+    except InterruptedError:
+        continue
 if os.WIFSIGNALED(status):
     result = {'signal': signal.Signals(os.WTERMSIG(status)).name}
 else:

@@ -1,7 +1,8 @@
+import { lstatSync, realpathSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { ToolError } from './errors.js';
+import { WorkspacePathError } from './errors.js';
 
 export interface WorkspaceOptions {
   /** Directory the workspace is made in; default the OS temp dir. */
@@ -34,14 +35,49 @@ export class Workspace {
     return this.#removed;
   }
 
-  /** Absolute path of `path` inside the workspace; throws if it would leave it. */
+  /**
+   * Absolute path of `path` (a name a tool call gave, say) inside the workspace. Throws
+   * WorkspacePathError when it would leave it: by its words (`..`, an absolute path), or through
+   * a link already in the workspace that leads out of it or nowhere (a write through a dangling
+   * link would create its target, wherever that is).
+   */
   resolve(path: string): string {
     const full = resolve(this.dir, path);
-    const rel = relative(this.dir, full);
-    if (rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel))) {
-      return full;
+    const outside = (p: string, root: string) => {
+      const rel = relative(root, p);
+      return rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel);
+    };
+    if (outside(full, this.dir))
+      throw new WorkspacePathError(path, this.dir, 'is outside the workspace');
+    const root = realpathSync(this.dir);
+    let at = this.dir;
+    for (const part of relative(this.dir, full).split(sep).filter(Boolean)) {
+      at = join(at, part);
+      let isLink: boolean;
+      try {
+        isLink = lstatSync(at).isSymbolicLink();
+      } catch {
+        break; // the rest does not exist yet: nothing there to lead anywhere
+      }
+      if (!isLink) continue;
+      let target: string;
+      try {
+        target = realpathSync(at);
+      } catch {
+        throw new WorkspacePathError(
+          path,
+          this.dir,
+          `goes through the link ${at}, which leads nowhere`,
+        );
+      }
+      if (outside(target, root))
+        throw new WorkspacePathError(
+          path,
+          this.dir,
+          `goes through the link ${at} to ${target}, outside the workspace`,
+        );
     }
-    throw new ToolError(`Path '${path}' is outside the workspace ${this.dir}`);
+    return full;
   }
 
   /** Relative paths of every file under the workspace, sorted. */

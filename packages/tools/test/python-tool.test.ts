@@ -1,8 +1,14 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  PythonStartTimeoutError,
+  PythonUnavailableError,
+  SandboxUnavailableError,
+} from '../src/errors.js';
 import { networkIsolationArgs, runPython } from '../src/python-sandbox.js';
 import { createPythonTool, extractPythonCode } from '../src/python-tool.js';
 import { Workspace } from '../src/workspace.js';
@@ -166,6 +172,21 @@ describe('runPython', () => {
     expect(run.stderr).not.toContain('exec(');
   });
 
+  it('keeps what the code printed before a SIGKILL, in the sandbox and without (python -u)', async () => {
+    // The code kills itself at once: no timer, nothing to race. Buffered, the line was lost.
+    const code =
+      "import os, signal\nprint('printed before the kill')\nos.kill(os.getpid(), signal.SIGKILL)";
+    for (const isolation of ['sandbox', 'none'] as const) {
+      const run = await runPython(code, { cwd: workspace.dir, isolation });
+      expect(run).toMatchObject({
+        stdout: 'printed before the kill\n',
+        signal: 'SIGKILL',
+        exitCode: null,
+        isolation,
+      });
+    }
+  });
+
   it('rejects when aborted and kills the process group', async () => {
     const controller = new AbortController();
     const promise = runPython('while True: pass', {
@@ -228,6 +249,18 @@ describe('python tool', () => {
     expect(existsSync(dir)).toBe(false);
   });
 
+  it('returns what the code printed before its timeout (unbuffered output)', async () => {
+    // No flush: with a block-buffered stdout (a pipe) the line stayed in python's buffer and died
+    // with the SIGKILL. 6 s lets the sandbox start on a loaded machine, as above.
+    const code = "import time\nprint('partial result: 42')\ntime.sleep(10 ** 6)";
+    const result = await createPythonTool().execute({ code, timeout: 6 }, {});
+    expect(result).toMatchObject({
+      ok: false,
+      errorCode: 'TOOL_TIMEOUT',
+      output: { stdout: 'partial result: 42\n', timed_out: true },
+    });
+  });
+
   it('rejects timeouts above the maximum through its schema', () => {
     const tool = createPythonTool({ maxTimeoutSeconds: 5 });
     expect(tool.inputSchema.safeParse({ code: 'print(1)', timeout: 60 }).success).toBe(false);
@@ -252,6 +285,72 @@ describe('python tool', () => {
       role: 'user',
       content: 'Sum of the squares of 1..10',
     });
+  });
+});
+
+describe('the first start: a missing interpreter is not a busy machine', () => {
+  // Fake interpreters, real processes: a name on no PATH (ENOENT), a file without the execute
+  // bit (EACCES), and a script that never answers (`exec sleep`), which runs past any start
+  // timeout however fast the machine is — so the small timeout injected here is a certainty, not
+  // a race. The fixes quoted are the ones each error must give.
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'flowgrpo-fake-python-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a missing or non-executable interpreter fails with the install advice', async () => {
+    const missing = await runPython('print(1)', { python: join(dir, 'python3') }).catch((e) => e);
+    expect(SandboxUnavailableError.isInstance(missing)).toBe(true);
+    expect((missing as SandboxUnavailableError).reason).toBe(
+      `the interpreter '${join(dir, 'python3')}' was not found`,
+    );
+    expect((missing as SandboxUnavailableError).fix).toMatch(/^install python3/);
+    const plain = join(dir, 'python3-not-executable');
+    writeFileSync(plain, '#!/bin/sh\nexec python3 "$@"\n', { mode: 0o644 });
+    const denied = await runPython('print(1)', { python: plain }).catch((e) => e);
+    expect(SandboxUnavailableError.isInstance(denied)).toBe(true);
+    expect((denied as SandboxUnavailableError).reason).toMatch(/is not executable$/);
+    expect((denied as SandboxUnavailableError).fix).toMatch(/^make it executable \(chmod \+x /);
+    // One that starts and fails says how, in its own words.
+    const broken = join(dir, 'python3-broken');
+    writeFileSync(broken, '#!/bin/sh\necho "no encodings module" >&2\nexit 3\n', { mode: 0o755 });
+    const failed = await runPython('print(1)', { python: broken }).catch((e) => e);
+    expect(SandboxUnavailableError.isInstance(failed)).toBe(true);
+    expect((failed as SandboxUnavailableError).reason).toBe(
+      `the interpreter '${broken}' (${broken}) failed to start (exit status 3: no encodings module)`,
+    );
+    // Without isolation: its own error, the same advice.
+    const none = await runPython('print(1)', {
+      python: join(dir, 'python3'),
+      isolation: 'none',
+      cwd: workspace.dir,
+    }).catch((e) => e);
+    expect(PythonUnavailableError.isInstance(none)).toBe(true);
+    expect((none as PythonUnavailableError).hint).toMatch(/^install python3/);
+  });
+
+  it('an interpreter that does not answer in time is a start timeout, tried again next call', async () => {
+    const python = join(dir, 'python3');
+    writeFileSync(python, '#!/bin/sh\nexec sleep 1000\n', { mode: 0o755 });
+    const tool = createPythonTool({ python, startTimeoutSeconds: 0.2 });
+    const slow = await tool.execute({ code: 'print(1)' }, {});
+    expect(slow).toMatchObject({ ok: false, errorCode: 'PYTHON_START_TIMEOUT' });
+    expect(slow.error).toMatch(
+      new RegExp(
+        `^the interpreter '${python}' did not answer within 0\\.2 s of starting: the machine may be busy\\.`,
+      ),
+    );
+    expect(slow.error).toContain('startTimeoutSeconds');
+    expect(slow.error).not.toMatch(/install/);
+    const thrown = await runPython('print(1)', { python, startTimeoutMs: 200 }).catch((e) => e);
+    expect(PythonStartTimeoutError.isInstance(thrown)).toBe(true);
+    expect((thrown as PythonStartTimeoutError).timeoutMs).toBe(200);
+    // The machine is no longer "busy": the same path now starts python3, and a call with the
+    // default start timeout runs (the timeout was not remembered as a broken interpreter).
+    writeFileSync(python, '#!/bin/sh\nexec python3 "$@"\n', { mode: 0o755 });
+    const ok = await createPythonTool({ python }).execute({ code: 'print(6 * 7)' }, {});
+    expect(ok).toMatchObject({ ok: true, output: { stdout: '42\n' } });
   });
 });
 

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { lstat, mkdir, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ToolError } from '../src/errors.js';
+import { ToolError, WorkspacePathError } from '../src/errors.js';
 import { runPython } from '../src/python-sandbox.js';
 import { createPythonTool } from '../src/python-tool.js';
 import { ToolRegistry } from '../src/tool-registry.js';
@@ -21,6 +21,40 @@ describe('Workspace', () => {
     await ws.cleanup();
     expect(existsSync(ws.dir)).toBe(false);
     await ws.cleanup(); // idempotent
+  });
+
+  it('resolve refuses a path that leaves through a link in the workspace, or a dangling one', async () => {
+    // Real links in a real workspace: a name a tool call gives must not reach a file outside
+    // through them (a write through a dangling link would create its target wherever it points).
+    await withWorkspace(async (outside) => {
+      await withWorkspace(async (ws) => {
+        await mkdir(join(ws.dir, 'sub'));
+        await symlink(outside.dir, join(ws.dir, 'out'));
+        await symlink(join(outside.dir, 'not-yet'), join(ws.dir, 'nowhere'));
+        await symlink('sub', join(ws.dir, 'alias'));
+        for (const [path, why] of [
+          ['out/x.txt', `goes through the link ${join(ws.dir, 'out')} to `],
+          ['out', 'outside the workspace'],
+          ['nowhere', 'which leads nowhere'],
+          ['../escape.txt', 'is outside the workspace'],
+        ] as const) {
+          const error = (() => {
+            try {
+              ws.resolve(path);
+            } catch (e) {
+              return e;
+            }
+          })();
+          expect(WorkspacePathError.isInstance(error), path).toBe(true);
+          expect(error).toMatchObject({ code: 'WORKSPACE_PATH_OUTSIDE', path, workspace: ws.dir });
+          expect((error as Error).message).toContain(why);
+        }
+        // A link that stays inside, and names not made yet, resolve as before.
+        expect(ws.resolve('alias/f.txt')).toBe(join(ws.dir, 'alias', 'f.txt'));
+        expect(ws.resolve('sub/new/deeper.txt')).toBe(join(ws.dir, 'sub', 'new', 'deeper.txt'));
+        expect(await outside.listFiles()).toEqual([]);
+      });
+    });
   });
 
   it('withWorkspace removes the dir even when the callback throws', async () => {
@@ -209,6 +243,65 @@ describe('workspace copy-back', () => {
       expect(read).toMatchObject({ stdout: 'x\n', exitCode: 0, stderr: '' });
     });
   }, 60_000);
+
+  it('never copies back a link the code made, nor anything through one', async () => {
+    // The code makes links of every kind next to its real files — to a file and a directory
+    // outside the workspace, to the workspace's parent, inside it, dangling — and leaves a
+    // process behind that keeps turning the directories d0…d7 into links to /usr/lib and back.
+    // Before the launcher killed such processes ahead of its walk, that walk (made long by 3,000
+    // files of 4 kB, 12 MB through the pipe) entered a d<i> as a directory that had become a link
+    // meanwhile, and /usr/lib's files came back as d<i>/os-release, …: 2 runs in 3 here. Expected
+    // (from what the code wrote): only its regular files come back, with their contents; no link.
+    const code = [
+      'import os',
+      "for i in range(3000): open(f'e{i:04d}', 'w').write('e' * 4000)",
+      "open('real.txt', 'w').write('real')",
+      "os.makedirs('sub')",
+      "open('sub/data.txt', 'w').write('data')",
+      'for i in range(8):',
+      "    os.makedirs(f'd{i}')",
+      "    open(f'd{i}/inside.txt', 'w').write('inside')",
+      "os.symlink('/etc/ld.so.cache', 'to-file')",
+      "os.symlink('/usr/lib', 'to-dir')",
+      "os.symlink('..', 'up')",
+      "os.symlink('../real.txt', 'sub/to-real')",
+      "os.symlink('/nowhere', 'dangling')",
+      'r, w = os.pipe()',
+      'if os.fork() == 0:',
+      '    os.setsid()',
+      '    while True:',
+      '        for i in range(8):',
+      "            os.rename(f'd{i}', f'd{i}.real')",
+      "            os.symlink('/usr/lib', f'd{i}')",
+      "        os.write(w, b'x')",
+      '        for i in range(8):',
+      "            os.unlink(f'd{i}')",
+      "            os.rename(f'd{i}.real', f'd{i}')",
+      '# The swapping has begun before the code ends.',
+      'os.read(r, 1)',
+      "print('left a swapper running')",
+    ].join('\n');
+    await withWorkspace(async (ws) => {
+      const run = await runPython(code, { cwd: ws.dir, timeoutMs: 60_000 });
+      expect(run).toMatchObject({ stdout: 'left a swapper running\n', exitCode: 0 });
+      expect(run.workspaceSync?.reasons).toEqual([]);
+      const files = await ws.listFiles();
+      const filler = /^e\d{4}$/;
+      // Each d<i> was caught as the directory or as its renamed self (the swapper's first step).
+      const swapped = /^d\d(\.real)?\/inside\.txt$/;
+      expect(files.filter((f) => !filler.test(f) && !swapped.test(f))).toEqual([
+        'real.txt',
+        'sub/data.txt',
+      ]);
+      expect(files.filter((f) => filler.test(f))).toHaveLength(3000);
+      expect(files.filter((f) => swapped.test(f)).length).toBeLessThanOrEqual(8);
+      const expected: Record<string, string> = { 'real.txt': 'real', 'sub/data.txt': 'data' };
+      for (const f of files.filter((f) => !filler.test(f)))
+        expect(await readFile(join(ws.dir, f), 'utf8')).toBe(expected[f] ?? 'inside');
+      const entries = await readdir(ws.dir, { recursive: true, withFileTypes: true });
+      expect(entries.filter((e) => e.isSymbolicLink())).toEqual([]);
+    });
+  }, 120_000);
 
   it('never writes through a link the host workspace had, even under a parent left out', async () => {
     await withWorkspace(async (outside) => {

@@ -202,8 +202,9 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
     : tokArg && (await resolveModelArg(tokArg, io, '--tokenizer'));
   // The run's positions: a model trained with a raised max_positions is evaluated with them too.
   const maxPositions = rc?.run.max_positions;
-  const device = (stringOption(args, 'device') ?? rc?.run.device ?? 'cpu') as DeviceName;
-  if (!(DEVICES as readonly string[]).includes(device))
+  // Undefined when nobody asked: the default (cpu), which preflight does not announce.
+  const device = (stringOption(args, 'device') ?? rc?.run.device) as DeviceName | undefined;
+  if (device !== undefined && !(DEVICES as readonly string[]).includes(device))
     throw new UsageError(`--device must be ${DEVICES.join(', ')}, got '${device}'`);
   const reward = (stringOption(args, 'reward') ??
     (rc?.kind === 'grpo' ? rc.run.reward : 'exact_match')) as RewardName;

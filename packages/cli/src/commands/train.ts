@@ -232,7 +232,7 @@ export const trainCommand: Command = {
     // Hub names (model, tokenizer, train_file, dataset_name…) fetched into the HF cache first.
     const rc = { ...given, run: await resolveRunSources(given.run, io) } as RunConfig;
     // Every check before anything is built or written; 'auto' resolved once, here.
-    const plan = trainPlan(rc, rc.run.device ?? 'cpu');
+    const plan = trainPlan(rc, rc.run.device);
     const { device: chosen } = await preflight(plan, io);
     if (args.values['dry-run'] === true) {
       io.stdout(

@@ -28,19 +28,22 @@ function pairs<T>(
   value: unknown,
   other: string,
   check: (v: unknown) => v is T,
-  where: string,
+  where: { column: string; row: number },
 ): [string, T][] {
   const struct = value as Record<string, unknown> | null | undefined;
   const titles = struct?.title;
   const values = struct?.[other];
   if (!Array.isArray(titles) || !Array.isArray(values) || titles.length !== values.length)
     throw new DataFormatError(
-      `${where} is not the hub's layout {title: [...], ${other}: [...]} with lists of one length`,
+      `${where.column} is not the hub's layout {title: [...], ${other}: [...]} with lists of one length`,
+      { row: where.row },
     );
   return titles.map((t, i) => {
     const v = values[i];
     if (!text(t) || !check(v))
-      throw new DataFormatError(`${where}: entry ${i} is not a title with its ${other}`);
+      throw new DataFormatError(`${where.column}: entry ${i} is not a title with its ${other}`, {
+        row: where.row,
+      });
     return [t, v];
   });
 }
@@ -51,16 +54,20 @@ const isIndex = (v: unknown): v is number => typeof v === 'number' && Number.isI
 /** One hub row (`index`: its place in the file, for messages) in the original JSON layout. */
 export function hotpotQaOriginalRow(raw: unknown, index = 0): HotpotQaOriginalRow {
   const row = (raw ?? {}) as Record<string, unknown>;
-  const where = `row ${index}`;
   for (const key of ['id', 'question', 'answer'])
     if (!text(row[key]))
-      throw new DataFormatError(`${where}: '${key}' is missing or not text (hub layout expected)`);
+      throw new DataFormatError(`'${key}' is missing or not text (hub layout expected)`, {
+        row: index,
+      });
   return {
     _id: row.id as string,
     question: row.question as string,
     answer: row.answer as string,
-    supporting_facts: pairs(row.supporting_facts, 'sent_id', isIndex, `${where} supporting_facts`),
-    context: pairs(row.context, 'sentences', isSentences, `${where} context`),
+    supporting_facts: pairs(row.supporting_facts, 'sent_id', isIndex, {
+      column: 'supporting_facts',
+      row: index,
+    }),
+    context: pairs(row.context, 'sentences', isSentences, { column: 'context', row: index }),
     type: text(row.type) ? row.type : '',
     level: text(row.level) ? row.level : '',
   };
@@ -87,8 +94,8 @@ export async function readHotpotQaHubRows(
       } catch (e) {
         if (!DataFormatError.isInstance(e)) throw e;
         throw new DataFormatError(
-          e.message,
-          { file },
+          e.reason,
+          { file, row: i },
           {
             cause: e,
             hint: 'name a file of hotpotqa/hotpot_qa (config distractor or fullwiki), or of a copy with its columns',

@@ -101,13 +101,7 @@ export async function loadDataset(
   if (ext === '.jsonl') {
     for await (const { value, line } of readJsonlRecords(path)) {
       if (out.length >= limit) break;
-      try {
-        out.push(normalize(value, start + out.length, { source: options.source }));
-      } catch (error) {
-        // Name the source line too: row numbers skip blank lines, editors count them.
-        if (!DataFormatError.isInstance(error)) throw error;
-        throw new DataFormatError(error.message, { file: path, line }, { cause: error });
-      }
+      out.push(normalize(value, start + out.length, { ...normalizeOptions, line }));
     }
   } else if (ext === '.parquet') {
     const present = new Set((await readParquetFields(path)).map((f) => f.name));

@@ -2,7 +2,7 @@ import { extname } from 'node:path';
 import { DataFormatError } from '../errors.js';
 import { type SampleRow, SampleRowSchema } from '../sample-row.js';
 import { type ColumnField, inferFields, int64Type, utf8Type } from './column-types.js';
-import { readJsonl, writeJsonl } from './jsonl.js';
+import { readJsonlRecords, writeJsonl } from './jsonl.js';
 import { readParquetMetadata, readParquetRows } from './parquet-read.js';
 import { writeParquet } from './parquet-write.js';
 
@@ -80,7 +80,8 @@ export async function writeSampleRowsParquet(
   });
 }
 
-function validate(raw: unknown, index: number, file: string): SampleRow {
+/** `raw` as a SampleRow; `at` is where it sits (a JSONL line, a Parquet row), for the error. */
+function validate(raw: unknown, at: { line: number } | { row: number }, file: string): SampleRow {
   const record = raw as { extra_info?: unknown };
   if (record && typeof record.extra_info === 'object' && record.extra_info !== null) {
     // Keys another source's rows added to the shared struct read back as null here; drop them.
@@ -91,7 +92,7 @@ function validate(raw: unknown, index: number, file: string): SampleRow {
   const parsed = SampleRowSchema.safeParse(raw);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(row)'}: ${i.message}`);
-    throw new DataFormatError(`row ${index} is not a SampleRow: ${issues.join('; ')}`, { file });
+    throw new DataFormatError(`not a SampleRow: ${issues.join('; ')}`, { file, ...at });
   }
   return parsed.data;
 }
@@ -110,12 +111,13 @@ export async function readSampleRows(path: string): Promise<SampleRow[]> {
         for (const k of jsonKeys)
           if (typeof extra[k] === 'string') extra[k] = JSON.parse(extra[k] as string);
       }
-      return validate(r, i, path);
+      return validate(r, { row: i }, path);
     });
   }
   if (ext === '.jsonl') {
     const out: SampleRow[] = [];
-    for await (const r of readJsonl(path)) out.push(validate(r, out.length, path));
+    for await (const { value, line } of readJsonlRecords(path))
+      out.push(validate(value, { line }, path));
     return out;
   }
   throw new DataFormatError(`unknown extension '${ext}' (expected .parquet or .jsonl)`, {

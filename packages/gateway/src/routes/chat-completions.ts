@@ -12,7 +12,7 @@ import { chatCall } from './chat-call.js';
 // finish_reason, the usage when stream_options.include_usage, then [DONE].
 
 export async function chatCompletions(ctx: GatewayContext, r: RouteRequest): Promise<void> {
-  const body = parseBody(ChatCompletionRequestSchema, await readJson(r.req, ctx.maxBody));
+  const body = parseBody(ChatCompletionRequestSchema, await readJson(r, ctx.maxBody));
   const rollout = rolloutOf(r, body);
   const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
   const headers = { [ROLLOUT_HEADER]: rollout.rolloutId };

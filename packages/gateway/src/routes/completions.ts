@@ -15,7 +15,7 @@ import { tokenText } from './chat-completions.js';
 
 export async function completions(ctx: GatewayContext, r: RouteRequest): Promise<void> {
   const { tokenizer, recorder } = ctx;
-  const body = parseBody(CompletionRequestSchema, await readJson(r.req, ctx.maxBody));
+  const body = parseBody(CompletionRequestSchema, await readJson(r, ctx.maxBody));
   const { rolloutId, named } = rolloutOf(r, body);
   const started = Date.now();
   const t0 = performance.now();

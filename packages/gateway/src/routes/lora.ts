@@ -13,7 +13,7 @@ function enabled(ctx: GatewayContext, r: RouteRequest): void {
 
 export async function loadLoraAdapter(ctx: GatewayContext, r: RouteRequest): Promise<void> {
   enabled(ctx, r);
-  const b = parseBody(LoadLoraRequestSchema, await readJson(r.req, ctx.maxBody));
+  const b = parseBody(LoadLoraRequestSchema, await readJson(r, ctx.maxBody));
   await ctx.host.loadAdapter(b.lora_name, b.lora_path, { inplace: b.load_inplace === true });
   r.res
     .writeHead(200, { 'content-type': 'text/plain' })
@@ -22,7 +22,7 @@ export async function loadLoraAdapter(ctx: GatewayContext, r: RouteRequest): Pro
 
 export async function unloadLoraAdapter(ctx: GatewayContext, r: RouteRequest): Promise<void> {
   enabled(ctx, r);
-  const b = parseBody(UnloadLoraRequestSchema, await readJson(r.req, ctx.maxBody));
+  const b = parseBody(UnloadLoraRequestSchema, await readJson(r, ctx.maxBody));
   await ctx.host.unloadAdapter(b.lora_name);
   r.res
     .writeHead(200, { 'content-type': 'text/plain' })

@@ -10,7 +10,7 @@ import { chatCall } from './chat-call.js';
 // response object, or with `stream: true` its events as the text is sampled (response-stream.ts).
 
 export async function responses(ctx: GatewayContext, r: RouteRequest): Promise<void> {
-  const request = parseBody(ResponsesRequestSchema, await readJson(r.req, ctx.maxBody));
+  const request = parseBody(ResponsesRequestSchema, await readJson(r, ctx.maxBody));
   const body = parseBody(ChatCompletionRequestSchema, responsesToChat(request));
   const rollout = rolloutOf(r, body);
   const id = `resp_${randomUUID().replaceAll('-', '')}`;

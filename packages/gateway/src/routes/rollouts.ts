@@ -66,7 +66,7 @@ export function deleteRollout({ recorder }: GatewayContext, r: RouteRequest): vo
 
 export async function rewardRollout(ctx: GatewayContext, r: RouteRequest): Promise<void> {
   const id = r.params[0]!;
-  const b = parseBody(RewardRequestSchema, await readJson(r.req, ctx.maxBody));
+  const b = parseBody(RewardRequestSchema, await readJson(r, ctx.maxBody));
   const x = ctx.recorder.setReward(id, {
     reward: b.reward,
     ...(b.role_rewards && { roleRewards: b.role_rewards }),

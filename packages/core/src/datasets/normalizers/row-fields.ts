@@ -7,19 +7,28 @@ export interface NormalizeOptions {
   source?: string;
   /** File the rows came from, named in errors. */
   file?: string;
+  /**
+   * The 1-based line of the row in its JSONL file: errors name it (`file:line 18: …`) instead of
+   * the row's index, which skips blank lines where editors count them.
+   */
+  line?: number;
   /** Index of the first row within its source (default 0); `extra_info.idx` counts from here. */
   startIdx?: number;
 }
 
-/** Where a row sits, for error messages. */
+/** Where a row sits, for error messages: its JSONL line, else its index within its source. */
 export interface RowContext {
   dataset: string;
   idx: number;
-  file?: string;
+  file?: string | undefined;
+  line?: number | undefined;
 }
 
 export function rowError(ctx: RowContext, message: string): DataFormatError {
-  return new DataFormatError(`${ctx.dataset} row ${ctx.idx}: ${message}`, { file: ctx.file });
+  return new DataFormatError(
+    `${ctx.dataset}: ${message}`,
+    ctx.line !== undefined ? { file: ctx.file, line: ctx.line } : { file: ctx.file, row: ctx.idx },
+  );
 }
 
 export function asRecord(raw: unknown, ctx: RowContext): Record<string, unknown> {
@@ -36,7 +45,7 @@ export function openRow(
   idx: number,
   options: NormalizeOptions,
 ): { ctx: RowContext; row: Record<string, unknown> } {
-  const ctx: RowContext = { dataset, idx, file: options.file };
+  const ctx: RowContext = { dataset, idx, file: options.file, line: options.line };
   return { ctx, row: asRecord(raw, ctx) };
 }
 
