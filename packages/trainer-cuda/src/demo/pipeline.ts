@@ -1,4 +1,4 @@
-import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Trajectory } from '@flowgrpo/core';
@@ -16,6 +16,7 @@ import {
   samplingGraph,
 } from '@flowgrpo/models';
 import { rewardInputFromTrajectory } from '@flowgrpo/reward';
+import { tokenPieces } from '@flowgrpo/viewer';
 import { comparisonTable, type EvalResult, evaluate, wilsonInterval } from '../train/evaluate.js';
 import { GRPOTrainer } from '../train/grpo-trainer.js';
 import { type Progress, silentProgress } from '../train/progress.js';
@@ -395,6 +396,8 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     .trajectories!.filter((_, i) => i % 6 === 0)
     .slice(0, 40);
   const report = await writeReport(out, {
+    // The demo's folder is no run folder: the token view reads the seeded model's tokenizer.
+    tokenPieces: tokenPieces(readFileSync(join(out, 'models', 'base', 'tokenizer.json'), 'utf8')),
     title: 'flowgrpo embedded demo: Flow-GRPO vs SFT on held-out almanac questions',
     notes: [
       `seed ${seed}${budget === 'full' ? '' : ` (${budget} budget)`}; ${testQuestions.length} held-out questions (levels 1–3); ` +

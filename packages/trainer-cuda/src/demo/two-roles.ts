@@ -1,4 +1,4 @@
-import { copyFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { FlowRollout, OpenAIPolicyEngine, type PolicyEngine } from '@flowgrpo/agent';
 import type { SampleRow, Turn } from '@flowgrpo/core';
@@ -13,6 +13,7 @@ import {
   readArtifactsManifest,
   samplingGraph,
 } from '@flowgrpo/models';
+import { tokenPieces } from '@flowgrpo/viewer';
 import { MultiRoleGRPOTrainer } from '../gateway/multi-role-trainer.js';
 import type { RoleSpec } from '../gateway/role-policies.js';
 import { comparisonTable, type EvalResult, evaluate } from '../train/evaluate.js';
@@ -326,6 +327,8 @@ export async function runTwoRoleDemo(o: TwoRoleDemoOptions): Promise<TwoRoleDemo
   const all = [...evals, teacherOnTest];
   const table = `${comparisonTable(all)}\n\n${kindTable(all)}`;
   const report = await writeReport(out, {
+    // The demo's folder is no run folder: the token view reads the seeded model's tokenizer.
+    tokenPieces: tokenPieces(readFileSync(join(out, 'models', 'base', 'tokenizer.json'), 'utf8')),
     title: 'flowgrpo embedded demo, two roles: planner and verifier trained by GRPO',
     notes: [
       `seed ${seed}${budget === 'full' ? '' : ` (${budget} budget)`}; ${testQuestions.length} held-out questions; ` +
