@@ -395,14 +395,15 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
     const warnings: string[] = [];
     let run = new RunDirectory(dir, { warn: (l) => warnings.push(l) });
     // zero_variance_groups is raised while the mean of frac_reward_zero_std over the last 5
-    // logged steps is ≥ 0.75 (docs/guides/alarms.md). With 1 at steps 1–3, 0 at 4–8 and 1 at 9–12:
-    // step 4's window {1,1,1,0} has 0.75 (raised), step 5's 0.6 (cleared), step 11's {0,0,1,1,1}
-    // 0.6, step 12's {0,1,1,1,1} 0.8 (raised): episodes 1–4 and 12–12, the last still open.
+    // logged steps is ≥ 0.75, judged once 5 steps are logged (docs/guides/alarms.md). With 1 at
+    // steps 1–6, 0 at 7–8 and 1 at 9–12: step 5's window {1,1,1,1,1} is the first full one
+    // (raised), step 7's {1,1,1,1,0} 0.8 (raised), step 8's 0.6 (cleared), step 11's {0,0,1,1,1}
+    // 0.6, step 12's {0,1,1,1,1} 0.8 (raised): episodes 5–7 and 12–12, the last still open.
     for (let step = 1; step <= 12; step++) {
       run.logMetrics({
         step,
         reward: 0,
-        frac_reward_zero_std: step <= 3 || step >= 9 ? 1 : 0,
+        frac_reward_zero_std: step <= 6 || step >= 9 ? 1 : 0,
         learning_rate: 5e-4,
       });
       // Lines that are no record, as a hand edit or another tool might leave them; then the run
@@ -453,7 +454,7 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
           ]),
         );
       expect(listed).toEqual([
-        ['zero_variance_groups', '1', '4'],
+        ['zero_variance_groups', '5', '7'],
         ['zero_variance_groups', '12', '12'],
       ]);
       expect(await page.locator('.alarms li.alarm').nth(1).textContent()).toContain(
@@ -486,10 +487,11 @@ describe.skipIf(!CHROMIUM)('report.html in headless Chromium', () => {
       const zv = bands.find((c) => c.chart === 'Zero-variance groups')!;
       expect(zv.labels).toEqual(['zero_variance_groups', 'zero_variance_groups']);
       const [first, second] = zv.bands;
-      // Step ticks every 2 steps: 2, 4, … 12.
-      expect(first!.left).toBeLessThan(zv.ticks['2']!);
-      expect(first!.right).toBeGreaterThan(zv.ticks['4']!);
-      expect(first!.right).toBeLessThan(zv.ticks['6']!);
+      // Step ticks every 2 steps: 2, 4, … 12. The first band covers steps 5–7.
+      expect(first!.left).toBeGreaterThan(zv.ticks['4']!);
+      expect(first!.left).toBeLessThan(zv.ticks['6']!);
+      expect(first!.right).toBeGreaterThan(zv.ticks['6']!);
+      expect(first!.right).toBeLessThan(zv.ticks['8']!);
       expect(second!.left).toBeGreaterThan(zv.ticks['10']!);
       expect(second!.right).toBeGreaterThanOrEqual(zv.ticks['12']!);
 
