@@ -6,7 +6,7 @@ import type {
   PolicyGenerateResult,
   RolloutAgent,
 } from '@flowgrpo/agent';
-import { ConfigError, FlowGrpoError, type SampleRow } from '@flowgrpo/core';
+import { ConfigError, checkOutputFile, FlowGrpoError, type SampleRow } from '@flowgrpo/core';
 import {
   ARTIFACTS_MANIFEST,
   ContextLengthExceededError,
@@ -378,12 +378,12 @@ function outputDirProblem(dir: string): PreflightProblem | undefined {
 
 /** A file written once the work is done: finding out then that it cannot be would waste the work. */
 function outputFileProblem(key: string, path: string): PreflightProblem | undefined {
-  if (existsSync(path) && statSync(path).isDirectory())
-    return {
-      code: 'IS_A_DIRECTORY',
-      message: `${key}: ${path} is a folder`,
-      hint: `name a file, e.g. ${join(path, 'results.json')}`,
-    };
+  try {
+    checkOutputFile(path, key);
+  } catch (e) {
+    if (!FlowGrpoError.isInstance(e)) throw e;
+    return { code: e.code, message: e.message, hint: e.hint };
+  }
   const dir = dirname(path);
   if (!existsSync(dir) || !statSync(dir).isDirectory())
     return {

@@ -1,4 +1,11 @@
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readSampleRows, type SampleRow, writeSampleRows } from '@flowgrpo/core';
@@ -61,6 +68,21 @@ describe('flowgrpo data: usage', () => {
         /^SampleRows \(GRPO \/ eval data\)\n3 rows\nfields: .*\nrows per source:\n\s+gsm8k\s+2\n\s+nq\s+1\n\{"id":0,"question":"q0",/,
       );
     }
+  });
+
+  it('prepare never writes through a link the user left in --out', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'fg-prepare-'));
+    mkdirSync(join(dir, 'raw'));
+    mkdirSync(join(dir, 'out'));
+    writeFileSync(join(dir, 'mine.parquet'), 'the user’s own file');
+    symlinkSync(join(dir, 'mine.parquet'), join(dir, 'out', 'val.parquet'));
+    const io = captureIO(dir);
+    expect(await runCli(['data', 'prepare', '--data-dir', 'raw', '--out', 'out'], io)).toBe(1);
+    expect(io.err).toContain(
+      `[SYMLINK_REFUSED] ${join(dir, 'out', 'val.parquet')} is a symbolic link (→ ${join(dir, 'mine.parquet')})`,
+    );
+    expect(readFileSync(join(dir, 'mine.parquet'), 'utf8')).toBe('the user’s own file');
+    expect(lstatSync(join(dir, 'out', 'val.parquet')).isSymbolicLink()).toBe(true);
   });
 
   it('a missing file is "file not found" naming the path, exit 1', async () => {

@@ -259,6 +259,20 @@ describe('flowgrpo export', () => {
     ).toBe(0);
     expect(lstatSync(join(artifacts, 'weights.data')).isSymbolicLink()).toBe(false);
     expect(readFileSync(victim, 'utf8')).toBe('not a model');
+
+    // --out itself a link the user made (to a folder on another disk): the merged model lands
+    // where it points, and the link stays a link.
+    const disk = join(tmp, 'other-disk', 'merged');
+    mkdirSync(disk, { recursive: true });
+    const viaLink = join(tmp, 'merged-link');
+    symlinkSync(disk, viaLink);
+    const linked = captureIO(tmp);
+    expect(
+      await runCli([...merge.slice(0, 5), '--out', viaLink, '--merge'], linked),
+      linked.err,
+    ).toBe(0);
+    expect(lstatSync(viaLink).isSymbolicLink()).toBe(true);
+    expect(existsSync(join(disk, 'model.safetensors'))).toBe(true);
   });
 
   it('--merge needs --adapter; --help', async () => {

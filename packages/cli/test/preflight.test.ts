@@ -6,6 +6,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -320,6 +321,17 @@ describe('flowgrpo eval: preflight', () => {
     expect(io.out).toBe(''); // nothing was evaluated
     const folder = captureIO(dir);
     expect(await runCli([...argv, '--out', '.'], folder)).toBe(1);
-    expect(folder.err).toContain(`[IS_A_DIRECTORY] --out: ${dir} is a folder`);
+    expect(folder.err).toContain(
+      `[IS_A_DIRECTORY] --out: ${dir} is a folder, where a file belongs`,
+    );
+    // A link at --out (to the user's data, say) is refused before the evaluation; the data stays.
+    symlinkSync(join(dir, 'rows.jsonl'), join(dir, 'results.json'));
+    const linked = captureIO(dir);
+    expect(await runCli([...argv, '--out', 'results.json'], linked)).toBe(1);
+    expect(linked.err).toContain(
+      `[SYMLINK_REFUSED] ${join(dir, 'results.json')} is a symbolic link (→ ${join(dir, 'rows.jsonl')})`,
+    );
+    expect(linked.out).toBe('');
+    expect(readFileSync(join(dir, 'rows.jsonl'), 'utf8').split('\n')).toHaveLength(3);
   });
 });

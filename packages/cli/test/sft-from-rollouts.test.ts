@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultTagPrompt } from '@flowgrpo/agent';
@@ -159,6 +159,13 @@ describe('flowgrpo data sft-from-rollouts', () => {
     const kept = await convert([run, '--out', existing, '--tokenizer', model]);
     expect(kept.code).toBe(2);
     expect(kept.io.err).toContain('--overwrite');
+    expect(readFileSync(existing, 'utf8')).toBe('my own rows\n');
+    // A link is never written through, --overwrite or not: what it points at is kept.
+    const link = join(tmp, 'link.jsonl');
+    symlinkSync(existing, link);
+    const linked = await convert([run, '--out', link, '--tokenizer', model, '--overwrite']);
+    expect(linked.code).toBe(1);
+    expect(linked.io.err).toContain(`[SYMLINK_REFUSED] ${link} is a symbolic link (→ ${existing})`);
     expect(readFileSync(existing, 'utf8')).toBe('my own rows\n');
 
     const none = await convert([

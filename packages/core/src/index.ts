@@ -183,6 +183,7 @@ export {
   type LLMEngine,
   type LLMUsage,
 } from './llm.js';
+export { checkOutputFile, writeOutputFile } from './output-file.js';
 export { createRng, RNG_ALGORITHM, type Rng, type RngState, rngFromState } from './rng.js';
 export { SafetensorsError, type SafetensorsErrorReason } from './safetensors/errors.js';
 export type { SafetensorsHeader, SafetensorsTensorInfo } from './safetensors/header.js';

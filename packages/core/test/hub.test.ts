@@ -1,5 +1,16 @@
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeHub, startFakeHub } from '../../../test-utils/fake-hub.js';
@@ -120,6 +131,21 @@ describe('hub names', () => {
       endpoint: 'http://x',
       offline: false,
     });
+  });
+
+  it('reads the token a login stored ($HF_HOME/token, or HF_TOKEN_PATH); HF_TOKEN wins', () => {
+    const home = mkdtempSync(join(tmpdir(), 'flowgrpo-hf-home-'));
+    try {
+      expect(hubSettings({ HF_HOME: home }).token).toBeUndefined();
+      writeFileSync(join(home, 'token'), 'hf_stored\n');
+      expect(hubSettings({ HF_HOME: home }).token).toBe('hf_stored');
+      expect(hubSettings({ HF_HOME: home, HF_TOKEN: 'hf_env' }).token).toBe('hf_env');
+      writeFileSync(join(home, 'elsewhere'), '  hf_path  ');
+      const path = join(home, 'elsewhere');
+      expect(hubSettings({ HF_HOME: home, HF_TOKEN_PATH: path }).token).toBe('hf_path');
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });
 

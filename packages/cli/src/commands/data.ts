@@ -1,12 +1,14 @@
 import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import {
+  checkOutputFile,
   DataFormatError,
   downloadHubDataset,
   downloadHubFiles,
   downloadHubModel,
   prepareCombinedTrainSet,
-  writeJsonl,
+  toJsonl,
+  writeOutputFile,
 } from '@flowgrpo/core';
 import { loadTokenizer } from '@flowgrpo/models';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
@@ -93,6 +95,9 @@ export const dataCommand: Command = {
     if (action === 'prepare') {
       const dataDir = resolveDataDir(io.cwd, io.env, stringOption(args, 'data-dir'));
       const outDir = resolve(io.cwd, stringOption(args, 'out') ?? 'out/data');
+      // The two files are renamed into place: a link the user left there would be replaced.
+      for (const name of ['combined_train.parquet', 'val.parquet'])
+        checkOutputFile(join(outDir, name), '--out');
       const seedText = stringOption(args, 'seed');
       const seed = seedText === undefined ? undefined : Number(seedText);
       if (seed !== undefined && !Number.isSafeInteger(seed))
@@ -174,7 +179,8 @@ export const dataCommand: Command = {
       if (!existsSync(source)) requireFile(source, `data ${given} ROLLOUTS.parquet|RUN_DIR`);
       const out = resolve(io.cwd, outArg);
       requireFolder(dirname(out), '--out (its folder)');
-      // The user's file is never replaced unless they say so.
+      // The user's file is never replaced unless they say so, and never written through a link.
+      checkOutputFile(out, '--out');
       if (existsSync(out) && args.values.overwrite !== true)
         throw new UsageError(`--out ${out} exists`, {
           hint: 'pass --overwrite to replace it, or choose another --out',
@@ -189,7 +195,7 @@ export const dataCommand: Command = {
           { file: source },
           { hint: 'lower --min-reward, or give the rollouts of a later step or a longer run' },
         );
-      await writeJsonl(out, c.rows);
+      await writeOutputFile(out, toJsonl(c.rows), '--out');
       io.stdout(
         `${c.rows.length} SFT rows from ${c.kept} of ${c.trajectories} rollouts ` +
           `(reward >= ${minReward}, ${c.files.length} file(s)) → ${out}\n`,

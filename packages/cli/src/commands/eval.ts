@@ -1,7 +1,7 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
-import { systemError, trajectoryToJson } from '@flowgrpo/core';
+import { trajectoryToJson, writeOutputFile } from '@flowgrpo/core';
 import {
   DecoderArtifacts,
   greedy,
@@ -363,13 +363,12 @@ async function evalPolicies(args: ParsedArgs, io: CliIO): Promise<number> {
       ...r,
       ...(trajectories && { trajectories: trajectories.map(trajectoryToJson) }),
     }));
-    await writeFile(
+    // The table is printed above; what could not be written is named with the fix.
+    await writeOutputFile(
       path,
       `${JSON.stringify({ model, data, n: dataset.length, reward, results }, null, 2)}\n`,
-    ).catch((e: unknown) => {
-      // The table is printed above; what could not be written is named with the fix.
-      throw systemError(e, { what: '--out', path }) ?? e;
-    });
+      '--out',
+    );
     io.stderr(`results: ${path}\n`);
   }
   return 0;

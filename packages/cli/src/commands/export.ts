@@ -141,7 +141,9 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
   const outArg = stringOption(args, 'out');
   if (!outArg) throw new UsageError('--out is required');
   const model = await resolveModelArg(modelArg, io, '--model');
-  const out = resolve(io.cwd, outArg);
+  // --out may be a link the user made (to a folder on another disk): the export goes where it
+  // points, not over the link — replacing the folder would swap the link for a folder of ours.
+  const out = realPathOf(resolve(io.cwd, outArg));
   if (modelKind(model) !== 'hf')
     throw new ConfigError(`--model ${model} must be a HF model folder (it holds artifacts)`, {
       key: 'model',

@@ -1,5 +1,5 @@
 import { createReadStream } from 'node:fs';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { DataFormatError, FileNotFoundError, isNotFoundError } from '../errors.js';
@@ -76,10 +76,21 @@ export function toJsonl(rows: Iterable<unknown>): string {
   return out;
 }
 
-/** Writes values as a JSONL file, creating the parent folder when needed. */
+/**
+ * Writes values as a JSONL file, creating the parent folder when needed: whole or not at all
+ * (written beside it and renamed over it), so a reader never sees half the rows.
+ */
 export async function writeJsonl(path: string, rows: Iterable<unknown>): Promise<void> {
+  const text = toJsonl(rows);
   await mkdir(dirname(path), { recursive: true });
-  await writeFile(path, toJsonl(rows), 'utf8');
+  const temp = `${path}.${process.pid}.tmp`;
+  try {
+    await writeFile(temp, text, 'utf8');
+    await rename(temp, path);
+  } catch (e) {
+    await rm(temp, { force: true }).catch(() => {});
+    throw e;
+  }
 }
 
 // Parquet INT64 columns arrive as bigint; JSON has no bigint, so write them as numbers when exact

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -9,7 +10,10 @@ export interface HubSettings {
   endpoint: string;
   /** The cache folder holding `models--org--name/` (HF_HUB_CACHE, else $HF_HOME/hub). */
   cacheDir: string;
-  /** Bearer token (HF_TOKEN, else the file $HF_HOME/token that `huggingface-cli login` writes). */
+  /**
+   * Bearer token: HF_TOKEN, else the file `hf auth login` / `huggingface-cli login` writes
+   * (HF_TOKEN_PATH, default $HF_HOME/token), as huggingface_hub reads them.
+   */
   token: string | undefined;
   /** HF_HUB_OFFLINE: serve from the cache only, never send a request. */
   offline: boolean;
@@ -26,7 +30,19 @@ export function hubSettings(env: NodeJS.ProcessEnv = process.env): HubSettings {
   return {
     endpoint,
     cacheDir,
-    token: env.HF_TOKEN || env.HUGGING_FACE_HUB_TOKEN || undefined,
+    token:
+      env.HF_TOKEN ||
+      env.HUGGING_FACE_HUB_TOKEN ||
+      storedToken(resolve(env.HF_TOKEN_PATH || join(home, 'token'))),
     offline: TRUE.has((env.HF_HUB_OFFLINE ?? '').toLowerCase()),
   };
+}
+
+/** The token a login left in `path`, trimmed; none when the file is missing, unreadable or empty. */
+function storedToken(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
 }
