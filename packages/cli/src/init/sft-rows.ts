@@ -5,10 +5,10 @@ import { createCalculatorTool, ToolRegistry } from '@flowgrpo/tools';
 // The SFT rows `flowgrpo init` writes beside the plain {question, answer} rows: the logs of an
 // imperfect teacher, as a user's logs of an earlier agent would be. The teacher reads the worked
 // step of each GSM8K answer (<<7*68=476>>) and solves it with the calculator — except on
-// multiplications, which it answers from memory two times in three, and its memory is off (476 →
+// multiplications, which it answers from memory four times in five, and its memory is off (476 →
 // 480). SFT imitates it, so the SFT model's greedy move on a multiplication is the teacher's
 // majority move: answer from memory, wrongly. GRPO samples the SFT model, finds the calculator on
-// the third of the samples that use it, and is paid for it (the demo's recipe: docs/demo.md).
+// the fifth of the samples that use it, and is paid for it (the demo's recipe: docs/demo.md).
 //
 // Each row holds exactly the text the template's agent shows the model in GRPO and the reply it
 // wants back: TRL's conversational rows ({messages}) for the tag agent and the agent program,
@@ -34,7 +34,7 @@ export function workedStep(row: PlainRow): { expression: string; op: string; res
 }
 
 /** How often the teacher answers a multiplication from memory instead of with the calculator. */
-export const MEMORY_RATE = 2 / 3;
+export const MEMORY_RATE = 0.8;
 
 /** A wrong answer from memory: the result rounded to tens, or 10 more when it is a multiple of 10. */
 export function misremembered(result: string): string {

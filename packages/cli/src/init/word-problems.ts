@@ -36,27 +36,31 @@ function problem(kind: ProblemKind, a: number, b: number, who: string, item: str
   return { kind, question, answer: `${who} has ${step} ${item}.\n#### ${result}` };
 }
 
-/** Two-digit sums and differences (two-digit results); products of 2–9 boxes of 11–99. */
+/**
+ * Two-digit numbers everywhere, so every kind's numbers sit at the same places; results of three
+ * digits (sums of 50–99 and 50–99, products of 10–19 boxes of 10–99) and of two (differences), so
+ * copying a result is learnt for both lengths, on every kind that uses the calculator.
+ */
 function operands(rng: Rng, kind: ProblemKind): [number, number] {
-  if (kind === 'add') return [int(rng, 10, 59), int(rng, 10, 39)];
+  if (kind === 'add') return [int(rng, 50, 99), int(rng, 50, 99)];
   if (kind === 'sub') {
     const a = int(rng, 40, 99);
     return [a, int(rng, 10, a - 10)];
   }
-  const boxes = int(rng, 2, 9);
-  return [boxes, int(rng, Math.ceil(100 / boxes), 99)];
+  const boxes = int(rng, 10, 19);
+  return [boxes, int(rng, 10, Math.floor(999 / boxes))];
 }
 
 /**
  * `train` and `eval` problems from `seed`, the kinds in turn (a third each), no (kind, A, B) twice
- * (there are 712 products, 1,500 sums and 2,100 differences to draw from).
+ * (there are 622 products, 2,500 sums and 2,100 differences to draw from).
  */
 export function wordProblems(
   seed: number,
   sizes: { train: number; eval: number },
 ): { train: WordProblem[]; eval: WordProblem[] } {
-  if (sizes.train + sizes.eval > 3 * 700)
-    throw new RangeError(`at most 2,100 problems, got ${sizes.train + sizes.eval}`);
+  if (sizes.train + sizes.eval > 3 * 600)
+    throw new RangeError(`at most 1,800 problems, got ${sizes.train + sizes.eval}`);
   const rng = createRng(`${seed}:word-problems`);
   const seen = new Set<string>();
   const draw = (n: number) => {
