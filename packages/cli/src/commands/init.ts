@@ -48,8 +48,9 @@ function jsonl(rows: readonly object[]): string {
 const shellWord = (s: string) => (/^[\w./@:=+-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`);
 
 /**
- * The template's files as they will be written: its own folder (with --model, the configs naming
- * that model as model and as tokenizer), the data from the seed — training and held-out
+ * The template's files as they will be written: its own folder (the configs' seed set to the
+ * seed; with --model, the configs naming that model as model and as tokenizer), the data from
+ * the seed — training and held-out
  * {question, answer} rows, and data/sft.jsonl, the teacher's logs on the training rows.
  */
 function templateFiles(
@@ -60,14 +61,20 @@ function templateFiles(
   const template = TEMPLATES[name];
   const own = join(templatesDir(), name);
   const text = new Map(listFiles(own).map((p) => [p, readFileSync(join(own, p), 'utf8')]));
-  if (model !== undefined)
-    for (const [path, contents] of text) {
-      if (!path.endsWith('.json') || path === 'package.json' || path === 'tsconfig.json') continue;
-      const config = JSON.parse(contents) as Record<string, unknown>;
-      if (config.model === 'model') config.model = model;
-      if (config.tokenizer === 'model') config.tokenizer = model;
-      text.set(path, `${JSON.stringify(config, null, 2)}\n`);
-    }
+  // The run configs: one seed for the data, the model and the trainers (as the demo's --seed),
+  // and with --model the user's model as model and as tokenizer.
+  for (const [path, contents] of text) {
+    if (!path.endsWith('.json') || path === 'package.json' || path === 'tsconfig.json') continue;
+    const config = JSON.parse(contents) as Record<string, unknown>;
+    const set = {
+      ...('seed' in config && { seed }),
+      ...(model !== undefined && config.model === 'model' && { model }),
+      ...(model !== undefined && config.tokenizer === 'model' && { tokenizer: model }),
+    };
+    // Rewritten only when a value changes: a file as the template has it keeps its layout.
+    if (Object.entries(set).some(([k, v]) => config[k] !== v))
+      text.set(path, `${JSON.stringify({ ...config, ...set }, null, 2)}\n`);
+  }
   const files: Files = new Map(text);
   const rows = wordProblems(seed, template.rows);
   const plain = (split: WordProblem[]) =>
