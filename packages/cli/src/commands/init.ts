@@ -50,8 +50,8 @@ const shellWord = (s: string) => (/^[\w./@:=+-]+$/.test(s) ? s : `'${s.replaceAl
 /**
  * The template's files as they will be written: its own folder (the configs' seed set to the
  * seed; with --model, the configs naming that model as model and as tokenizer), the data from
- * the seed — training and held-out
- * {question, answer} rows, and data/sft.jsonl, the teacher's logs on the training rows.
+ * the seed — GRPO's and the held-out {question, answer} rows, and data/sft.jsonl, the teacher's
+ * logs on questions of their own.
  */
 function templateFiles(
   name: TemplateName,
@@ -82,7 +82,7 @@ function templateFiles(
   files.set('data/train.jsonl', jsonl(plain(rows.train)));
   files.set('data/eval.jsonl', jsonl(plain(rows.eval)));
   const teacher = createRng(`${seed}:teacher`);
-  const sftRows = rows.train.flatMap((row) => template.sftRows(row, text, teacher));
+  const sftRows = rows.logs.flatMap((row) => template.sftRows(row, text, teacher));
   files.set('data/sft.jsonl', jsonl(sftRows));
   return { files, sftRows };
 }

@@ -1,6 +1,7 @@
 import type { Rng } from '@flowgrpo/core';
 import type { TinyQwen2Options } from '@flowgrpo/models';
 import { agentProgramRow, flowPlannerRows, type PlainRow, tagAgentRow } from './sft-rows.js';
+import type { ProblemSplits } from './word-problems.js';
 
 // The starting points `flowgrpo init` writes. Each template is a folder of the package
 // (templates/<name>/: its run configs, README and, for the gateway, the agent program); init adds
@@ -20,8 +21,8 @@ export interface Template {
   summary: string;
   /** The model init creates: big enough for the template's task, small enough for minutes. */
   model: TinyShape;
-  /** Training and held-out rows init generates. */
-  rows: { train: number; eval: number };
+  /** Questions init generates: the teacher's, GRPO's, the held-out ones. */
+  rows: ProblemSplits<number>;
   /**
    * The SFT rows of one training row (the teacher's rollout); `files` are the template's own
    * (grpo.json, prompt.txt), `rng` the teacher's.
@@ -92,7 +93,7 @@ export const TEMPLATES: Record<TemplateName, Template> = {
       maxPositionEmbeddings: 1024,
       ...SEEDED,
     },
-    rows: { train: 1200, eval: 150 },
+    rows: { logs: 1000, train: 500, eval: 150 },
     sftRows: (row, files, rng) => [
       tagAgentRow(row, configValue(files, 'grpo.json', ['agent', 'system_prompt']), rng),
     ],
@@ -114,7 +115,7 @@ export const TEMPLATES: Record<TemplateName, Template> = {
       maxPositionEmbeddings: 1024,
       ...SEEDED,
     },
-    rows: { train: 1200, eval: 150 },
+    rows: { logs: 1000, train: 500, eval: 150 },
     sftRows: (row, files, rng) =>
       flowPlannerRows(row, configValue(files, 'grpo.json', ['agent', 'max_turns']), rng),
     commands: (_tokenizer, model) =>
@@ -134,7 +135,7 @@ export const TEMPLATES: Record<TemplateName, Template> = {
       maxPositionEmbeddings: 1024,
       ...SEEDED,
     },
-    rows: { train: 1200, eval: 150 },
+    rows: { logs: 1000, train: 500, eval: 150 },
     sftRows: (row, files, rng) => [
       agentProgramRow(row, (files.get('prompt.txt') ?? '').trim(), rng),
     ],

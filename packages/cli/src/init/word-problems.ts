@@ -4,8 +4,9 @@ import { createRng, type Rng } from '@flowgrpo/core';
 // answer's worked step with its <<A op B=R>> note, then "#### R"), generated from a seed. Three
 // kinds, each worded one way, with both numbers at the end of the question: a model of a few
 // hundred thousand weights learns to copy numbers from a fixed place in a few hundred steps, and
-// not from anywhere in a sentence (docs/guides/cli.md, "flowgrpo init"). The held-out rows share
-// no (kind, A, B) with the training rows, so no held-out answer can be remembered from training.
+// not from anywhere in a sentence. Three splits share no (kind, A, B): the teacher's questions,
+// GRPO's and the held-out ones, so no held-out answer can be remembered from training, and GRPO
+// samples the SFT model on questions it did not learn by heart (as in the demo).
 
 export const PROBLEM_KINDS = ['add', 'sub', 'mul'] as const;
 export type ProblemKind = (typeof PROBLEM_KINDS)[number];
@@ -38,7 +39,7 @@ function problem(kind: ProblemKind, a: number, b: number, who: string, item: str
 
 /**
  * Two-digit numbers everywhere, so every kind's numbers sit at the same places; results of three
- * digits (sums of 50–99 and 50–99, products of 10–19 boxes of 10–99) and of two (differences), so
+ * digits (sums of 50–99 and 50–99, products of 10–24 boxes of 10–99) and of two (differences), so
  * copying a result is learnt for both lengths, on every kind that uses the calculator.
  */
 function operands(rng: Rng, kind: ProblemKind): [number, number] {
@@ -47,20 +48,30 @@ function operands(rng: Rng, kind: ProblemKind): [number, number] {
     const a = int(rng, 40, 99);
     return [a, int(rng, 10, a - 10)];
   }
-  const boxes = int(rng, 10, 19);
+  const boxes = int(rng, 10, 24);
   return [boxes, int(rng, 10, Math.floor(999 / boxes))];
 }
 
+/** The splits init writes: the teacher's questions (its logs), GRPO's, and the held-out ones. */
+export interface ProblemSplits<T> {
+  /** Questions of the teacher's logs (data/sft.jsonl): SFT trains on these. */
+  logs: T;
+  /** GRPO's questions (data/train.jsonl), none of them in the logs, as the demo keeps them. */
+  train: T;
+  /** Held-out questions (data/eval.jsonl). */
+  eval: T;
+}
+
 /**
- * `train` and `eval` problems from `seed`, the kinds in turn (a third each), no (kind, A, B) twice
- * (there are 622 products, 2,500 sums and 2,100 differences to draw from).
+ * The three splits from `seed`, each with the kinds in turn (a third each); no (kind, A, B) twice
+ * anywhere (there are 822 products, 2,500 sums and 2,100 differences to draw from).
  */
 export function wordProblems(
   seed: number,
-  sizes: { train: number; eval: number },
-): { train: WordProblem[]; eval: WordProblem[] } {
-  if (sizes.train + sizes.eval > 3 * 600)
-    throw new RangeError(`at most 1,800 problems, got ${sizes.train + sizes.eval}`);
+  sizes: ProblemSplits<number>,
+): ProblemSplits<WordProblem[]> {
+  const total = sizes.logs + sizes.train + sizes.eval;
+  if (total > 3 * 750) throw new RangeError(`at most 2,250 problems, got ${total}`);
   const rng = createRng(`${seed}:word-problems`);
   const seen = new Set<string>();
   const draw = (n: number) => {
@@ -76,5 +87,6 @@ export function wordProblems(
     return out;
   };
   const held = draw(sizes.eval);
-  return { train: draw(sizes.train), eval: held };
+  const train = draw(sizes.train);
+  return { logs: draw(sizes.logs), train, eval: held };
 }
