@@ -342,37 +342,39 @@ export function planInputs(plan: PreflightPlan): RunInput[] {
 
 /**
  * The servers the plan's run will call: the agent's engine (the Flow roles, tools that call an
- * LLM), the judge, the remote rollout servers. A key whose variable is unset is sent without
- * (the agent's or the reward's check reports the variable).
+ * LLM), the judge, the remote rollout servers. One whose API key variable is unset is not asked:
+ * the agent's or the reward's check reports the variable, the one thing to fix first.
  */
 function endpointUses(plan: PreflightPlan, env: NodeJS.ProcessEnv): EndpointUse[] {
-  const key = (spec: { api_key_env?: string | undefined }, name: string) => {
-    try {
-      return apiKeyOf(spec, env, name);
-    } catch {
-      return undefined;
-    }
-  };
   const uses: EndpointUse[] = [];
+  const add = (
+    key: string,
+    spec: { api_key_env?: string | undefined },
+    baseUrl: string,
+    alternative?: string,
+  ) => {
+    let apiKey: string | undefined;
+    try {
+      apiKey = apiKeyOf(spec, env, key);
+    } catch {
+      return;
+    }
+    uses.push({ key, baseUrl, apiKey, ...(alternative && { alternative }) });
+  };
   const engine = plan.agent?.spec.engine;
   if (engine)
-    uses.push({
-      key: 'agent.engine',
-      baseUrl: engine.base_url,
-      apiKey: key(engine, 'agent.engine'),
-      ...(plan.agent?.spec.type === 'flow' && {
-        alternative:
-          'remove agent.engine to run the executor, verifier and generator offline (rule-based)',
-      }),
-    });
+    add(
+      'agent.engine',
+      engine,
+      engine.base_url,
+      plan.agent?.spec.type === 'flow'
+        ? 'remove agent.engine to run the executor, verifier and generator offline (rule-based)'
+        : undefined,
+    );
   const judge = plan.reward?.name === 'judge' ? plan.reward.judge : undefined;
-  if (judge) uses.push({ key: 'judge', baseUrl: judge.base_url, apiKey: key(judge, 'judge') });
+  if (judge) add('judge', judge, judge.base_url);
   for (const url of plan.rolloutServers?.base_urls ?? [])
-    uses.push({
-      key: 'rollout.base_urls',
-      baseUrl: url,
-      apiKey: key(plan.rolloutServers!, 'rollout'),
-    });
+    add('rollout.base_urls', plan.rolloutServers!, url);
   return uses;
 }
 
