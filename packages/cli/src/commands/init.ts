@@ -57,7 +57,7 @@ function templateFiles(
   name: TemplateName,
   model: string | undefined,
   seed: number,
-): { files: Files; sftRows: object[] } {
+): { files: Files; own: ReadonlyMap<string, string>; sftRows: object[] } {
   const template = TEMPLATES[name];
   const own = join(templatesDir(), name);
   const text = new Map(listFiles(own).map((p) => [p, readFileSync(join(own, p), 'utf8')]));
@@ -84,7 +84,7 @@ function templateFiles(
   const teacher = createRng(`${seed}:teacher`);
   const sftRows = rows.logs.flatMap((row) => template.sftRows(row, text, teacher));
   files.set('data/sft.jsonl', jsonl(sftRows));
-  return { files, sftRows };
+  return { files, own: text, sftRows };
 }
 
 export const initCommand: Command = {
@@ -111,7 +111,7 @@ export const initCommand: Command = {
 
     // Every check before the first write: nothing is half-written, nothing replaced.
     checkTarget(dir, args.values.force === true);
-    const { files, sftRows } = templateFiles(name as TemplateName, model, seed);
+    const { files, own, sftRows } = templateFiles(name as TemplateName, model, seed);
     const paths = [...files.keys(), ...(model === undefined ? ['model'] : [])];
     checkNoLinks(dir, paths);
     checkNoneExist(dir, paths);
@@ -130,7 +130,7 @@ export const initCommand: Command = {
         `  README.md explains every file and every key of the configs\n` +
         `  ${model === undefined ? `model/ (a tiny Qwen2 created from seed ${seed})` : `configs naming --model ${model}`}, data/ (train.jsonl, eval.jsonl, sft.jsonl)\n\nNext:\n`,
     );
-    const commands = template.commands(model ?? 'model', model ?? 'model');
+    const commands = template.commands(own, model ?? 'model', model ?? 'model');
     if (where !== '.') commands.unshift([`cd ${shellWord(where)}`, '']);
     for (const [command, what] of commands)
       io.stdout(`${what ? `  # ${what.trim()}\n` : ''}  ${command}\n`);

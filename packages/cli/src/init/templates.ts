@@ -29,17 +29,23 @@ export interface Template {
    */
   sftRows(row: PlainRow, files: ReadonlyMap<string, string>, rng: Rng): object[];
   /**
-   * The next commands, in order, each with what it does. `tokenizer` is the folder of the
-   * tokenizer (the model init made, or --model); `model` the model SFT starts from.
+   * The next commands, in order, each with what it does. `files` are the template's own (the
+   * checkpoints' steps come from its configs), `tokenizer` is the folder of the tokenizer (the
+   * model init made, or --model), `model` the model SFT starts from.
    */
-  commands(tokenizer: string, model: string): (readonly [command: string, what: string])[];
+  commands(
+    files: ReadonlyMap<string, string>,
+    tokenizer: string,
+    model: string,
+  ): (readonly [command: string, what: string])[];
 }
 
 /** Seeded model weights as the demo initialises them (docs/demo.md, "Scale of the seeded model"). */
 const SEEDED = { ropeTheta: 10_000, initializerRange: 0.02, embeddingInitRange: 0.2 } as const;
 
-/** The SFT checkpoint every template's GRPO starts from (sft.json's max_steps). */
-const sftModel = (files: { sftSteps: number }) => `runs/sft/checkpoint-${files.sftSteps}`;
+/** The SFT checkpoint every template's GRPO starts from: sft.json's last. */
+const sftModel = (files: ReadonlyMap<string, string>) =>
+  `runs/sft/checkpoint-${configValue<number>(files, 'sft.json', ['max_steps'])}`;
 
 /** A key of the template's JSON file (init reads its own configs, so the commands match them). */
 function configValue<T>(files: ReadonlyMap<string, string>, file: string, path: string[]): T {
@@ -51,16 +57,17 @@ function configValue<T>(files: ReadonlyMap<string, string>, file: string, path: 
 
 /** SFT → GRPO → the untrained model's eval → SFT against GRPO → export: the trainer templates. */
 function trainerCommands(
-  o: { sftSteps: number; grpoSteps: number; model: string },
+  files: ReadonlyMap<string, string>,
+  model: string,
   what: { grpo: string },
 ): (readonly [string, string])[] {
-  const sft = sftModel(o);
-  const grpo = `runs/grpo/checkpoint-${o.grpoSteps}`;
+  const sft = sftModel(files);
+  const grpo = `runs/grpo/checkpoint-${configValue<number>(files, 'grpo.json', ['max_steps'])}`;
   return [
     ['flowgrpo train --config sft.json', `1. SFT on the teacher's logs (every weight) → ${sft}`],
     ['flowgrpo train --config grpo.json', `2. ${what.grpo} → ${grpo} (a LoRA adapter)`],
     [
-      `flowgrpo eval --config grpo.json --data data/eval.jsonl --model ${o.model} --out eval-untrained.json`,
+      `flowgrpo eval --config grpo.json --data data/eval.jsonl --model ${model} --out eval-untrained.json`,
       '3. held-out accuracy of the untrained model',
     ],
     [
@@ -73,13 +80,6 @@ function trainerCommands(
     ],
   ];
 }
-
-/** The step counts the templates' configs set (their README tables say the same). */
-export const STEPS = {
-  'math-tags': { sftSteps: 400, grpoSteps: 20 },
-  'flow-planner': { sftSteps: 150, grpoSteps: 15 },
-  'gateway-agent': { sftSteps: 150, grpoSteps: 15 },
-} as const satisfies Record<TemplateName, { sftSteps: number; grpoSteps: number }>;
 
 export const TEMPLATES: Record<TemplateName, Template> = {
   'math-tags': {
@@ -97,11 +97,10 @@ export const TEMPLATES: Record<TemplateName, Template> = {
     sftRows: (row, files, rng) => [
       tagAgentRow(row, configValue(files, 'grpo.json', ['agent', 'system_prompt']), rng),
     ],
-    commands: (_tokenizer, model) =>
-      trainerCommands(
-        { ...STEPS['math-tags'], model },
-        { grpo: 'GRPO: the tag agent with the calculator, rewarded by the answer' },
-      ),
+    commands: (files, _tokenizer, model) =>
+      trainerCommands(files, model, {
+        grpo: 'GRPO: the tag agent with the calculator, rewarded by the answer',
+      }),
   },
   'flow-planner': {
     summary:
@@ -118,11 +117,10 @@ export const TEMPLATES: Record<TemplateName, Template> = {
     rows: { logs: 1000, train: 500, eval: 150 },
     sftRows: (row, files, rng) =>
       flowPlannerRows(row, configValue(files, 'grpo.json', ['agent', 'max_turns']), rng),
-    commands: (_tokenizer, model) =>
-      trainerCommands(
-        { ...STEPS['flow-planner'], model },
-        { grpo: 'Flow-GRPO of the planner (the fixed roles offline: README.md)' },
-      ),
+    commands: (files, _tokenizer, model) =>
+      trainerCommands(files, model, {
+        grpo: 'Flow-GRPO of the planner (the fixed roles offline: README.md)',
+      }),
   },
   'gateway-agent': {
     summary: 'your own agent program (agent.ts, the openai SDK) trained through the policy gateway',
@@ -139,8 +137,8 @@ export const TEMPLATES: Record<TemplateName, Template> = {
     sftRows: (row, files, rng) => [
       agentProgramRow(row, (files.get('prompt.txt') ?? '').trim(), rng),
     ],
-    commands: (tokenizer, model) => {
-      const sft = sftModel(STEPS['gateway-agent']);
+    commands: (files, tokenizer, model) => {
+      const sft = sftModel(files);
       const adapter = 'runs/gateway/adapters/policy';
       return [
         [
