@@ -154,6 +154,24 @@ describe('TagAgent.run', () => {
     ]);
   });
 
+  it('adds no closer when the engine cut it from the text but kept its ids (the local engine)', async () => {
+    // As LocalPolicyEngine returns a stop string: the text ends before it, the ids include it.
+    const call = '<tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}';
+    const ids = bytes(`${call}</tool_call>`);
+    server.enqueue(
+      'completions',
+      reply.tokens(call, { ids, logprobs: ids.map(() => -0.5) }),
+      sampled('<answer>5</answer>'),
+    );
+    const t = await agent().run('2+3?');
+    expect(t.segments!.map((s) => [s.kind, byteTokenizer.decode(s.tokens)]).slice(1)).toEqual([
+      ['action', `${call}</tool_call>`],
+      ['observation', '\n<tool_response>\n5\n</tool_response>\n'],
+      ['action', '<answer>5</answer>'],
+    ]);
+    expect(t.finalAnswer).toBe('5');
+  });
+
   it('stops at max turns, lets a length-cut action continue, and reports a bad tool call to the model', async () => {
     server.enqueue(
       'completions',

@@ -28,9 +28,17 @@ import {
   sftRows,
 } from '@flowgrpo/trainer';
 import type { CliIO } from './command.js';
+import { checkEndpoints, type EndpointUse } from './endpoint-check.js';
 import { modelKind, resolveTokenizer } from './model-artifacts.js';
 import { type AgentSampling, agentFactory, policyTokenizer, rewardFunction } from './run-agent.js';
-import type { AgentSpec, DeviceName, Endpoint, RewardName, RunConfig } from './run-config.js';
+import {
+  type AgentSpec,
+  apiKeyOf,
+  type DeviceName,
+  type Endpoint,
+  type RewardName,
+  type RunConfig,
+} from './run-config.js';
 import { readQueryRows, readSftExamples, rowNames } from './run-data.js';
 
 // The checks `flowgrpo train` and `flowgrpo eval` run before anything slow or destructive — before
@@ -120,6 +128,10 @@ export interface PreflightPlan {
   outputFile?: { key: string; path: string } | undefined;
   /** Other paths the command reads (adapters, …): outputs keep apart from them too. */
   inputs?: readonly RunInput[] | undefined;
+  /** Remote rollout servers (rollout.engine "openai"): each must answer, as the roles' must. */
+  rolloutServers?: { base_urls: string[]; api_key_env?: string | undefined } | undefined;
+  /** How long each server has to answer (default ENDPOINT_TIMEOUT_MS). */
+  endpointTimeoutMs?: number;
 }
 
 export interface PreflightResult {
@@ -226,6 +238,11 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
     }
   }
 
+  for (const e of await checkEndpoints(endpointUses(plan, io.env), {
+    ...(plan.endpointTimeoutMs !== undefined && { timeoutMs: plan.endpointTimeoutMs }),
+  }))
+    problem(e, e.keys.join(', '));
+
   if (factory && tokenizer && model && plan.agent && !plan.agent.remote) {
     if (plan.agent.spec.type === 'flow' && plan.agent.spec.analyze_query)
       io.stderr(
@@ -296,6 +313,12 @@ export function trainPlan(rc: RunConfig, device: DeviceName | undefined): Prefli
         remote: rc.run.rollout.engine !== 'local',
       },
       reward: { name: rc.run.reward, judge: rc.run.judge ?? rc.run.agent.engine },
+      ...(rc.run.rollout.engine === 'openai' && {
+        rolloutServers: {
+          base_urls: [rc.run.rollout.base_urls].flat(),
+          api_key_env: rc.run.rollout.api_key_env,
+        },
+      }),
     }),
   };
 }
@@ -315,6 +338,44 @@ export function planInputs(plan: PreflightPlan): RunInput[] {
     ...plan.data.map((d) => ({ key: d.key, path: d.path })),
     ...(plan.inputs ?? []),
   ];
+}
+
+/**
+ * The servers the plan's run will call: the agent's engine (the Flow roles, tools that call an
+ * LLM), the judge, the remote rollout servers. One whose API key variable is unset is not asked:
+ * the agent's or the reward's check reports the variable, the one thing to fix first.
+ */
+function endpointUses(plan: PreflightPlan, env: NodeJS.ProcessEnv): EndpointUse[] {
+  const uses: EndpointUse[] = [];
+  const add = (
+    key: string,
+    spec: { api_key_env?: string | undefined },
+    baseUrl: string,
+    alternative?: string,
+  ) => {
+    let apiKey: string | undefined;
+    try {
+      apiKey = apiKeyOf(spec, env, key);
+    } catch {
+      return;
+    }
+    uses.push({ key, baseUrl, apiKey, ...(alternative && { alternative }) });
+  };
+  const engine = plan.agent?.spec.engine;
+  if (engine)
+    add(
+      'agent.engine',
+      engine,
+      engine.base_url,
+      plan.agent?.spec.type === 'flow'
+        ? 'remove agent.engine to run the executor, verifier and generator offline (rule-based)'
+        : undefined,
+    );
+  const judge = plan.reward?.name === 'judge' ? plan.reward.judge : undefined;
+  if (judge) add('judge', judge, judge.base_url);
+  for (const url of plan.rolloutServers?.base_urls ?? [])
+    add('rollout.base_urls', plan.rolloutServers!, url);
+  return uses;
 }
 
 /** The fix of a typed error that carries its own (`fix`) rather than a hint. */

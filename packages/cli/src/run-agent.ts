@@ -1,4 +1,5 @@
 import {
+  compactPlannerPrompt,
   FlowRollout,
   OpenAIEngine,
   OpenAIPolicyEngine,
@@ -18,6 +19,7 @@ import {
 } from '@flowgrpo/reward';
 import { builtinToolAlias, type Tool } from '@flowgrpo/tools';
 import { buildTools } from './commands/solve.js';
+import { offlineRoles } from './offline-roles.js';
 import {
   type AgentSpec,
   apiKeyOf,
@@ -81,12 +83,15 @@ export function agentFactory(
   const engine = spec.engine ? openAIEngine(spec.engine, env, 'agent.engine') : undefined;
   const toolList = tools(spec, engine, env);
   const maxTurns = spec.max_turns ?? sampling.maxTurns;
-  if (spec.type === 'flow')
+  if (spec.type === 'flow') {
+    // No server named: the fixed roles are rule-based stand-ins (offline-roles.ts).
+    const roles = engine ? { engine } : { engines: offlineRoles(toolList) };
     return (policy) =>
       new FlowRollout({
         policy,
-        engine: engine!,
+        ...roles,
         tools: toolList,
+        ...(spec.planner_prompt === 'compact' && { plannerPrompt: compactPlannerPrompt }),
         maxTurns,
         analyzeQuery: spec.analyze_query,
         toolTimeoutMs: spec.tool_timeout_s * 1000,
@@ -96,6 +101,7 @@ export function agentFactory(
           topP: sampling.topP,
         },
       });
+  }
   return (policy) =>
     new TagAgent({
       policy,
@@ -106,8 +112,17 @@ export function agentFactory(
       topP: sampling.topP,
       toolTimeoutMs: spec.tool_timeout_s * 1000,
       ...(spec.search_tool && { searchTool: spec.search_tool }),
+      ...(spec.system_prompt !== undefined && { prompt: tagPrompt(spec.system_prompt) }),
       ...(spec.max_total_tokens && { maxTotalTokens: spec.max_total_tokens }),
     });
+}
+
+/** The tag agent's first prompt with `system` as its system message: the question as the user's. */
+export function tagPrompt(system: string): (question: string) => ChatMessage[] {
+  return (question) => [
+    { role: 'system', content: system },
+    { role: 'user', content: `Question: ${question}` },
+  ];
 }
 
 /** The reward by name; 'judge' asks `judge` (an LLM endpoint) for a structured verdict. */

@@ -42,12 +42,21 @@ const toolName = z.string().refine((n) => builtinToolAlias(n) !== undefined, {
 export const AgentSchema = z.discriminatedUnion('type', [
   z
     .object({
-      /** The Flow solver: the policy plans; executor, verifier and generator are `engine`. */
+      /**
+       * The Flow solver: the policy plans; executor, verifier and generator are `engine`, or
+       * rule-based offline stand-ins when it is absent (offline-roles.ts).
+       */
       type: z.literal('flow'),
       tools: z.array(toolName).min(1).default(['calculator']),
       /** Planner turns per rollout (default: the trainer config's max_turns). */
       max_turns: positiveInt.optional(),
-      engine: EndpointSchema,
+      engine: EndpointSchema.optional(),
+      /**
+       * The planner's prompt: 'default' (policyPlannerMessages: the AgentFlow instructions, the
+       * tools' descriptions; ~2,500 bytes) or 'compact' (compactPlannerPrompt: a text prompt of
+       * a few hundred bytes, for a small planner).
+       */
+      planner_prompt: z.enum(['default', 'compact']).default('default'),
       analyze_query: z.boolean().default(false),
       tool_timeout_s: z.number().positive().default(60),
     })
@@ -61,6 +70,11 @@ export const AgentSchema = z.discriminatedUnion('type', [
       /** A tool (input {query}) that answers <search>…</search>. */
       search_tool: z.string().optional(),
       max_total_tokens: positiveInt.optional(),
+      /**
+       * The system message the agent sends before the question (default: defaultTagPrompt's,
+       * which describes the tags and every tool).
+       */
+      system_prompt: z.string().min(1).optional(),
       /** An engine for tools that call an LLM themselves (wikipedia, web_rag, generalist). */
       engine: EndpointSchema.optional(),
       tool_timeout_s: z.number().positive().default(60),

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 // directly in src/ (and its build directly in dist/, beside the one-file bundle dist/flowgrpo.js),
 // so one folder up is the package root from the sources, the tsc build and the bundle alike.
 
-/** The folder holding `templates/<name>/` and the shared `templates/data/`. */
+/** The folder holding `templates/<name>/`. */
 export function templatesDir(): string {
   return fileURLToPath(new URL('../templates/', import.meta.url));
 }

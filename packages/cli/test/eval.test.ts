@@ -190,11 +190,15 @@ describe('flowgrpo eval', () => {
     const noAgent = captureIO(tmp);
     expect(await runCli(['eval', '--model', model, '--data', data], noAgent)).toBe(2);
     expect(noAgent.err).toContain('--agent');
-    const flowNoEngine = captureIO(tmp);
+    // (--agent flow without a server runs its fixed roles offline: test/run-agent.test.ts.)
+    const urlAlone = captureIO(tmp);
     expect(
-      await runCli(['eval', '--model', model, '--data', data, '--agent', 'flow'], flowNoEngine),
+      await runCli(
+        ['eval', '--model', model, '--data', data, '--agent', 'flow', '--base-url', 'http://x/v1'],
+        urlAlone,
+      ),
     ).toBe(2);
-    expect(flowNoEngine.err).toContain('--base-url');
+    expect(urlAlone.err).toContain('--base-url and --engine-model go together');
     const missing = captureIO(tmp);
     expect(
       await runCli(

@@ -205,9 +205,12 @@ export class TagAgent implements RolloutAgent {
       let text = sample.text;
       const closer = sample.finishReason === 'stop' ? missingCloser(text) : undefined;
       if (closer) {
-        // The server stripped the stop string: add it back (not trained: the policy did sample
-        // it, but we do not have its ids and logprobs) so the context stays well formed.
-        append(closer);
+        // The stop string was cut from the text. A server that also leaves out its ids gets it
+        // added back (not trained: the policy did sample it, but we do not have its ids and
+        // logprobs) so the context stays well formed; the local engine keeps the ids in
+        // actionTokens, and adding it again would put the closer twice into the sequence.
+        if (!this.tokenizer.decode(Array.from(sample.actionTokens)).endsWith(closer))
+          append(closer);
         text += closer;
       }
 

@@ -76,7 +76,8 @@ reported at once.
   --config FILE         a train run config: its agent, reward, judge, tokenizer, model,
                         eval_file, max_positions, max_completion_length and max_turns are the
                         defaults here
-  --agent flow|tag      the agent (flow needs --base-url and --engine-model for its fixed roles)
+  --agent flow|tag      the agent (flow: its fixed roles on --base-url and --engine-model, else
+                        rule-based offline stand-ins for them)
   --tools LIST          comma-separated tool names (default calculator for flow, none for tag)
   --max-turns N         policy turns per question (default 5)
   --max-tokens N        tokens per policy turn (default 256)
@@ -124,10 +125,7 @@ function agentSpec(args: ParsedArgs, rc: EvalRunConfig | undefined): AgentSpec {
   if ((baseUrl === undefined) !== (engineModel === undefined))
     throw new UsageError('--base-url and --engine-model go together');
   const type = stringOption(args, 'agent') ?? fromConfig?.type ?? (baseUrl ? 'flow' : undefined);
-  if (type === undefined)
-    throw new UsageError(
-      '--agent flow (with --base-url and --engine-model) or --agent tag is needed',
-    );
+  if (type === undefined) throw new UsageError('--agent flow or --agent tag is needed');
   if (type !== 'flow' && type !== 'tag')
     throw new UsageError(`--agent must be flow or tag, got '${type}'`);
   const raw: Record<string, unknown> =
@@ -146,8 +144,6 @@ function agentSpec(args: ParsedArgs, rc: EvalRunConfig | undefined): AgentSpec {
       model: engineModel,
       ...(stringOption(args, 'api-key-env') && { api_key_env: stringOption(args, 'api-key-env') }),
     };
-  if (type === 'flow' && raw.engine === undefined)
-    throw new UsageError('--agent flow needs --base-url and --engine-model for its fixed roles');
   return parseConfig(AgentSchema, raw, 'flowgrpo eval');
 }
 

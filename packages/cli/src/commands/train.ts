@@ -50,10 +50,13 @@ beta, epsilon, loss_type, lora: {r, lora_alpha, target_modules}, …) and the ru
                  32768))
 GRPO only:
   "agent"        {"type": "flow", "tools": ["calculator", …], "max_turns": 5,
-                  "analyze_query": false, "tool_timeout_s": 60,
-                  "engine": ENDPOINT}   fixed roles (executor, verifier, generator) on ENDPOINT
+                  "analyze_query": false, "tool_timeout_s": 60, "planner_prompt": "default",
+                  "engine": ENDPOINT}   fixed roles (executor, verifier, generator) on ENDPOINT;
+                  without "engine" they run offline, rule-based (the demo's); "planner_prompt":
+                  "compact" is a short text prompt for a small planner
                  or {"type": "tag", "tools": [...], "max_turns": 5, "search_tool": NAME,
-                  "max_total_tokens": N, "tool_timeout_s": 60, "engine": ENDPOINT}
+                  "system_prompt": TEXT, "max_total_tokens": N, "tool_timeout_s": 60,
+                  "engine": ENDPOINT}
   "reward"       "exact_match" | "f1" | "math" | "judge"
   "judge"        ENDPOINT (default: agent.engine)
   "data_format"  "sample_rows", "plain" or a dataset normaliser (gsm8k, nq, …: flowgrpo data);
@@ -81,7 +84,8 @@ data files (every row), the device (which one auto picked, and why), that the ag
 prompts fit the model's positions with max_completion_length to spare, the tools' requirements,
 output_dir (never the model, tokenizer or data folder, nor inside or around one; no symbolic
 link where the run writes; a folder that is not a run must be empty, or --overwrite writes
-beside its files). Every problem is reported at once, each with its fix
+beside its files), and that every server the run names (agent.engine, judge, rollout.base_urls)
+answers GET /models within 5 s. Every problem is reported at once, each with its fix
 (docs/troubleshooting.md).
 
 Ctrl-C stops after the current step and writes a checkpoint (exit code 130); --resume goes on.`;

@@ -26,7 +26,12 @@ export {
   demoReward,
   demoTools,
   demoTrainingReward,
+  field,
+  generatorEngine,
+  jsonAfter,
   plannerFormatReward,
+  RuleEngine,
+  verifierEngine,
 } from './roles.js';
 export {
   type DemoQuestion,
