@@ -103,7 +103,7 @@ export function demoSettings(budget: DemoBudget) {
     testQuestions: by(360, 120, 24),
     grpoQuestions: by(2000, 400, 32),
     sft: {
-      maxSteps: by(500, 140, 100),
+      maxSteps: by(800, 140, 100),
       evalSteps: by(20, 20, 20),
       // Any lower validation loss counts as progress (threshold 0) and 5 evaluations (100 steps)
       // without one stop the run: the loss is noisy at ~0.004 nats/token, and a baseline
