@@ -9,6 +9,7 @@ import { exactMatchReward, type RewardFunction } from '@flowgrpo/reward';
 import { describe, expect, it } from 'vitest';
 import { comparisonTable, evaluate, RolloutsFailedError, wilsonInterval } from '../src/index.js';
 import {
+  formatCompliant,
   trajectoryCompletionLength,
   trajectoryToolCalls,
   trajectoryToolErrors,
@@ -83,6 +84,26 @@ describe('what a trajectory did', () => {
     expect([trajectoryTurns(t), trajectoryCompletionLength(t)]).toEqual([2, 5]);
     const flow: Trajectory = { ...base, turns: [turn('almanac'), turn('None')] };
     expect(trajectoryCompletionLength(flow)).toBe(2);
+  });
+
+  it('format: every turn parsed and the run ended with an answer (or the verifier stopped it)', () => {
+    const flow: Trajectory = { ...base, turns: [turn('almanac'), turn('None')] };
+    expect(formatCompliant(flow)).toBe(true);
+    expect(formatCompliant({ ...flow, stopReason: 'verifier_stop' })).toBe(true);
+    // A turn that did not parse, however the run ended.
+    expect(formatCompliant({ ...flow, turns: [{ ...turn('almanac'), parsed: false }] })).toBe(
+      false,
+    );
+    // Cut off or failed: not well-formed, even when a final-answer step answered afterwards (an
+    // untrained tag agent that never writes <answer> ends every rollout at max_turns).
+    for (const stopReason of [
+      'max_turns',
+      'max_tokens',
+      'parse_error',
+      'timeout',
+      'error',
+    ] as const)
+      expect(formatCompliant({ ...flow, stopReason }), stopReason).toBe(false);
   });
 
   it('comparisonTable lines the policies up', () => {

@@ -108,10 +108,15 @@ export function trajectoryToolErrors(t: Trajectory): number {
 const toolCalls = trajectoryToolCalls;
 const toolErrors = trajectoryToolErrors;
 
-/** Every planner turn parsed and the rollout ended with an answer (the tables' "format"). */
+/**
+ * Every planner turn parsed and the rollout ended with an answer (the tables' "format"): the
+ * policy answered, or the verifier stopped the run. A run cut at max_turns or max_tokens, or one
+ * that failed, is not well-formed, whatever a final-answer step made of it afterwards — an
+ * untrained tag agent that never writes <answer> would otherwise count as 100% format.
+ */
 export function formatCompliant(t: Trajectory): boolean {
   const parsed = (t.turns ?? []).every((u) => u.parsed !== false);
-  return parsed && t.stopReason !== 'parse_error' && t.stopReason !== 'error';
+  return parsed && (t.stopReason === 'answer' || t.stopReason === 'verifier_stop');
 }
 
 /** Sampled tokens of a trajectory (its turns' actions, or its trainable segments). */
