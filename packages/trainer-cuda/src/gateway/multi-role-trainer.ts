@@ -25,8 +25,8 @@ import {
   refuseUnusedKeys,
 } from '../train/config.js';
 import { EpochCursor } from '../train/data-order.js';
-import { type EvalResult, evaluate } from '../train/evaluate.js';
-import { evalMetrics, freshGRPOState } from '../train/grpo-trainer.js';
+import { type EvalResult, evalMetrics, evaluate } from '../train/evaluate.js';
+import { freshGRPOState } from '../train/grpo-state.js';
 import { mapConcurrent } from '../train/map-concurrent.js';
 import { NonFiniteGuard } from '../train/non-finite-guard.js';
 import { writeReport } from '../train/report.js';

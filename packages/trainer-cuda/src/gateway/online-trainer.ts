@@ -19,7 +19,7 @@ import {
   parseConfig,
   refuseUnusedKeys,
 } from '../train/config.js';
-import { freshGRPOState } from '../train/grpo-trainer.js';
+import { freshGRPOState } from '../train/grpo-state.js';
 import { NonFiniteGuard } from '../train/non-finite-guard.js';
 import { writeReport } from '../train/report.js';
 import type { RoleCheckpointPart } from '../train/roles-checkpoint.js';

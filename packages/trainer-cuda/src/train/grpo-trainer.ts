@@ -36,6 +36,7 @@ import {
 } from './config.js';
 import {
   type EvalResult,
+  evalMetrics,
   evaluate,
   formatCompliant,
   runOne,
@@ -44,6 +45,7 @@ import {
   trajectoryToolErrors,
   trajectoryTurns,
 } from './evaluate.js';
+import { freshGRPOState } from './grpo-state.js';
 import { type GrpoUpdateResult, grpoUpdate } from './grpo-update.js';
 import { LoraPolicy } from './lora-policy.js';
 import { mapConcurrent } from './map-concurrent.js';
@@ -648,39 +650,6 @@ export class GRPOTrainer {
   }
 }
 
-/** The state a GRPO run starts from: every random stream derives from `seed` (and the batch). */
-export function freshGRPOState(c: GRPOConfig): TrainerState {
-  return {
-    global_step: 0,
-    batches: 0,
-    epoch: 0,
-    data_cursor: 0,
-    rng: {
-      seed: c.seed,
-      scheme: 'order = permutation(seed, epoch); rollout seeds from (seed, batch)',
-    },
-    nan_steps_skipped: 0,
-    log_history: [],
-    config: { ...c },
-  };
-}
-
 function mean(xs: readonly number[]): number {
   return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
-}
-
-/** eval/* metrics of an evaluation, for metrics.jsonl. */
-export function evalMetrics(e: EvalResult): MetricsRecord {
-  return {
-    'eval/accuracy': e.accuracy,
-    'eval/accuracy_ci_low': e.accuracy_ci95[0],
-    'eval/accuracy_ci_high': e.accuracy_ci95[1],
-    'eval/reward': e.reward_mean,
-    'eval/format_compliance': e.format_compliance,
-    'eval/turns_mean': e.turns_mean,
-    'eval/tool_calls_per_trajectory': e.tool_calls_per_trajectory,
-    'eval/tool_error_rate': e.tool_error_rate,
-    'eval/completion_length': e.completion_length_mean,
-    'eval/time_s': e.time_s,
-  };
 }
