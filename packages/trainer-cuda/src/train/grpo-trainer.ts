@@ -1,7 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { PolicyEngine, RolloutAgent } from '@flowgrpo/agent';
 import { ConfigError, createRng, type SampleRow, type Trajectory } from '@flowgrpo/core';
-import { grpoMetrics } from '@flowgrpo/grpo';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import {
   DecoderArtifacts,
@@ -21,7 +20,6 @@ import {
   type RewardFunction,
   type RewardResult,
   rewardInputFromTrajectory,
-  rewardMetrics,
 } from '@flowgrpo/reward';
 import { AlarmStopError, stoppingAlarm } from './alarms.js';
 import { scoreTrajectory } from './checked-reward.js';
@@ -34,17 +32,7 @@ import {
   parseConfig,
   policyOptions,
 } from './config.js';
-import {
-  type EvalResult,
-  evalMetrics,
-  evaluate,
-  formatCompliant,
-  runOne,
-  trajectoryCompletionLength,
-  trajectoryToolCalls,
-  trajectoryToolErrors,
-  trajectoryTurns,
-} from './evaluate.js';
+import { type EvalResult, evalMetrics, evaluate, runOne } from './evaluate.js';
 import { freshGRPOState } from './grpo-state.js';
 import { type GrpoUpdateResult, grpoUpdate } from './grpo-update.js';
 import { LoraPolicy } from './lora-policy.js';
@@ -58,14 +46,13 @@ import {
   describeRolloutFailures,
   type RolloutFailures,
   RolloutsFailedError,
-  rolloutFailureMetrics,
 } from './rollout-failures.js';
 import type { MetricsRecord, RunDirectory } from './run-dir.js';
 import { RunLifecycle } from './run-lifecycle.js';
 import type { RunLock } from './run-lock.js';
 import { type ScoredBatch, scoreBatch } from './scored-batch.js';
 import { StepClock } from './step-clock.js';
-import { isTruncated } from './truncation.js';
+import { stepRecord } from './step-record.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py — five phases,
 // one method each (#loop below):
@@ -303,11 +290,20 @@ export class GRPOTrainer {
         counts,
         step,
       });
-      // 4. Metrics: TRL's names, then flowgrpo's.
-      const record = {
-        ...this.#metrics(state, questions.epochs, scored, update, counts, step),
-        ...questions.metrics,
-      };
+      // 4. Metrics: TRL's names, then flowgrpo's (step-record.ts, every GRPO trainer's).
+      const record = stepRecord({
+        config: c,
+        step: state.global_step,
+        epoch: questions.epochs,
+        trained: {
+          policy: { batch: scored.batch, update, trainSeconds: step.seconds.train },
+        },
+        rewards: { results: scored.scored, name: o.reward.name },
+        failures: scored.failures,
+        questions: questions.metrics,
+        counters: { nanStepsSkipped: state.nan_steps_skipped, emptyBatches: counts.emptyBatches },
+        seconds: step.seconds,
+      });
       // 5. Log, write the rollouts, evaluate and checkpoint when their intervals are crossed.
       lastBatch = trajectories;
       const saved = await this.#logEvalSave(state, record, scored.failures, update, counts, step, {
@@ -411,67 +407,6 @@ export class GRPOTrainer {
     state.batches++;
     await o.step.time('sync', () => this.#sync(policy.params, state.global_step));
     return result;
-  }
-
-  /** The step's metrics record (TRL's names, then flowgrpo's). */
-  #metrics(
-    state: TrainerState,
-    epoch: number,
-    s: ScoredRollouts,
-    u: GrpoUpdateResult,
-    counts: { emptyBatches: number },
-    step: StepClock,
-  ): MetricsRecord {
-    const c = this.config;
-    const { trajectories, rewards, groups, rows, targets } = s.batch;
-    const last = u.updates.findLast((x) => !x.skipped) ?? u.updates.at(-1);
-    const t = step.seconds;
-    const turns = trajectories.map(trajectoryTurns);
-    const calls = trajectories.map(trajectoryToolCalls);
-    const toolErrors = trajectories.map(trajectoryToolErrors);
-    const totalCalls = calls.reduce((a, b) => a + b, 0);
-    const allTokens = rows.reduce((sum, r) => sum + r.tokens.length, 0);
-    return {
-      step: state.global_step,
-      epoch,
-      learning_rate: u.learningRates.at(-1) ?? 0,
-      ...(last && { loss: last.stats.loss, grad_norm: last.gradNorm }),
-      ...grpoMetrics({
-        rewards,
-        groups,
-        completionLengths: trajectories.map(trajectoryCompletionLength),
-        ...(last && {
-          loss: {
-            clipFracLow: last.stats.clip_low_sum,
-            clipFracHigh: last.stats.clip_high_sum,
-            clipFrac: last.stats.clip_region_sum,
-            ...(c.beta !== 0 && { kl: last.stats.kl_sum }),
-            entropy: last.stats.entropy_sum,
-          },
-        }),
-      }),
-      ...rewardMetrics(s.scored, this.#o.reward.name),
-      ...rolloutFailureMetrics(s.failures),
-      accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
-      // Read by the truncation alarm (alarms.ts).
-      'completions/clipped_ratio': mean(
-        trajectories.map((tr) => (isTruncated(tr, c.max_completion_length) ? 1 : 0)),
-      ),
-      // Read by the format_collapse alarm: a reward earned with malformed replies shows here.
-      'completions/format_ratio': mean(trajectories.map((tr) => (formatCompliant(tr) ? 1 : 0))),
-      'turns/mean': mean(turns),
-      'tools/calls_per_trajectory': mean(calls),
-      'tools/error_rate': totalCalls === 0 ? 0 : toolErrors.reduce((a, b) => a + b, 0) / totalCalls,
-      trainable_token_ratio: allTokens === 0 ? 0 : targets.count / allTokens,
-      'logprob_mismatch/mean': u.mismatch.count === 0 ? 0 : u.mismatch.sum / u.mismatch.count,
-      'logprob_mismatch/max': u.mismatch.max,
-      nan_steps_skipped: state.nan_steps_skipped,
-      empty_batches: counts.emptyBatches,
-      'train/tokens': allTokens,
-      'train/micro_batches': last?.microBatches ?? 0,
-      'train/tokens_per_s': (allTokens / Math.max(1e-9, t.train ?? 1)) * u.updates.length,
-      ...Object.fromEntries(Object.entries(t).map(([k, v]) => [`timing/${k}_s`, v])),
-    };
   }
 
   /**
@@ -648,8 +583,4 @@ export class GRPOTrainer {
       { limit: o.keepAll ? 0 : this.config.save_total_limit },
     );
   }
-}
-
-function mean(xs: readonly number[]): number {
-  return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
 }
