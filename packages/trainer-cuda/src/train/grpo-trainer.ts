@@ -33,7 +33,7 @@ import {
 } from './config.js';
 import { type EvalResult, evaluate, runOne } from './evaluate.js';
 import { freshGRPOState } from './grpo-state.js';
-import { type GrpoUpdateResult, grpoUpdate } from './grpo-update.js';
+import { type GrpoUpdateResult, grpoUpdate, noUpdate } from './grpo-update.js';
 import { LoraPolicy } from './lora-policy.js';
 import { mapConcurrent } from './map-concurrent.js';
 import { NonFiniteGuard } from './non-finite-guard.js';
@@ -382,7 +382,7 @@ export class GRPOTrainer {
     const state = book.state;
     const result: GrpoUpdateResult =
       scored.batch.targets.count === 0
-        ? { updates: [], learningRates: [], mismatch: { sum: 0, max: 0, count: 0 } }
+        ? noUpdate()
         : await grpoUpdate(policy, scored.batch, {
             config: this.config,
             step: state.global_step,

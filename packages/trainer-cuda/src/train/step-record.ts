@@ -31,8 +31,6 @@ export interface PolicyStep {
   update: GrpoUpdateResult;
   /** Seconds its optimizer steps took (train/tokens_per_s). */
   trainSeconds: number | undefined;
-  /** Calls per rollout of this role, over all the step's rollouts (roles only). */
-  calls?: number;
 }
 
 /** The step's rollouts as scored: what the unprefixed keys of a roles run describe. */
@@ -47,7 +45,12 @@ export interface StepRecordInput {
   /** One policy, unprefixed (GRPOTrainer) — or the rollouts and a policy per trained role. */
   trained:
     | { policy: PolicyStep }
-    | { rollouts: StepRollouts; roles: Readonly<Record<string, PolicyStep>> };
+    | {
+        rollouts: StepRollouts;
+        roles: Readonly<Record<string, PolicyStep>>;
+        /** Calls per rollout of every served role, trained or frozen (`<role>/calls`). */
+        calls: Readonly<Record<string, number>>;
+      };
   /** The reward function's results (rewards/<name>/mean, …), when one scored the rollouts. */
   rewards?: { results: readonly RewardResult<object>[]; name: string };
   failures: RolloutFailures;
@@ -75,12 +78,10 @@ export function stepRecord(o: StepRecordInput): MetricsRecord {
       ? policyMetrics(t.policy.batch, c, t.policy)
       : {
           ...policyMetrics(t.rollouts, c),
+          ...Object.fromEntries(Object.entries(t.calls).map(([role, n]) => [`${role}/calls`, n])),
           ...Object.fromEntries(
             Object.entries(t.roles).flatMap(([role, p]) =>
-              Object.entries({
-                ...(p.calls !== undefined && { calls: p.calls }),
-                ...policyMetrics(p.batch, c, p),
-              }).map(([k, v]) => [`${role}/${k}`, v]),
+              Object.entries(policyMetrics(p.batch, c, p)).map(([k, v]) => [`${role}/${k}`, v]),
             ),
           ),
         }),
