@@ -147,6 +147,7 @@ export class RunBook {
       await this.writeReport();
       throw new AlarmStopError({
         alarm: alarm.name,
+        role: alarm.role,
         step: state.global_step,
         value: alarm.value,
         checkpoint,

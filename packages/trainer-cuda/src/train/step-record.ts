@@ -22,7 +22,8 @@ import { isTruncated } from './truncation.js';
 // per role: each trained role's batch (its own calls, its own rewards) and update make the same
 // record under `<role>/`, and the unprefixed keys describe the step's rollouts as a whole (the
 // reward posted for each, its completions, its failures). Counters, the learning rate and the
-// phases' seconds are the run's, unprefixed.
+// phases' seconds are the run's, unprefixed. roleRecord (role-record.ts) reads a role's record
+// back as GRPOTrainer's.
 
 /** A policy's part of a step: the batch it was scored on and the update made from it. */
 export interface PolicyStep {
