@@ -15,9 +15,10 @@ import {
   tinyGatewayModel,
   writeAdapter,
 } from '../../gateway/test/support/gateway-fixtures.js';
-import { listCheckpoints, MultiRoleGRPOTrainer } from '../src/index.js';
+import { AlarmStopError, listCheckpoints, MultiRoleGRPOTrainer } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 import { killAtMarker } from './support/kill-at-marker.js';
+import { grpoTrainerKeys, readRecords, recordKeys } from './support/record-keys.js';
 import { comparable } from './support/tiny-grpo.js';
 import {
   checkpointFiles,
@@ -156,6 +157,70 @@ it("num_iterations: 2 is GRPOTrainer's μ — two optimizer steps on one batch o
   const bName = [...one.params.keys()].find((k) => k.includes('lora_B'))!;
   expect(one.params.get(bName)!.some((v) => v !== 0)).toBe(true);
   expect(Array.from(two.params.get(bName)!)).not.toEqual(Array.from(one.params.get(bName)!));
+});
+
+it("writes GRPOTrainer's step record per trained role: every key of a GRPOTrainer run, under <role>/", async () => {
+  const out = join(root, 'keys');
+  await (await twoRoleTrainer(root, twoRoleConfig(out))).train();
+  const records = readRecords(out);
+  expect(records.map((r) => r.step)).toEqual([1, 2, 3, 4]);
+  const expected = await grpoTrainerKeys(join(root, 'grpo'));
+  const roles = ['planner', 'solver'];
+  for (const name of roles) {
+    const role = recordKeys(records, { name, roles });
+    expect(
+      expected.filter((k) => !role.includes(k)),
+      name,
+    ).toEqual([]);
+  }
+  // Each role's record is its own batch's (its calls, its rewards): the solver, which posts no
+  // role reward, is scored by the rollout's.
+  for (const r of records) {
+    expect(r['planner/train/tokens']).not.toBe(r['solver/train/tokens']);
+    expect(r['solver/reward']).toBe(r.reward);
+  }
+});
+
+it("judges each trained role's own record: its alarm is <role>/alarms/<name>, and stop_on ends the run on it", async () => {
+  // The planner's posted role reward never varies; the rollout's (the solver's) does.
+  const chat = async (baseURL: string, model: string, content: string) => {
+    const r = await fetch(`${baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 8 }),
+    });
+    return ((await r.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message
+      .content;
+  };
+  const program: AgentProgram = async ({ baseURL, rolloutId, question }) => {
+    const plan = await chat(baseURL, 'planner', question);
+    const answer = await chat(baseURL, 'solver', `${question}\nPlan: ${plan}`);
+    const letters = [...answer].filter((c) => /[a-z]/i.test(c)).length / Math.max(1, answer.length);
+    await fetch(`${baseURL}/rollouts/${rolloutId}/reward`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ reward: letters, role_rewards: { planner: 0.5 } }),
+    });
+    return answer;
+  };
+  const out = join(root, 'alarm');
+  const alarms = { window: 2, stop_on: ['zero_variance_groups' as const] };
+  const error = await (await twoRoleTrainer(root, twoRoleConfig(out, { alarms }), program))
+    .train()
+    .catch((e: unknown) => e);
+  expect(AlarmStopError.isInstance(error)).toBe(true);
+  expect(error).toMatchObject({ alarm: 'zero_variance_groups', role: 'planner', step: 2 });
+  expect((error as Error).message).toContain('alarm planner/zero_variance_groups');
+  const last = readRecords(out).at(-1)!;
+  expect(last).toMatchObject({
+    step: 2,
+    'planner/frac_reward_zero_std': 1,
+    'planner/alarms/zero_variance_groups': 1,
+    'solver/alarms/zero_variance_groups': 0,
+    'alarms/zero_variance_groups': 0,
+  });
+  // The policies of the step the alarm was raised at are kept for reading.
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([2]);
 });
 
 it('killed with SIGKILL mid-step and resumed, continues bit-identically to the uninterrupted run', async () => {
