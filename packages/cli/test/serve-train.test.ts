@@ -139,6 +139,19 @@ it('trains the served adapter from posted rewards; the held-out reward goes up',
   expect(metrics).toHaveLength(STEPS);
   // Every rollout was sampled by the adapter it was trained from: token-exact.
   for (const m of metrics) expect(m['policy/logprob_mismatch/max']).toBeLessThanOrEqual(1e-4);
+  // GRPOTrainer's record, the role's under policy/: every alarm is judged for the role.
+  for (const m of metrics)
+    for (const k of [
+      'frac_reward_zero_std',
+      'policy/entropy',
+      'policy/clip_ratio/region_mean',
+      'policy/completions/mean_length',
+      'policy/alarms/entropy_collapse',
+      'policy/alarms/clip_ratio_spike',
+      'policy/alarms/length_blowup',
+      'policy/alarms/zero_variance_groups',
+    ])
+      expect(m[k], k).toBeTypeOf('number');
 
   child.kill('SIGTERM');
   expect(await new Promise((r) => child!.on('exit', r))).toBe(0);

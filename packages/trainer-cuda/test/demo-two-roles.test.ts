@@ -76,7 +76,7 @@ describe('flowgrpo demo --two-roles (smoke budget)', () => {
             expect(m[`${role}/loss`]).toBeUndefined();
             continue;
           }
-          expect(m[`${role}/train_tokens`]).toBeGreaterThan(0);
+          expect(m[`${role}/train/tokens`]).toBeGreaterThan(0);
           expect(m[`${role}/logprob_mismatch/max`]).toBeLessThanOrEqual(1e-3);
         }
       }

@@ -15,9 +15,11 @@ import {
   tinyGatewayModel,
   writeAdapter,
 } from '../../gateway/test/support/gateway-fixtures.js';
-import { listCheckpoints, MultiRoleGRPOTrainer } from '../src/index.js';
+import { AlarmStopError, listCheckpoints, MultiRoleGRPOTrainer } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 import { killAtMarker } from './support/kill-at-marker.js';
+import { grpoTrainerKeys, readRecords, recordKeys } from './support/record-keys.js';
+import { comparable } from './support/tiny-grpo.js';
 import {
   checkpointFiles,
   twoRoleConfig,
@@ -114,7 +116,7 @@ it('trains two roles with their own adapters and keeps the frozen role frozen', 
     for (const role of ['planner', 'solver']) {
       // Each trained role's rows are its own calls, token-exact (sampled = recomputed logprobs).
       expect(m[`${role}/logprob_mismatch/max`]).toBeLessThanOrEqual(1e-4);
-      expect(m[`${role}/train_tokens`]).toBeGreaterThan(0);
+      expect(m[`${role}/train/tokens`]).toBeGreaterThan(0);
       expect(Number.isFinite(m[`${role}/loss`])).toBe(true);
       expect(m[`${role}/calls`]).toBe(1);
     }
@@ -149,12 +151,76 @@ it("num_iterations: 2 is GRPOTrainer's μ — two optimizer steps on one batch o
   expect(one.result.globalStep).toBe(1);
   expect(two.result.globalStep).toBe(2);
   expect(two.result.metrics.map((m) => m.step)).toEqual([2]);
-  expect(two.result.metrics[0]!['planner/train_tokens']).toBe(
-    one.result.metrics[0]!['planner/train_tokens'],
+  expect(two.result.metrics[0]!['planner/train/tokens']).toBe(
+    one.result.metrics[0]!['planner/train/tokens'],
   );
   const bName = [...one.params.keys()].find((k) => k.includes('lora_B'))!;
   expect(one.params.get(bName)!.some((v) => v !== 0)).toBe(true);
   expect(Array.from(two.params.get(bName)!)).not.toEqual(Array.from(one.params.get(bName)!));
+});
+
+it("writes GRPOTrainer's step record per trained role: every key of a GRPOTrainer run, under <role>/", async () => {
+  const out = join(root, 'keys');
+  await (await twoRoleTrainer(root, twoRoleConfig(out))).train();
+  const records = readRecords(out);
+  expect(records.map((r) => r.step)).toEqual([1, 2, 3, 4]);
+  const expected = await grpoTrainerKeys(join(root, 'grpo'));
+  const roles = ['planner', 'solver'];
+  for (const name of roles) {
+    const role = recordKeys(records, { name, roles });
+    expect(
+      expected.filter((k) => !role.includes(k)),
+      name,
+    ).toEqual([]);
+  }
+  // Each role's record is its own batch's (its calls, its rewards): the solver, which posts no
+  // role reward, is scored by the rollout's.
+  for (const r of records) {
+    expect(r['planner/train/tokens']).not.toBe(r['solver/train/tokens']);
+    expect(r['solver/reward']).toBe(r.reward);
+  }
+});
+
+it("judges each trained role's own record: its alarm is <role>/alarms/<name>, and stop_on ends the run on it", async () => {
+  // The planner's posted role reward never varies; the rollout's (the solver's) does.
+  const chat = async (baseURL: string, model: string, content: string) => {
+    const r = await fetch(`${baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 8 }),
+    });
+    return ((await r.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message
+      .content;
+  };
+  const program: AgentProgram = async ({ baseURL, rolloutId, question }) => {
+    const plan = await chat(baseURL, 'planner', question);
+    const answer = await chat(baseURL, 'solver', `${question}\nPlan: ${plan}`);
+    const letters = [...answer].filter((c) => /[a-z]/i.test(c)).length / Math.max(1, answer.length);
+    await fetch(`${baseURL}/rollouts/${rolloutId}/reward`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ reward: letters, role_rewards: { planner: 0.5 } }),
+    });
+    return answer;
+  };
+  const out = join(root, 'alarm');
+  const alarms = { window: 2, stop_on: ['zero_variance_groups' as const] };
+  const error = await (await twoRoleTrainer(root, twoRoleConfig(out, { alarms }), program))
+    .train()
+    .catch((e: unknown) => e);
+  expect(AlarmStopError.isInstance(error)).toBe(true);
+  expect(error).toMatchObject({ alarm: 'zero_variance_groups', role: 'planner', step: 2 });
+  expect((error as Error).message).toContain('alarm planner/zero_variance_groups');
+  const last = readRecords(out).at(-1)!;
+  expect(last).toMatchObject({
+    step: 2,
+    'planner/frac_reward_zero_std': 1,
+    'planner/alarms/zero_variance_groups': 1,
+    'solver/alarms/zero_variance_groups': 0,
+    'alarms/zero_variance_groups': 0,
+  });
+  // The policies of the step the alarm was raised at are kept for reading.
+  expect(listCheckpoints(out).map((c) => c.step)).toEqual([2]);
 });
 
 it('killed with SIGKILL mid-step and resumed, continues bit-identically to the uninterrupted run', async () => {
@@ -182,8 +248,8 @@ it('killed with SIGKILL mid-step and resumed, continues bit-identically to the u
     await twoRoleTrainer(root, twoRoleConfig(out, { save_steps: 1, resume_from_checkpoint: true }))
   ).train();
   expect(resumed.globalStep).toBe(4);
-  // Steps 1–2 from before the kill, 3–4 after: the same records, the same bits.
-  expect(resumed.metrics).toEqual(uninterrupted.metrics);
+  // Steps 1–2 from before the kill, 3–4 after: the same records (but the clock), the same bits.
+  expect(resumed.metrics.map(comparable)).toEqual(uninterrupted.metrics.map(comparable));
   for (const role of ['planner', 'solver'])
     for (const [a, b] of zip(checkpointFiles(full, 4, role), checkpointFiles(out, 4, role)))
       expect(readFileSync(b).equals(readFileSync(a))).toBe(true);

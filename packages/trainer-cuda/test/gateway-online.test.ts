@@ -20,6 +20,8 @@ import {
 } from '../src/index.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 import { killAtMarker } from './support/kill-at-marker.js';
+import { grpoTrainerKeys, readRecords, recordKeys } from './support/record-keys.js';
+import { comparable } from './support/tiny-grpo.js';
 import { checkpointFiles } from './support/tiny-multi-role.js';
 import { feed, onlineConfig, onlineTrainer } from './support/tiny-online.js';
 
@@ -123,7 +125,7 @@ it('updates the served adapter from the rewards agents post, group by group', as
     await trainer.finished;
     for (const m of trainer.metrics) {
       expect(m['policy/logprob_mismatch/max']).toBeLessThanOrEqual(1e-4);
-      expect(m['policy/train_tokens']).toBeGreaterThan(0);
+      expect(m['policy/train/tokens']).toBeGreaterThan(0);
       expect(m.rollouts).toBe(8);
     }
     expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
@@ -136,6 +138,40 @@ it('updates the served adapter from the rewards agents post, group by group', as
   // close() writes report.html with the updates' curves.
   expect(readFileSync(join(out, 'report.html'), 'utf8')).toContain('Online GRPO run');
 });
+
+it("writes GRPOTrainer's step record: every key of a GRPOTrainer run, the role's under policy/", async () => {
+  const out = join(root, 'keys');
+  const trainer = await onlineTrainer(root, onlineConfig(out));
+  try {
+    await feed(trainer, 0, 4);
+    await trainer.finished;
+  } finally {
+    await trainer.close();
+  }
+  const records = readRecords(out);
+  expect(records.map((r) => r.step)).toEqual([1, 2, 3, 4]);
+  // The agents choose the tasks (no epoch), roll out and score them (no rollout or reward phase).
+  const theirs = new Set(['epoch', 'timing/rollout_s', 'timing/reward_s']);
+  const expected = (await grpoTrainerKeys(join(root, 'grpo'))).filter((k) => !theirs.has(k));
+  const policy = recordKeys(records, { name: 'policy', roles: ['policy'] });
+  expect(expected.filter((k) => !policy.includes(k))).toEqual([]);
+  // So every alarm is judged for the role: entropy, clip ratio, lengths, zero-variance groups …
+  for (const alarm of [
+    'entropy_collapse',
+    'clip_ratio_spike',
+    'length_blowup',
+    'truncation',
+    'zero_variance_groups',
+    'logprob_mismatch_spike',
+    'grad_norm_spike',
+  ])
+    for (const r of records) expect(r[`policy/alarms/${alarm}`], alarm).toBeTypeOf('number');
+  // … and the rollouts' as a whole, unprefixed.
+  for (const k of ['reward', 'reward_std', 'frac_reward_zero_std', 'completions/mean_length'])
+    for (const r of records) expect(r[k], k).toBeTypeOf('number');
+  // The rollouts are in Parquet, as GRPOTrainer's: the viewer reads them the same.
+  expect(existsSync(join(out, 'rollouts', 'step-000004.parquet'))).toBe(true);
+}, 120_000);
 
 it('killed with SIGKILL after a checkpoint and resumed, continues bit-identically to the uninterrupted run fed the same groups', async () => {
   // save_steps, save_total_limit, logging_steps and success_threshold, all taking effect.
@@ -193,9 +229,10 @@ it('killed with SIGKILL after a checkpoint and resumed, continues bit-identicall
   } finally {
     await resumed.close();
   }
-  // Steps 1–2 from before the kill, 3–4 after: the same records, the same bits.
-  expect(resumed.metrics).toEqual(uninterrupted.metrics);
-  expect(readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')).toEqual(lines);
+  // Steps 1–2 from before the kill, 3–4 after: the same records (but the clock), the same bits.
+  expect(resumed.metrics.map(comparable)).toEqual(uninterrupted.metrics.map(comparable));
+  const resumedLines = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n');
+  expect(resumedLines.map((l) => comparable(JSON.parse(l)))).toEqual(logged.map(comparable));
   for (const [a, b] of zip(checkpointFiles(full, 4, 'policy'), checkpointFiles(out, 4, 'policy')))
     expect(readFileSync(b).equals(readFileSync(a))).toBe(true);
 }, 300_000);

@@ -199,6 +199,51 @@ describe('alarms in metrics.jsonl (RunDirectory.logMetrics)', () => {
     expect(warnings).toHaveLength(1);
   });
 
+  it("a run with a policy per role: each trained role's record judged on its own, announced by role", () => {
+    const dir = join(tmp, 'roles');
+    const warnings: string[] = [];
+    const runDir = new RunDirectory(dir, { warn: (l) => warnings.push(l) });
+    // The gateway's trainers write their roles into config.json (a frozen one is not judged).
+    writeFileSync(
+      join(dir, 'config.json'),
+      JSON.stringify({
+        trainer: 'multi-role-grpo',
+        roles: { planner: { trainable: true }, solver: { trainable: true }, critic: {} },
+      }),
+    );
+    // The planner's entropy collapses, its completions grow and its clip ratio spikes; the
+    // solver's stay as they were.
+    for (let i = 0; i < 12; i++)
+      runDir.logMetrics({
+        step: i + 1,
+        reward: 0.5,
+        'planner/entropy': i < 5 ? 2 : 0.1,
+        'planner/completions/mean_length': i < 5 ? 10 : 40,
+        'planner/clip_ratio/region_mean': i === 11 ? 0.5 : 0.01,
+        'solver/entropy': 2,
+        'solver/completions/mean_length': 10,
+        'solver/clip_ratio/region_mean': 0.01,
+      });
+    const last = runDir.readMetrics().at(-1)!;
+    expect(last).toMatchObject({
+      'planner/alarms/entropy_collapse': 1,
+      'planner/alarms/entropy_collapse/value': 0.05,
+      'planner/alarms/length_blowup': 1,
+      'planner/alarms/clip_ratio_spike': 1,
+      'solver/alarms/entropy_collapse': 0,
+      'solver/alarms/length_blowup': 0,
+      'solver/alarms/clip_ratio_spike': 0,
+    });
+    // The run's own record has no entropy of its own: no unprefixed entropy alarm.
+    expect(last).not.toHaveProperty('alarms/entropy_collapse');
+    expect(Object.keys(last).some((k) => k.startsWith('critic/'))).toBe(false);
+    expect(warnings.map((w) => /^alarm at step \d+: (\S+) /.exec(w)?.[1])).toEqual([
+      'planner/entropy_collapse',
+      'planner/length_blowup',
+      'planner/clip_ratio_spike',
+    ]);
+  });
+
   it('a flickering alarm is one episode: announced again only after rewarn_after_steps clear', () => {
     const dir = join(tmp, 'flicker');
     const warnings: string[] = [];

@@ -8,7 +8,9 @@ import type { MetricsRecord } from './metrics-lines.js';
 // evaluation's line, or a step before its metric was recorded) leaves it as it was. One that is
 // still raised at the last record is open. The viewer and report.html draw one band per episode
 // on the charts of the metrics it concerns (every chart, for an alarm this table does not know)
-// and list the episodes with what to do.
+// and list the episodes with what to do. A run that trains a policy per role also judges each
+// trained role's own record: its alarms are `<role>/alarms/<name>`, an episode named
+// `<role>/<name>` on the charts of the role's metrics.
 
 export interface AlarmGuide {
   /** The metrics the alarm is computed from: its band goes on the charts showing them. */
@@ -88,7 +90,10 @@ export const ALARM_GUIDE: Readonly<Record<string, AlarmGuide>> = {
 };
 
 export interface AlarmEpisode {
+  /** The alarm's name; `<role>/<name>` for a trained role's. */
   name: string;
+  /** The trained role it concerns (a run that trains a policy per role). */
+  role?: string;
   /** The step it was raised at. */
   from: number;
   /** The last step it was raised at (the last record's step while it is open). */
@@ -104,7 +109,8 @@ export interface AlarmEpisode {
   metrics?: string[];
 }
 
-const ALARM_KEY = /^alarms\/([^/]+)$/;
+/** `alarms/<name>` or `<role>/alarms/<name>`. */
+const ALARM_KEY = /^(?:([^/]+)\/)?alarms\/([^/]+)$/;
 
 /** The alarm episodes in `records` (metrics.jsonl in order), by start step, then name. */
 export function alarmEpisodes(records: readonly MetricsRecord[]): AlarmEpisode[] {
@@ -112,8 +118,11 @@ export function alarmEpisodes(records: readonly MetricsRecord[]): AlarmEpisode[]
   const raised = new Map<string, AlarmEpisode>();
   for (const r of records) {
     for (const [k, v] of Object.entries(r)) {
-      const name = ALARM_KEY.exec(k)?.[1];
-      if (name === undefined) continue;
+      const m = ALARM_KEY.exec(k);
+      if (!m) continue;
+      const role = m[1];
+      const alarm = m[2]!;
+      const name = role === undefined ? alarm : `${role}/${alarm}`;
       const current = raised.get(name);
       if (v !== 1) {
         if (current) {
@@ -131,13 +140,18 @@ export function alarmEpisodes(records: readonly MetricsRecord[]): AlarmEpisode[]
         else delete current.value;
         continue;
       }
-      const guide = Object.hasOwn(ALARM_GUIDE, name) ? ALARM_GUIDE[name] : undefined;
+      const guide = Object.hasOwn(ALARM_GUIDE, alarm) ? ALARM_GUIDE[alarm] : undefined;
       raised.set(name, {
         name,
+        ...(role !== undefined && { role }),
         from: at.to,
         ...at,
         open: true,
-        ...(guide && { meaning: guide.meaning, advice: guide.advice, metrics: guide.metrics }),
+        ...(guide && {
+          meaning: guide.meaning,
+          advice: guide.advice,
+          metrics: role === undefined ? guide.metrics : guide.metrics.map((k) => `${role}/${k}`),
+        }),
       });
     }
   }

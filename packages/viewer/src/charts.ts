@@ -3,7 +3,9 @@ import type { MetricsRecord } from './metrics-lines.js';
 // The curves of a run, one list for both places that draw them — the viewer's page (uPlot) and
 // report.html (inline SVG) — so both show the same charts and an alarm lands on the same one
 // (alarm-episodes.ts). A chart shows the keys of it the run records; one the run does not record
-// at all is left out.
+// at all is left out. A run that trains a policy per role (the gateway's trainers) records each
+// role's metrics under `<role>/`: a role's curve goes on the chart of the key it prefixes
+// (`planner/entropy` beside `entropy`, on Entropy).
 
 export interface ChartSpec {
   title: string;
@@ -58,8 +60,24 @@ export function failureCodes(metrics: readonly MetricsRecord[]): string[] {
   return [...codes];
 }
 
-const recorded = (metrics: readonly MetricsRecord[], key: string) =>
-  metrics.some((r) => typeof r[key] === 'number' && Number.isFinite(r[key]));
+/** The keys `metrics` records as a finite number somewhere, in order of first appearance. */
+function recordedKeys(metrics: readonly MetricsRecord[]): Set<string> {
+  const keys = new Set<string>();
+  for (const r of metrics)
+    for (const [k, v] of Object.entries(r))
+      if (typeof v === 'number' && Number.isFinite(v)) keys.add(k);
+  return keys;
+}
+
+/** `keys` and their roles' `<role>/<key>` that the run records (a role: one path segment). */
+function chartKeys(keys: readonly string[], recorded: ReadonlySet<string>): string[] {
+  const own = keys.filter((k) => recorded.has(k));
+  const roles = [...recorded].filter((r) => {
+    const slash = r.indexOf('/');
+    return slash > 0 && !keys.includes(r) && keys.includes(r.slice(slash + 1));
+  });
+  return [...own, ...roles];
+}
 
 /**
  * The charts `metrics` has data for, each with the keys it records; first, once any step had a
@@ -76,7 +94,8 @@ export function chartSpecs(metrics: readonly MetricsRecord[]): ChartSpec[] {
         ...CHARTS,
       ]
     : CHARTS;
+  const recorded = recordedKeys(metrics);
   return specs
-    .map((s) => ({ title: s.title, keys: s.keys.filter((k) => recorded(metrics, k)) }))
+    .map((s) => ({ title: s.title, keys: chartKeys(s.keys, recorded) }))
     .filter((s) => s.keys.length > 0);
 }

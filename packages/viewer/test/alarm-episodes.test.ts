@@ -76,6 +76,41 @@ describe('alarm episodes', () => {
     ]);
   });
 
+  it("names a trained role's alarm after the role and bands the role's curves", () => {
+    // A run that trains a policy per role: the role's record under `<role>/`, its alarms too.
+    const roleStep = (n: number, raised: number) => ({
+      step: n,
+      reward: 0.5,
+      entropy: 9, // never written unprefixed by such a run; here to show the band skips it
+      'planner/entropy': 2 / n,
+      'solver/entropy': 2,
+      'alarms/zero_variance_groups': 0,
+      'planner/alarms/entropy_collapse': raised,
+      ...(raised && { 'planner/alarms/entropy_collapse/value': 0.1 }),
+      'solver/alarms/entropy_collapse': 0,
+    });
+    const records = [roleStep(1, 0), roleStep(2, 1), roleStep(3, 1)];
+    const [episode, ...others] = alarmEpisodes(records);
+    expect(others).toEqual([]);
+    expect(episode).toMatchObject({
+      name: 'planner/entropy_collapse',
+      role: 'planner',
+      from: 2,
+      to: 3,
+      open: true,
+      value: 0.1,
+      meaning: ALARM_GUIDE.entropy_collapse!.meaning,
+      metrics: ['planner/entropy'],
+    });
+    const charts = chartSpecs(records);
+    expect(charts.find((c) => c.title === 'Entropy')?.keys).toEqual([
+      'entropy',
+      'planner/entropy',
+      'solver/entropy',
+    ]);
+    expect(episodeCharts(episode!, charts)).toEqual(['Entropy']);
+  });
+
   it('has a chart for a metric of every alarm it knows', () => {
     // So no known alarm's band goes nowhere on a run that records its metrics.
     const keys = new Set(CHARTS.flatMap((c) => c.keys));

@@ -13,36 +13,33 @@ import {
 } from '@flowgrpo/gateway';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import { greedy, readArtifactsManifest } from '@flowgrpo/models';
-import type { RewardFunction } from '@flowgrpo/reward';
+import type { RewardFunction, RewardResult } from '@flowgrpo/reward';
 import { scoreChecked } from '../train/checked-reward.js';
 import type { TrainerState } from '../train/checkpoint.js';
 import {
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
-  learningRateAt,
   parseConfig,
   refuseUnusedKeys,
 } from '../train/config.js';
-import { EpochCursor } from '../train/data-order.js';
 import { type EvalResult, evaluate } from '../train/evaluate.js';
-import { evalMetrics, freshGRPOState } from '../train/grpo-trainer.js';
+import { freshGRPOState } from '../train/grpo-state.js';
 import { mapConcurrent } from '../train/map-concurrent.js';
 import { NonFiniteGuard } from '../train/non-finite-guard.js';
-import { writeReport } from '../train/report.js';
+import { querySampler } from '../train/query-sampler.js';
 import type { RoleCheckpointPart } from '../train/roles-checkpoint.js';
-import {
-  RolloutsFailedError,
-  rolloutFailureMetrics,
-  tallyFailures,
-  thrownFailure,
-} from '../train/rollout-failures.js';
+import { type RolloutFailures, tallyFailures, thrownFailure } from '../train/rollout-failures.js';
+import { RunBook } from '../train/run-book.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
-import { StepClock } from '../train/step-clock.js';
+import type { StepClock } from '../train/step-clock.js';
+import { type PolicyStep, type StepRollouts, stepRecord } from '../train/step-record.js';
 import {
+  callsPerRole,
   hostRoles,
   type RoleSpec,
+  roleSteps,
   type ServedRole,
   saveRoleAdapters,
   trainedRoleSampling,
@@ -50,15 +47,23 @@ import {
 } from './role-policies.js';
 
 // Several roles of one agent system, each its own LoRA adapter on the shared base, served by the
-// gateway under the role's name (the request's `model`), trained together by GRPO:
+// gateway under the role's name (the request's `model`), trained together by GRPO — in
+// GRPOTrainer's phases (#loop below):
 //
-//   for each step: Q questions × G runs of the agent program through the gateway
-//     → a reward per rollout (or per role: `role_rewards` posted to /v1/rollouts/{id}/reward)
-//     → per trained role: the group-relative advantages over the rollouts in which the role
-//       acted, rows from that role's calls only (rolloutTrajectory → scoreBatch), then
-//       grpoUpdate — GRPOTrainer's update: old/ref logprobs, num_iterations AdamW steps with
-//       the role's own optimizer state (a LoraPolicy per role), the non-finite guard
-//     → the role's engine gets its new adapter in place; frozen roles never change
+//   for each step:
+//     1. rollout   Q questions × G runs of the agent program through the gateway
+//     2. score     a reward per rollout: the one posted (or per role: `role_rewards` posted to
+//                  /v1/rollouts/{id}/reward), else the reward function's
+//     3. update    per trained role: the group-relative advantages over the rollouts in which
+//                  the role acted, rows from that role's calls only (rolloutTrajectory →
+//                  scoreBatch), then grpoUpdate — GRPOTrainer's update: old/ref logprobs,
+//                  num_iterations AdamW steps with the role's own optimizer state (a LoraPolicy
+//                  per role), the non-finite guard → the role's engine gets its new adapter in
+//                  place; frozen roles never change
+//     4. metrics   GRPOTrainer's record of the rollouts, and of each trained role under `<role>/`
+//                  (step-record.ts)
+//     5. log       metrics.jsonl with its alarms, the rollouts as Parquet, the stopping rules
+//     6. eval / save (the book every GRPO trainer keeps: run-book.ts)
 //
 // One base model in the rollout engines (one opened artifacts directory, an engine per role);
 // each trained role holds its own train_step/logprobs sessions (base weights referenced again by
@@ -102,11 +107,23 @@ export interface MultiRoleTrainResult {
   eval?: EvalResult;
 }
 
-/** One run of the agent program: its recorded calls, its score, why it failed. */
-interface ScoredRun {
-  rollout: RecordedRollout;
-  score: number;
+/** One run of the agent program: its question, its recorded calls and answer, why it failed. */
+interface ProgramRun {
+  row: SampleRow;
+  /** The question's index in the batch (its GRPO group). */
+  q: number;
+  recorded: RecordedRollout;
+  answer: string;
   failure: ReturnType<typeof thrownFailure> | undefined;
+}
+
+/** The batch's runs, scored: the rollouts, as trajectories of every call, and their failures. */
+interface ScoredRuns extends StepRollouts {
+  rollouts: RecordedRollout[];
+  trajectories: Trajectory[];
+  /** The reward function's results, for the runs it scored (those that posted no reward). */
+  results: RewardResult<object>[];
+  failures: RolloutFailures;
 }
 
 /** GRPO keys this trainer cannot act on, and why. */
@@ -198,7 +215,7 @@ export class MultiRoleGRPOTrainer {
     }
   }
 
-  // ---- the loop: rollout → score → update (per role) → metrics → log / eval / save ----------
+  // ---- the loop: rollout → score → update (per role) → metrics → log → eval / save ----------
   async #loop(
     life: RunLifecycle,
     gateway: PolicyGateway,
@@ -208,133 +225,177 @@ export class MultiRoleGRPOTrainer {
     const c = this.config;
     const o = this.#o;
     const run = life.run;
-    const G = c.num_generations;
-    const cursor = new EpochCursor(o.trainDataset.length, c.seed, state);
-    // Steps in a row whose every rollout failed (max_failed_rollout_steps).
-    let failedSteps = Number(state.extra?.failed_steps ?? 0);
+    const questions = querySampler(o.trainDataset, c, state);
     const guards = new Map(
       roles.map((r) => [r.name, new NonFiniteGuard(c.max_nan_steps_in_a_row, () => {})]),
     );
-    let lastCheckpoint: string | undefined;
-    let lastBatch: Trajectory[] = [];
+    const book = new RunBook({
+      config: c,
+      run,
+      state,
+      save: (limit) => this.#checkpoint(life, roles, state, limit),
+      ...(o.evalDataset && {
+        evaluate: (name) => this.#evaluate(run, gateway, roles, name),
+      }),
+      title: 'Multi-role GRPO run',
+      log: () => {},
+      ...(o.onLog && { onLog: (r) => o.onLog!(r as Record<string, number>) }),
+    });
     let stopped: MultiRoleTrainResult['stopped'] = 'max_steps';
     while (state.global_step < c.max_steps) {
       if (o.signal?.aborted) {
         stopped = 'aborted';
         break;
       }
+      const step = book.startStep();
       const batch = state.batches;
-      const clock = new StepClock(state.global_step);
-      const crossed = (every: number) => clock.crossed(every, state.global_step);
+      const rows = questions.take(state.global_step, batch, c.queries_per_step);
 
       // 1. Rollouts: Q questions × G runs of the agent program, at most rollout_concurrency at once.
-      const rows = cursor.take(c.queries_per_step).map((i) => o.trainDataset[i]!);
-      const base = createRng(`${c.seed}:rollouts:${batch}`).nextUint32();
-      const jobs = rows.flatMap((row, q) => Array.from({ length: G }, (_, g) => ({ row, q, g })));
-      let done: ScoredRun[];
-      try {
-        done = await mapConcurrent(jobs, c.rollout_concurrency, ({ row, q, g }) =>
-          this.#rollout(gateway, roles, row, `b${batch}.q${q}.g${g}`, base + q * G + g),
-        );
-      } catch (e) {
+      const runs = await this.#rolloutPhase(gateway, roles, rows, batch, step);
+      if (!runs) {
         // Aborted mid-batch: the batch is dropped, the last finished step is checkpointed below.
-        if (!o.signal?.aborted) throw e;
         stopped = 'aborted';
         break;
       }
       // 2. Scores: the posted reward (or the reward function's), per role where posted.
-      const rollouts = done.map((d) => d.rollout);
-      const scored = done.map((d) => d.score);
-      const groups = jobs.map((j) => j.q);
-      const failed = tallyFailures(done.map((d) => d.failure));
-
-      // 3. Every trained role takes the batch's num_iterations updates from the same step
-      // (updateRole: scoreBatch → grpoUpdate); a batch no role could train on counts as one step
-      // without an update (as in GRPOTrainer).
-      const record: Record<string, number> = {
-        step: 0,
-        epoch: 0,
-        learning_rate: learningRateAt(state.global_step + 1, c),
-        reward: scored.reduce((a, b) => a + b, 0) / scored.length,
-        accuracy: scored.filter((r) => r >= c.success_threshold).length / scored.length,
-        ...rolloutFailureMetrics(failed),
-      };
-      let steps = 0;
-      let skipped = 0;
-      for (const role of roles) {
-        record[`${role.name}/calls`] =
-          rollouts.reduce((s, r) => s + r.calls.filter((x) => x.model === role.name).length, 0) /
-          rollouts.length;
-        const u = await updateRole(role, rollouts, scored, groups, {
-          config: c,
-          step: state.global_step,
-          guard: guards.get(role.name)!,
-          batch,
-        });
-        if (u) {
-          Object.assign(record, u.metrics);
-          steps = Math.max(steps, u.steps);
-          skipped += u.metrics[`${role.name}/skipped`] ?? 0;
-        }
-      }
-      state.global_step += Math.max(1, steps);
-      state.nan_steps_skipped += skipped;
-      state.batches++;
-
-      // 4. Metrics, then 5. log (HF's rule: steps L, 2L, … and the last), rollouts, eval, save.
-      record.step = state.global_step;
-      record.epoch = cursor.epochs;
-      record.nan_steps_skipped = state.nan_steps_skipped;
-      failedSteps = failed.failed === failed.total ? failedSteps + 1 : 0;
-      state.extra = { ...state.extra, failed_steps: failedSteps };
-      state.log_history.push(record);
-      if (crossed(c.logging_steps) || state.global_step >= c.max_steps) {
-        run.logMetrics(record);
-        o.onLog?.(record);
-      }
-      lastBatch = done.map((d, k) => {
-        const t = rolloutTrajectory(d.rollout, {
-          queryId: String(jobs[k]!.row.id),
-          groupId: `batch-${batch}/q-${jobs[k]!.q}`,
-          question: jobs[k]!.row.question,
-          groundTruth: jobs[k]!.row.result,
-        });
-        t.reward = d.score;
-        return t;
+      const scored = await this.#scorePhase(runs, batch, step);
+      // 3. Every trained role's updates on its own calls, from the same step.
+      const trained = await this.#updatePhase(roles, scored, book, guards, { batch, step });
+      // 4. Metrics: the rollouts', then each trained role's under `<role>/` (step-record.ts).
+      const record = stepRecord({
+        config: c,
+        step: state.global_step,
+        epoch: questions.epochs,
+        trained: {
+          rollouts: scored,
+          roles: trained,
+          calls: callsPerRole(roles, scored.rollouts),
+        },
+        ...(o.reward &&
+          scored.results.length > 0 && {
+            rewards: { results: scored.results, name: o.reward.name },
+          }),
+        failures: scored.failures,
+        questions: questions.metrics,
+        counters: book.counters,
+        seconds: step.seconds,
       });
-      await run.writeRollouts(state.global_step, lastBatch);
-      if (failedSteps >= c.max_failed_rollout_steps) {
-        await this.#writeReport(run, lastBatch);
-        throw new RolloutsFailedError(
-          `every rollout of the last ${failedSteps} steps failed (max_failed_rollout_steps: ${c.max_failed_rollout_steps}); last at step ${state.global_step}`,
-          failed,
-        );
-      }
-      if (o.evalDataset && crossed(c.eval_steps) && state.global_step < c.max_steps) {
-        const ev = await this.#evaluate(run, gateway, roles, `step-${state.global_step}`);
-        run.logMetrics({ step: state.global_step, ...evalMetrics(ev) });
-      }
-      if (crossed(c.save_steps)) lastCheckpoint = await this.#checkpoint(life, roles, state);
+      // 5. Log (alarms, the stopping rules), write the rollouts; 6. evaluate and checkpoint.
+      await book.log(record, scored.failures, scored.trajectories, step);
+      await book.evalSave(step);
     }
-
-    if (!lastCheckpoint?.endsWith(`checkpoint-${state.global_step}`))
-      lastCheckpoint = await this.#checkpoint(life, roles, state);
-    let finalEval: EvalResult | undefined;
-    if (o.evalDataset && stopped === 'max_steps') {
-      finalEval = await this.#evaluate(run, gateway, roles, 'final');
-      run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
-    }
+    const end = await book.finish(stopped);
     const adapters = await saveRoleAdapters(roles, run.path('adapters'));
-    const report = await this.#writeReport(run, lastBatch, finalEval);
     return {
       globalStep: state.global_step,
       metrics: run.readMetrics() as Record<string, number>[],
       adapters,
-      checkpoint: lastCheckpoint,
-      report,
+      checkpoint: end.checkpoint,
+      report: end.report,
       stopped,
-      ...(finalEval && { eval: finalEval }),
+      ...(end.eval && { eval: end.eval }),
     };
+  }
+
+  /** The batch's runs of the agent program; undefined when the run was aborted during them. */
+  async #rolloutPhase(
+    gateway: PolicyGateway,
+    roles: readonly ServedRole[],
+    rows: readonly SampleRow[],
+    batch: number,
+    step: StepClock,
+  ): Promise<ProgramRun[] | undefined> {
+    const c = this.config;
+    const G = c.num_generations;
+    const base = createRng(`${c.seed}:rollouts:${batch}`).nextUint32();
+    const jobs = rows.flatMap((row, q) => Array.from({ length: G }, (_, g) => ({ row, q, g })));
+    try {
+      return await step.time('rollout', () =>
+        mapConcurrent(jobs, c.rollout_concurrency, async ({ row, q, g }) => ({
+          row,
+          q,
+          ...(await this.#rollout(gateway, roles, row, `b${batch}.q${q}.g${g}`, base + q * G + g)),
+        })),
+      );
+    } catch (e) {
+      if (!this.#o.signal?.aborted) throw e;
+      return undefined;
+    }
+  }
+
+  /**
+   * Each run's score: the reward it posted, else the reward function's (a fault scores 0 and is
+   * kept in the rollout's details), else 0; the runs as trajectories of every call.
+   */
+  async #scorePhase(runs: ProgramRun[], batch: number, step: StepClock): Promise<ScoredRuns> {
+    const reward = this.#o.reward;
+    const checked = await step.time('reward', () =>
+      Promise.all(
+        runs.map(({ row, recorded, answer }) =>
+          recorded.reward === undefined && reward
+            ? scoreChecked(reward, {
+                question: row.question,
+                groundTruth: row.result,
+                finalAnswer: recorded.finalAnswer ?? answer,
+              })
+            : undefined,
+        ),
+      ),
+    );
+    const rewards = Float64Array.from(
+      runs,
+      ({ recorded }, k) => recorded.reward ?? checked[k]?.result.score ?? 0,
+    );
+    const trajectories = runs.map(({ row, q, recorded }, k) => {
+      const error = checked[k]?.error;
+      if (error) recorded.details = { ...recorded.details, rewardError: error };
+      const t = rolloutTrajectory(recorded, {
+        queryId: String(row.id),
+        groupId: `batch-${batch}/q-${q}`,
+        question: row.question,
+        groundTruth: row.result,
+      });
+      t.reward = rewards[k]!;
+      return t;
+    });
+    return {
+      rollouts: runs.map((r) => r.recorded),
+      trajectories,
+      rewards,
+      groups: Int32Array.from(runs, (r) => r.q),
+      results: checked
+        .filter((x): x is NonNullable<typeof x> => x !== undefined)
+        .map((x) => x.result),
+      failures: tallyFailures(runs.map((r) => r.failure)),
+    };
+  }
+
+  /**
+   * Every trained role takes the batch's num_iterations updates from the same step (updateRole:
+   * scoreBatch → grpoUpdate); a batch no role could train on counts as one step without an
+   * update (the book's rule).
+   */
+  async #updatePhase(
+    roles: readonly ServedRole[],
+    scored: ScoredRuns,
+    book: RunBook,
+    guards: ReadonlyMap<string, NonFiniteGuard>,
+    o: { batch: number; step: StepClock },
+  ): Promise<Record<string, PolicyStep>> {
+    const trained: Record<string, PolicyStep> = {};
+    for (const role of roles) {
+      const p = await updateRole(role, scored.rollouts, scored.rewards, scored.groups, {
+        config: this.config,
+        step: book.state.global_step,
+        guard: guards.get(role.name)!,
+        batch: o.batch,
+        clock: o.step,
+      });
+      if (p) trained[role.name] = p;
+    }
+    book.advance(roleSteps(trained), scored.failures);
+    return trained;
   }
 
   /**
@@ -376,6 +437,7 @@ export class MultiRoleGRPOTrainer {
     life: RunLifecycle,
     roles: readonly ServedRole[],
     state: TrainerState,
+    limit: number,
   ): Promise<string> {
     const parts: Record<string, RoleCheckpointPart> = {};
     for (const role of roles)
@@ -385,40 +447,17 @@ export class MultiRoleGRPOTrainer {
           lora: role.policy.lora!,
           state: await role.policy.exportState(),
         };
-    return life.saveRolesCheckpoint(
-      { roles: parts, trainer: state },
-      { limit: this.config.save_total_limit },
-    );
+    return life.saveRolesCheckpoint({ roles: parts, trainer: state }, { limit });
   }
 
-  /** report.html from metrics.jsonl, a sample of the last batch's rollouts, the final eval. */
-  #writeReport(
-    run: RunDirectory,
-    lastBatch: readonly Trajectory[],
-    finalEval?: EvalResult,
-  ): Promise<string> {
-    return run.guard(join(run.dir, 'report.html'), () =>
-      writeReport(run.dir, {
-        title: `Multi-role GRPO run — ${run.dir}`,
-        metrics: run.readMetrics(),
-        ...(finalEval && { evals: [finalEval] }),
-        trajectories: lastBatch.slice(0, 32),
-      }),
-    );
-  }
-
-  /**
-   * One run of the agent program under rollout `id`, scored: the reward it posted, else the
-   * reward function's (a fault scores 0 and is kept in the rollout's details), else 0. A failed
-   * rollout keeps the calls it made.
-   */
+  /** One run of the agent program under rollout `id`; a failed run keeps the calls it made. */
   async #rollout(
     gateway: PolicyGateway,
     roles: readonly ServedRole[],
     row: SampleRow,
     id: string,
     seed: number,
-  ): Promise<ScoredRun> {
+  ): Promise<Omit<ProgramRun, 'row' | 'q'>> {
     const o = this.#o;
     const { recorded, answer, failure } = await runAgentProgram(
       gateway,
@@ -434,19 +473,6 @@ export class MultiRoleGRPOTrainer {
         ...(o.signal && { signal: o.signal }),
       },
     );
-    const checked =
-      recorded.reward === undefined && o.reward
-        ? await scoreChecked(o.reward, {
-            question: row.question,
-            groundTruth: row.result,
-            finalAnswer: recorded.finalAnswer ?? answer,
-          })
-        : undefined;
-    if (checked?.error) recorded.details = { ...recorded.details, rewardError: checked.error };
-    return {
-      rollout: recorded,
-      score: recorded.reward ?? checked?.result.score ?? 0,
-      failure: failure && thrownFailure(failure),
-    };
+    return { recorded, answer, failure: failure && thrownFailure(failure) };
   }
 }

@@ -1,36 +1,39 @@
 import { createHash } from 'node:crypto';
-import { basename, join, resolve } from 'node:path';
-import { ConfigError } from '@flowgrpo/core';
+import { resolve } from 'node:path';
+import { ConfigError, type Trajectory } from '@flowgrpo/core';
 import {
   createPolicyGateway,
   type PolicyGateway,
   type PolicyGatewayOptions,
   type RecordedRollout,
   RolloutRecorder,
+  rolloutTrajectory,
 } from '@flowgrpo/gateway';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import { readArtifactsManifest } from '@flowgrpo/models';
-import { checkpointName, type TrainerState } from '../train/checkpoint.js';
+import type { TrainerState } from '../train/checkpoint.js';
 import {
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
-  learningRateAt,
   parseConfig,
   refuseUnusedKeys,
 } from '../train/config.js';
-import { freshGRPOState } from '../train/grpo-trainer.js';
+import { freshGRPOState } from '../train/grpo-state.js';
 import { NonFiniteGuard } from '../train/non-finite-guard.js';
-import { writeReport } from '../train/report.js';
 import type { RoleCheckpointPart } from '../train/roles-checkpoint.js';
+import { type RolloutFailures, tallyFailures } from '../train/rollout-failures.js';
+import { RunBook } from '../train/run-book.js';
 import type { RunDirectory } from '../train/run-dir.js';
 import { RunLifecycle } from '../train/run-lifecycle.js';
 import type { RunLock } from '../train/run-lock.js';
-import { StepClock } from '../train/step-clock.js';
+import { type PolicyStep, type StepRollouts, stepRecord } from '../train/step-record.js';
 import {
+  callsPerRole,
   type HostedRoles,
   hostRoles,
   type RoleSpec,
+  roleSteps,
   type ServedRole,
   saveRoleAdapters,
   trainedRoleSampling,
@@ -53,7 +56,8 @@ import {
 // The run is MultiRoleGRPOTrainer's (run-lifecycle.ts, roles-checkpoint.ts): output_dir's lock
 // and HF's fresh / resume / overwrite rules, checkpoint-<step>/ with a folder per trained role
 // (adapter + AdamW moments) and trainer_state.json, written at update boundaries every save_steps,
-// at max_steps and on close. The groups still filling (and complete groups short of a batch) are
+// at max_steps and on close — the book every GRPO trainer keeps (run-book.ts), with GRPOTrainer's
+// metrics of the rollouts and of each trained role under `<role>/` (step-record.ts). The groups still filling (and complete groups short of a batch) are
 // rollouts of the agents that posted them: they are in no checkpoint, and a resumed run starts
 // gathering afresh. Everything an update depends on besides its rollouts — the adapters, the
 // optimizer moments, the step, the batch count — is in the checkpoint, so a resumed run fed the
@@ -126,18 +130,18 @@ export class OnlineGRPOTrainer {
   readonly roles: readonly ServedRole[];
   /** Resolves once max_steps updates are done (the gateway keeps serving). */
   readonly finished: Promise<void>;
-  readonly #o: OnlineGRPOTrainerOptions;
   readonly #served: HostedRoles;
   readonly #life: RunLifecycle;
   readonly #run: RunDirectory;
   readonly #state: TrainerState;
+  readonly #book: RunBook;
   readonly #filling = new Map<string, RecordedRollout[]>();
   readonly #complete: RecordedRollout[][] = [];
   #queue: Promise<void> = Promise.resolve();
   readonly #guards: Map<string, NonFiniteGuard>;
-  /** The latest checkpoint written by this run, or the one it resumed from. */
-  #checkpoint: string | undefined;
   #finish!: () => void;
+  /** max_steps reached: the book is closed (final checkpoint, report). */
+  #done = false;
   #failure: unknown;
   #closed = false;
 
@@ -149,7 +153,6 @@ export class OnlineGRPOTrainer {
     life: RunLifecycle,
     state: TrainerState,
   ) {
-    this.#o = o;
     this.config = config;
     this.gateway = gateway;
     this.roles = served.roles;
@@ -157,7 +160,16 @@ export class OnlineGRPOTrainer {
     this.#life = life;
     this.#run = life.run;
     this.#state = state;
-    this.#checkpoint = life.resumedRoles?.dir;
+    this.#book = new RunBook({
+      config,
+      run: life.run,
+      state,
+      save: (limit) => this.#save(limit),
+      title: 'Online GRPO run',
+      log: o.log ?? (() => {}),
+      ...(o.onLog && { onLog: (r) => o.onLog!(r as Record<string, number>) }),
+      ...(life.resumedRoles && { resumedFrom: life.resumedRoles.dir }),
+    });
     this.#guards = new Map(
       served.roles.map((r) => [
         r.name,
@@ -262,7 +274,7 @@ export class OnlineGRPOTrainer {
 
   /** The latest checkpoint of this run (written, or resumed from). */
   get checkpoint(): string | undefined {
-    return this.#checkpoint;
+    return this.#book.checkpoint;
   }
 
   /** Rewarded rollouts per group still short of G. */
@@ -293,54 +305,53 @@ export class OnlineGRPOTrainer {
     }
   }
 
+  // ---- an update: score → update (per role) → metrics → log → eval / save ---------------------
   async #update(batch: RecordedRollout[][]): Promise<void> {
     const c = this.config;
     const state = this.#state;
+    const book = this.#book;
     if (this.#failure || state.global_step >= c.max_steps) return;
     try {
-      const clock = new StepClock(state.global_step);
-      const rollouts = batch.flat();
-      const rewards = rollouts.map((r) => r.reward ?? 0);
-      const groups = batch.flatMap((g, i) => g.map(() => i));
-      const record: Record<string, number> = {
-        step: 0,
-        reward: rewards.reduce((a, b) => a + b, 0) / rewards.length,
-        accuracy: rewards.filter((r) => r >= c.success_threshold).length / rewards.length,
-        rollouts: rollouts.length,
-        learning_rate: learningRateAt(state.global_step + 1, c),
-      };
-      // Every trained role takes num_iterations updates from the same step (GRPOTrainer's
+      const step = book.startStep();
+      // 1. Scores: the rewards the agents posted, by group; the rollouts as trajectories.
+      const scored = this.#score(batch);
+      // 2. Every trained role takes num_iterations updates from the same step (GRPOTrainer's
       // update, grpo-update.ts); rollouts sampled before an earlier update are importance-weighted.
-      let steps = 0;
-      let skipped = 0;
+      const trained: Record<string, PolicyStep> = {};
       for (const role of this.roles) {
-        const u = await updateRole(role, rollouts, rewards, groups, {
+        const p = await updateRole(role, scored.rollouts, scored.rewards, scored.groups, {
           config: c,
           step: state.global_step,
           guard: this.#guards.get(role.name)!,
           batch: state.batches,
+          clock: step,
           importanceCorrection: true,
         });
-        if (u) {
-          Object.assign(record, u.metrics);
-          steps = Math.max(steps, u.steps);
-          skipped += u.metrics[`${role.name}/skipped`] ?? 0;
-        }
+        if (p) trained[role.name] = p;
       }
-      state.batches++;
-      state.global_step += Math.max(1, steps);
-      state.nan_steps_skipped += skipped;
-      record.step = state.global_step;
-      record.nan_steps_skipped = state.nan_steps_skipped;
-      state.log_history.push(record);
-      const last = state.global_step >= c.max_steps;
-      // HF's rule: steps L, 2L, … and the last.
-      if (clock.crossed(c.logging_steps, state.global_step) || last) {
-        this.#run.logMetrics(record);
-        this.#o.onLog?.(record);
-      }
-      if (clock.crossed(c.save_steps, state.global_step) || last) await this.#save();
-      if (last) {
+      book.advance(roleSteps(trained), scored.failures);
+      // 3. Metrics: the rollouts', then each trained role's under `<role>/` (step-record.ts).
+      const record = {
+        ...stepRecord({
+          config: c,
+          step: state.global_step,
+          trained: {
+            rollouts: scored,
+            roles: trained,
+            calls: callsPerRole(this.roles, scored.rollouts),
+          },
+          failures: scored.failures,
+          counters: book.counters,
+          seconds: step.seconds,
+        }),
+        rollouts: scored.rollouts.length,
+      };
+      // 4. Log (alarms, alarms.stop_on), write the rollouts; 5. checkpoint.
+      await book.log(record, scored.failures, scored.trajectories, step);
+      await book.evalSave(step);
+      if (state.global_step >= c.max_steps) {
+        await book.finish('max_steps');
+        this.#done = true;
         await this.saveAdapters();
         this.#finish();
       }
@@ -350,8 +361,34 @@ export class OnlineGRPOTrainer {
     }
   }
 
+  /** A batch of complete groups as scored rollouts: the posted rewards, a group per task. */
+  #score(batch: RecordedRollout[][]): StepRollouts & {
+    rollouts: RecordedRollout[];
+    trajectories: Trajectory[];
+    failures: RolloutFailures;
+  } {
+    const rollouts = batch.flat();
+    const groups = Int32Array.from(batch.flatMap((g, i) => g.map(() => i)));
+    const trajectories = rollouts.map((r, k) => {
+      const t = rolloutTrajectory(r, {
+        queryId: rolloutGroupKey(r),
+        groupId: `batch-${this.#state.batches}/q-${groups[k]}`,
+      });
+      t.reward = r.reward ?? 0;
+      return t;
+    });
+    return {
+      rollouts,
+      trajectories,
+      rewards: Float64Array.from(rollouts, (r) => r.reward ?? 0),
+      groups,
+      // An agent's failed episode is its own, one it does not reward: none reaches the trainer.
+      failures: tallyFailures(rollouts.map(() => undefined)),
+    };
+  }
+
   /** checkpoint-<step>: every trained role's adapter and optimizer state, and the run's state. */
-  async #save(): Promise<string> {
+  async #save(limit: number): Promise<string> {
     const parts: Record<string, RoleCheckpointPart> = {};
     for (const role of this.roles)
       if (role.policy)
@@ -360,11 +397,7 @@ export class OnlineGRPOTrainer {
           lora: role.policy.lora!,
           state: await role.policy.exportState(),
         };
-    this.#checkpoint = await this.#life.saveRolesCheckpoint(
-      { roles: parts, trainer: this.#state },
-      { limit: this.config.save_total_limit },
-    );
-    return this.#checkpoint;
+    return this.#life.saveRolesCheckpoint({ roles: parts, trainer: this.#state }, { limit });
   }
 
   /** Saves every trained role's adapter (PEFT) under output_dir/adapters/<role>. */
@@ -372,12 +405,9 @@ export class OnlineGRPOTrainer {
     return saveRoleAdapters(this.roles, this.#run.path('adapters'));
   }
 
-  /** report.html of the updates so far (metrics.jsonl's curves, per role). */
+  /** report.html of the updates so far (metrics.jsonl's curves, per role; the last rollouts). */
   writeReport(): Promise<string> {
-    const run = this.#run;
-    return run.guard(join(run.dir, 'report.html'), () =>
-      writeReport(run.dir, { title: `Online GRPO run — ${run.dir}`, metrics: run.readMetrics() }),
-    );
+    return this.#book.writeReport();
   }
 
   /**
@@ -392,15 +422,12 @@ export class OnlineGRPOTrainer {
     try {
       await this.#queue;
       if (this.#failure) throw this.#failure;
-      if (
-        this.#state.global_step > 0 &&
-        (!this.#checkpoint ||
-          basename(this.#checkpoint) !== checkpointName(this.#state.global_step))
-      )
-        await this.#save();
-      const adapters = await this.saveAdapters();
-      await this.writeReport();
-      return adapters;
+      // Stopped before max_steps: the book's end (no checkpoint before the first update).
+      if (!this.#done) {
+        if (this.#state.global_step > 0) await this.#book.finish('aborted');
+        else await this.#book.writeReport();
+      }
+      return await this.saveAdapters();
     } finally {
       await this.gateway.close();
       await this.#served.close();

@@ -13,11 +13,13 @@ import {
   saveLoraAdapter,
 } from '@flowgrpo/models';
 import { type GRPOConfig, policyOptions } from '../train/config.js';
-import { grpoUpdate } from '../train/grpo-update.js';
+import { grpoUpdate, noUpdate } from '../train/grpo-update.js';
 import { LoraPolicy } from '../train/lora-policy.js';
 import type { NonFiniteGuard } from '../train/non-finite-guard.js';
 import type { LoadedRolesCheckpoint } from '../train/roles-checkpoint.js';
 import { scoreBatch } from '../train/scored-batch.js';
+import { StepClock } from '../train/step-clock.js';
+import type { PolicyStep } from '../train/step-record.js';
 
 // Roles served by the gateway, each a LoRA adapter on the shared base: an engine per role over
 // one opened artifacts directory, and for a trained role its LoraPolicy (train-step + logprobs
@@ -175,22 +177,26 @@ export async function hostRoles(o: {
  * by scoreBatch and trained by grpoUpdate (μ updates, the non-finite guard); the role's engine
  * then samples from its new adapter. `importanceCorrection`: weight each token by
  * min(π_now / π_sampled, cap), for rollouts sampled by an earlier adapter. Returns the role's
- * metrics and its optimizer steps, or undefined when it had nothing to train on.
+ * part of the step (its batch and update: step-record.ts makes its `<role>/` metrics of them),
+ * or undefined for a frozen role or one that did not act; a batch the filters left nothing to
+ * train on has no optimizer step.
  */
 export async function updateRole(
   role: ServedRole,
   rollouts: readonly RecordedRollout[],
-  rewards: readonly number[],
-  groups: readonly number[],
+  rewards: ArrayLike<number>,
+  groups: ArrayLike<number>,
   o: {
     config: GRPOConfig;
     /** Global steps done before this update. */
     step: number;
     guard: NonFiniteGuard;
     batch: number;
+    /** The step's clock: the update's phases count into its timing/*. */
+    clock: StepClock;
     importanceCorrection?: boolean;
   },
-): Promise<{ metrics: Record<string, number>; steps: number } | undefined> {
+): Promise<PolicyStep | undefined> {
   if (!role.policy) return undefined;
   const acted = rollouts
     .map((r, k) => ({ r, k }))
@@ -205,30 +211,51 @@ export async function updateRole(
     rolloutTrajectory(r, { model: role.name, queryId: r.id, groupId: String(groups[k]) }),
   );
   const batch = scoreBatch(trajectories, roleRewards, roleGroups, o.config);
-  if (batch.targets.count === 0) return undefined;
-  const u = await grpoUpdate(role.policy, batch, {
-    config: o.config,
-    step: o.step,
-    guard: o.guard,
-    at: { batch: o.batch, queryIds: acted.map(({ r }) => r.id), who: role.name },
-    ...(o.importanceCorrection && { importanceCorrection: true }),
-  });
+  // The role's own seconds (its train/tokens_per_s), counted into the step's timing/* as well.
+  const own = new StepClock(o.step);
+  const update =
+    batch.targets.count === 0
+      ? noUpdate()
+      : await grpoUpdate(role.policy, batch, {
+          config: o.config,
+          step: o.step,
+          guard: o.guard,
+          at: { batch: o.batch, queryIds: acted.map(({ r }) => r.id), who: role.name },
+          ...(o.importanceCorrection && { importanceCorrection: true }),
+          time: (phase, f) => own.time(phase, () => o.clock.time(phase, f)),
+        });
   // The role's engine samples from its new adapter from the next call on.
-  role.engine.generator.setLora(role.policy.params);
-  const last = u.updates.findLast((x) => !x.skipped) ?? u.updates.at(-1);
-  const skipped = u.updates.filter((x) => x.skipped).length;
+  if (update.updates.length > 0)
+    await o.clock.time('sync', async () => role.engine.generator.setLora(role.policy!.params));
+  return { batch, update, trainSeconds: own.seconds.train };
+}
+
+/** Calls per rollout of each role (trained or frozen), over all the step's rollouts. */
+export function callsPerRole(
+  roles: readonly ServedRole[],
+  rollouts: readonly RecordedRollout[],
+): Record<string, number> {
+  return Object.fromEntries(
+    roles.map((role) => [
+      role.name,
+      rollouts.reduce((s, r) => s + r.calls.filter((x) => x.model === role.name).length, 0) /
+        rollouts.length,
+    ]),
+  );
+}
+
+/**
+ * The step the trained roles' updates make together: as many optimizer steps as the role that
+ * took most (they all start from the same step), and every skipped one counted.
+ */
+export function roleSteps(trained: Readonly<Record<string, PolicyStep>>): {
+  steps: number;
+  skipped: number;
+} {
+  const updates = Object.values(trained).map((p) => p.update.updates);
   return {
-    steps: u.updates.length,
-    metrics: {
-      [`${role.name}/reward`]: roleRewards.reduce((a, b) => a + b, 0) / roleRewards.length,
-      ...(last && {
-        [`${role.name}/loss`]: last.stats.loss,
-        [`${role.name}/grad_norm`]: last.gradNorm,
-      }),
-      [`${role.name}/train_tokens`]: batch.targets.count,
-      [`${role.name}/logprob_mismatch/max`]: u.mismatch.max,
-      ...(skipped > 0 && { [`${role.name}/skipped`]: skipped }),
-    },
+    steps: Math.max(0, ...updates.map((u) => u.length)),
+    skipped: updates.reduce((s, u) => s + u.filter((x) => x.skipped).length, 0),
   };
 }
 

@@ -359,15 +359,36 @@ export const ALARM_MEANINGS: Record<AlarmName, string> = {
   zero_variance_groups: 'most groups gave all G rollouts the same reward: no learning signal',
 };
 
-/** The first of `stopOn` raised in a step's record (alarms/<name> = 1), with its value. */
+/**
+ * `alarms/<name>`, or `<role>/alarms/<name>` for a trained role's alarm in a run that trains a
+ * policy per role (run-alarms.ts): the alarm's name and role; undefined for any other key.
+ */
+export function parseAlarmKey(key: string): { name: string; role?: string } | undefined {
+  const m = /^(?:([^/]+)\/)?alarms\/([^/]+)$/.exec(key);
+  if (!m) return undefined;
+  return { name: m[2]!, ...(m[1] !== undefined && { role: m[1] }) };
+}
+
+/**
+ * The first of `stopOn` raised in a step's record (alarms/<name> = 1, or a trained role's
+ * <role>/alarms/<name>), with its value and role.
+ */
 export function stoppingAlarm(
   record: Readonly<Record<string, unknown>>,
   stopOn: readonly AlarmName[],
-): { name: AlarmName; value: number | undefined } | undefined {
-  const name = stopOn.find((n) => record[`alarms/${n}`] === 1);
-  if (!name) return undefined;
-  const value = record[`alarms/${name}/value`];
-  return { name, value: typeof value === 'number' ? value : undefined };
+): { name: AlarmName; value: number | undefined; role?: string } | undefined {
+  for (const name of stopOn)
+    for (const [k, v] of Object.entries(record)) {
+      const a = parseAlarmKey(k);
+      if (v !== 1 || a?.name !== name) continue;
+      const value = record[`${k}/value`];
+      return {
+        name,
+        value: typeof value === 'number' ? value : undefined,
+        ...(a.role !== undefined && { role: a.role }),
+      };
+    }
+  return undefined;
 }
 
 /**
@@ -377,24 +398,29 @@ export function stoppingAlarm(
 export class AlarmStopError extends FlowGrpoError {
   static override readonly code = 'ALARM_STOP';
   readonly alarm: AlarmName;
+  /** The trained role whose alarm it was (a run that trains a policy per role). */
+  readonly role: string | undefined;
   readonly step: number;
   readonly value: number | undefined;
   readonly checkpoint: string;
   constructor(fields: {
     alarm: AlarmName;
+    role?: string | undefined;
     step: number;
     value: number | undefined;
     checkpoint: string;
   }) {
     const value =
       fields.value === undefined ? '' : ` (value ${Number(fields.value.toPrecision(3))})`;
+    const who = fields.role === undefined ? '' : `${fields.role}/`;
     super(
-      `alarm ${fields.alarm}${value} at step ${fields.step} stopped the run (alarms.stop_on): ${ALARM_MEANINGS[fields.alarm]}; ${fields.checkpoint} holds the policy of that step, the checkpoints before it are kept`,
+      `alarm ${who}${fields.alarm}${value} at step ${fields.step} stopped the run (alarms.stop_on): ${ALARM_MEANINGS[fields.alarm]}; ${fields.checkpoint} holds the policy of that step, the checkpoints before it are kept`,
       {
         hint: 'read the steps before it in `flowgrpo view` (docs/guides/alarms.md says what to change), then start again from an earlier checkpoint (resume_from_checkpoint: <its path>)',
       },
     );
     this.alarm = fields.alarm;
+    this.role = fields.role;
     this.step = fields.step;
     this.value = fields.value;
     this.checkpoint = fields.checkpoint;

@@ -82,6 +82,22 @@ interface TagAgentMetadata {
   errors?: { role: string }[];
 }
 
+/** eval/* metrics of an evaluation, for metrics.jsonl (a line of its own beside the step's). */
+export function evalMetrics(e: EvalResult): Record<string, number> {
+  return {
+    'eval/accuracy': e.accuracy,
+    'eval/accuracy_ci_low': e.accuracy_ci95[0],
+    'eval/accuracy_ci_high': e.accuracy_ci95[1],
+    'eval/reward': e.reward_mean,
+    'eval/format_compliance': e.format_compliance,
+    'eval/turns_mean': e.turns_mean,
+    'eval/tool_calls_per_trajectory': e.tool_calls_per_trajectory,
+    'eval/tool_error_rate': e.tool_error_rate,
+    'eval/completion_length': e.completion_length_mean,
+    'eval/time_s': e.time_s,
+  };
+}
+
 /** Policy turns of a trajectory. */
 export function trajectoryTurns(t: Trajectory): number {
   if (t.turns) return t.turns.length;

@@ -1,7 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { PolicyEngine, RolloutAgent } from '@flowgrpo/agent';
 import { ConfigError, createRng, type SampleRow, type Trajectory } from '@flowgrpo/core';
-import { grpoMetrics } from '@flowgrpo/grpo';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import {
   DecoderArtifacts,
@@ -21,9 +20,7 @@ import {
   type RewardFunction,
   type RewardResult,
   rewardInputFromTrajectory,
-  rewardMetrics,
 } from '@flowgrpo/reward';
-import { AlarmStopError, stoppingAlarm } from './alarms.js';
 import { scoreTrajectory } from './checked-reward.js';
 import type { TrainerState } from './checkpoint.js';
 import {
@@ -34,39 +31,25 @@ import {
   parseConfig,
   policyOptions,
 } from './config.js';
-import {
-  type EvalResult,
-  evaluate,
-  formatCompliant,
-  runOne,
-  trajectoryCompletionLength,
-  trajectoryToolCalls,
-  trajectoryToolErrors,
-  trajectoryTurns,
-} from './evaluate.js';
-import { type GrpoUpdateResult, grpoUpdate } from './grpo-update.js';
+import { type EvalResult, evaluate, runOne } from './evaluate.js';
+import { freshGRPOState } from './grpo-state.js';
+import { type GrpoUpdateResult, grpoUpdate, noUpdate } from './grpo-update.js';
 import { LoraPolicy } from './lora-policy.js';
 import { mapConcurrent } from './map-concurrent.js';
 import { NonFiniteGuard } from './non-finite-guard.js';
 import { type Progress, silentProgress } from './progress.js';
 import { querySampler } from './query-sampler.js';
-import { writeReport } from './report.js';
-import {
-  countRolloutFailures,
-  describeRolloutFailures,
-  type RolloutFailures,
-  RolloutsFailedError,
-  rolloutFailureMetrics,
-} from './rollout-failures.js';
+import { countRolloutFailures, type RolloutFailures } from './rollout-failures.js';
+import { RunBook } from './run-book.js';
 import type { MetricsRecord, RunDirectory } from './run-dir.js';
 import { RunLifecycle } from './run-lifecycle.js';
 import type { RunLock } from './run-lock.js';
 import { type ScoredBatch, scoreBatch } from './scored-batch.js';
-import { StepClock } from './step-clock.js';
-import { isTruncated } from './truncation.js';
+import type { StepClock } from './step-clock.js';
+import { stepRecord } from './step-record.js';
 
-// Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py — five phases,
-// one method each (#loop below):
+// Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py — six phases
+// (#loop below):
 //
 //   for each rollout batch:
 //     1. rollout   Q queries × G rollouts through the agent (the policy is the planner; tools and
@@ -77,11 +60,13 @@ import { isTruncated } from './truncation.js';
 //     3. update    old log-probs, reference log-probs when beta ≠ 0, token weights, μ optimizer
 //                  updates (grpo-update.ts, the same for the gateway's trainers) → the rollout
 //                  engine gets the new LoRA tensors
-//     4. metrics   TRL's names, then flowgrpo's
-//     5. log / eval / save
+//     4. metrics   TRL's names, then flowgrpo's (step-record.ts, every GRPO trainer's record)
+//     5. log       metrics.jsonl with its alarms, the rollouts as Parquet, the stopping rules
+//     6. eval / save
 //
-// Every random stream derives from `seed` and the batch number, so a run resumed from a
-// checkpoint continues exactly as the uninterrupted run would have (CPU EP).
+// The counters and the rules of 5, 6 and the run's end are the book every GRPO trainer keeps
+// (run-book.ts). Every random stream derives from `seed` and the batch number, so a run resumed
+// from a checkpoint continues exactly as the uninterrupted run would have (CPU EP).
 
 export interface GRPOTrainerOptions {
   config: GRPOConfigInput;
@@ -259,29 +244,32 @@ export class GRPOTrainer {
     );
   }
 
-  // ---- the loop: rollout → score → update → metrics → log / eval / save ----------------------
+  // ---- the loop: rollout → score → update → metrics → log → eval / save ----------------------
   async #loop(agent: RolloutAgent, policy: LoraPolicy, state: TrainerState): Promise<TrainResult> {
     const c = this.config;
     const o = this.#o;
-    const progress = o.progress ?? silentProgress;
+    const progress = this.#progress;
     const bar = progress.start('GRPO', c.max_steps);
     bar.update(state.global_step);
     const guard = new NonFiniteGuard(c.max_nan_steps_in_a_row, (line) => progress.log(line));
-    const counts = {
-      emptyBatches: Number(state.extra?.empty_batches ?? 0),
-      failedSteps: Number(state.extra?.failed_steps ?? 0),
-    };
     const questions = querySampler(o.trainDataset, c, state);
-    let lastCheckpoint: string | undefined;
-    // The report shows a sample of the last batch's trajectories (every rollout is in Parquet).
-    let lastBatch: Trajectory[] = [];
+    const book = new RunBook({
+      config: c,
+      run: this.#run,
+      state,
+      save: (limit) => this.#checkpoint(state, limit),
+      ...(o.evalDataset && { evaluate: (name) => this.evaluate(o.evalDataset!, name) }),
+      title: 'GRPO run',
+      log: (line) => progress.log(line),
+      ...(o.onLog && { onLog: o.onLog }),
+    });
     let stopped: TrainResult['stopped'] = 'max_steps';
     while (state.global_step < c.max_steps) {
       if (o.signal?.aborted) {
         stopped = 'aborted';
         break;
       }
-      const step = new StepClock(state.global_step);
+      const step = book.startStep();
       const batch = state.batches;
       const rows = questions.take(state.global_step, batch, c.queries_per_step);
 
@@ -294,28 +282,44 @@ export class GRPOTrainer {
       // 2. Rewards → advantages → filters → rows.
       const scored = await this.#scorePhase(trajectories, step);
       // 3. μ updates of the policy on them, then the rollout engine gets the new adapter.
-      const update = await this.#updatePhase(policy, scored.batch, state, guard, {
+      const update = await this.#updatePhase(policy, scored, book, guard, {
         batch,
         queryIds: rows.map((row) => String(row.id)),
-        failures: scored.failures,
-        counts,
         step,
       });
-      // 4. Metrics: TRL's names, then flowgrpo's.
-      const record = {
-        ...this.#metrics(state, questions.epochs, scored, update, counts, step),
-        ...questions.metrics,
-      };
-      // 5. Log, write the rollouts, evaluate and checkpoint when their intervals are crossed.
-      lastBatch = trajectories;
-      const saved = await this.#logEvalSave(state, record, scored.failures, update, counts, step, {
-        trajectories,
-        bar,
+      // 4. Metrics: TRL's names, then flowgrpo's (step-record.ts, every GRPO trainer's).
+      const record = stepRecord({
+        config: c,
+        step: state.global_step,
+        epoch: questions.epochs,
+        trained: {
+          policy: { batch: scored.batch, update, trainSeconds: step.seconds.train },
+        },
+        rewards: { results: scored.scored, name: o.reward.name },
+        failures: scored.failures,
+        questions: questions.metrics,
+        counters: book.counters,
+        seconds: step.seconds,
       });
-      lastCheckpoint = saved ?? lastCheckpoint;
+      // 5. Log (alarms, the stopping rules), write the rollouts.
+      await book.log(record, scored.failures, trajectories, step);
+      bar.update(state.global_step, {
+        reward: Number(record.reward),
+        acc: Number(record.accuracy),
+      });
+      // 6. Evaluate and checkpoint when their intervals are crossed.
+      await book.evalSave(step);
     }
     bar.stop();
-    return this.#finish(state, stopped, lastCheckpoint, lastBatch);
+    const end = await book.finish(stopped);
+    return {
+      globalStep: state.global_step,
+      checkpoint: end.checkpoint,
+      metrics: this.#run.readMetrics(),
+      ...(end.eval && { eval: end.eval }),
+      report: end.report,
+      stopped,
+    };
   }
 
   /** The batch's rollouts; undefined when the run was aborted during them. */
@@ -366,224 +370,39 @@ export class GRPOTrainer {
 
   /**
    * The batch's optimizer steps (grpo-update.ts), or — nothing left to train on after the
-   * filters — one step without an update, so a run cannot loop forever on such batches.
+   * filters — none (the book counts a step all the same).
    */
   async #updatePhase(
     policy: LoraPolicy,
-    batch: ScoredBatch,
-    state: TrainerState,
+    scored: ScoredRollouts,
+    book: RunBook,
     guard: NonFiniteGuard,
-    o: {
-      batch: number;
-      queryIds: string[];
-      failures: RolloutFailures;
-      counts: { emptyBatches: number };
-      step: StepClock;
-    },
+    o: { batch: number; queryIds: string[]; step: StepClock },
   ): Promise<GrpoUpdateResult> {
-    let result: GrpoUpdateResult = {
-      updates: [],
-      learningRates: [],
-      mismatch: { sum: 0, max: 0, count: 0 },
-    };
-    if (batch.targets.count === 0) {
-      state.global_step++;
-      o.counts.emptyBatches++;
-      // (Rollouts that all failed say so with the step's metrics, with the cause.)
-      if (o.failures.failed < o.failures.total)
-        this.#progress.log(
-          `step ${state.global_step}: nothing to train on after the filters; no update`,
-        );
-    } else {
-      result = await grpoUpdate(policy, batch, {
-        config: this.config,
-        step: state.global_step,
-        guard,
-        at: { batch: o.batch, queryIds: o.queryIds },
-        time: (phase, f) => o.step.time(phase, f),
-      });
-      // A skipped update still counts as a step (as TRL does with inf/nan gradients).
-      state.nan_steps_skipped += result.updates.filter((u) => u.skipped).length;
-      state.global_step += result.updates.length;
-    }
-    state.batches++;
+    const state = book.state;
+    const result: GrpoUpdateResult =
+      scored.batch.targets.count === 0
+        ? noUpdate()
+        : await grpoUpdate(policy, scored.batch, {
+            config: this.config,
+            step: state.global_step,
+            guard,
+            at: { batch: o.batch, queryIds: o.queryIds },
+            time: (phase, f) => o.step.time(phase, f),
+          });
+    book.advance(
+      {
+        steps: result.updates.length,
+        skipped: result.updates.filter((u) => u.skipped).length,
+      },
+      scored.failures,
+    );
     await o.step.time('sync', () => this.#sync(policy.params, state.global_step));
     return result;
   }
 
-  /** The step's metrics record (TRL's names, then flowgrpo's). */
-  #metrics(
-    state: TrainerState,
-    epoch: number,
-    s: ScoredRollouts,
-    u: GrpoUpdateResult,
-    counts: { emptyBatches: number },
-    step: StepClock,
-  ): MetricsRecord {
-    const c = this.config;
-    const { trajectories, rewards, groups, rows, targets } = s.batch;
-    const last = u.updates.findLast((x) => !x.skipped) ?? u.updates.at(-1);
-    const t = step.seconds;
-    const turns = trajectories.map(trajectoryTurns);
-    const calls = trajectories.map(trajectoryToolCalls);
-    const toolErrors = trajectories.map(trajectoryToolErrors);
-    const totalCalls = calls.reduce((a, b) => a + b, 0);
-    const allTokens = rows.reduce((sum, r) => sum + r.tokens.length, 0);
-    return {
-      step: state.global_step,
-      epoch,
-      learning_rate: u.learningRates.at(-1) ?? 0,
-      ...(last && { loss: last.stats.loss, grad_norm: last.gradNorm }),
-      ...grpoMetrics({
-        rewards,
-        groups,
-        completionLengths: trajectories.map(trajectoryCompletionLength),
-        ...(last && {
-          loss: {
-            clipFracLow: last.stats.clip_low_sum,
-            clipFracHigh: last.stats.clip_high_sum,
-            clipFrac: last.stats.clip_region_sum,
-            ...(c.beta !== 0 && { kl: last.stats.kl_sum }),
-            entropy: last.stats.entropy_sum,
-          },
-        }),
-      }),
-      ...rewardMetrics(s.scored, this.#o.reward.name),
-      ...rolloutFailureMetrics(s.failures),
-      accuracy: mean(Array.from(rewards, (r) => (r >= c.success_threshold ? 1 : 0))),
-      // Read by the truncation alarm (alarms.ts).
-      'completions/clipped_ratio': mean(
-        trajectories.map((tr) => (isTruncated(tr, c.max_completion_length) ? 1 : 0)),
-      ),
-      // Read by the format_collapse alarm: a reward earned with malformed replies shows here.
-      'completions/format_ratio': mean(trajectories.map((tr) => (formatCompliant(tr) ? 1 : 0))),
-      'turns/mean': mean(turns),
-      'tools/calls_per_trajectory': mean(calls),
-      'tools/error_rate': totalCalls === 0 ? 0 : toolErrors.reduce((a, b) => a + b, 0) / totalCalls,
-      trainable_token_ratio: allTokens === 0 ? 0 : targets.count / allTokens,
-      'logprob_mismatch/mean': u.mismatch.count === 0 ? 0 : u.mismatch.sum / u.mismatch.count,
-      'logprob_mismatch/max': u.mismatch.max,
-      nan_steps_skipped: state.nan_steps_skipped,
-      empty_batches: counts.emptyBatches,
-      'train/tokens': allTokens,
-      'train/micro_batches': last?.microBatches ?? 0,
-      'train/tokens_per_s': (allTokens / Math.max(1e-9, t.train ?? 1)) * u.updates.length,
-      ...Object.fromEntries(Object.entries(t).map(([k, v]) => [`timing/${k}_s`, v])),
-    };
-  }
-
-  /**
-   * HF's rules: log at steps L, 2L, … and the last; evaluate and checkpoint when the batch crossed
-   * a multiple of eval_steps / save_steps. Returns the checkpoint written, if any.
-   */
-  async #logEvalSave(
-    state: TrainerState,
-    record: MetricsRecord,
-    failures: RolloutFailures,
-    u: GrpoUpdateResult,
-    counts: { emptyBatches: number; failedSteps: number },
-    step: StepClock,
-    o: { trajectories: Trajectory[]; bar: ReturnType<Progress['start']> },
-  ): Promise<string | undefined> {
-    const c = this.config;
-    const run = this.#run;
-    // Failed rollouts are said on the step's own line, with the first message of each kind.
-    if (failures.failed > 0)
-      this.#progress.log(
-        `step ${state.global_step}: ${describeRolloutFailures(failures)}${u.updates.length === 0 ? '; no update' : ''}`,
-      );
-    counts.failedSteps = failures.failed === failures.total ? counts.failedSteps + 1 : 0;
-    state.extra = {
-      ...state.extra,
-      empty_batches: counts.emptyBatches,
-      failed_steps: counts.failedSteps,
-    };
-    state.log_history.push(record as Record<string, number>);
-    const crossed = (every: number) => step.crossed(every, state.global_step);
-    // The record as logged, with its alarms (undefined on a step not logged).
-    let logged: MetricsRecord | undefined;
-    if (crossed(c.logging_steps) || state.global_step >= c.max_steps) {
-      logged = run.logMetrics(record);
-      this.#o.onLog?.(record);
-    }
-    await run.writeRollouts(state.global_step, o.trajectories);
-    // An alarm the config stops on (alarms.stop_on): this step's policy is kept for reading,
-    // beside every checkpoint before it, and the run ends with the alarm named.
-    const alarm = logged && stoppingAlarm(logged, c.alarms.stop_on);
-    if (alarm) {
-      const checkpoint = await this.#checkpoint(state, { keepAll: true });
-      await this.#writeReport(o.trajectories);
-      throw new AlarmStopError({
-        alarm: alarm.name,
-        step: state.global_step,
-        value: alarm.value,
-        checkpoint,
-      });
-    }
-    // Every rollout of several steps in a row failed: a broken setup, which more steps would
-    // not mend. The checkpoints written so far stay as they are; report.html is written so
-    // the failures can be read per step and per trajectory without decoding the Parquet.
-    if (counts.failedSteps >= c.max_failed_rollout_steps) {
-      await this.#writeReport(o.trajectories);
-      throw new RolloutsFailedError(
-        `every rollout of the last ${counts.failedSteps} steps failed (max_failed_rollout_steps: ${c.max_failed_rollout_steps}); last at step ${state.global_step}`,
-        failures,
-      );
-    }
-    o.bar.update(state.global_step, {
-      reward: Number(record.reward),
-      acc: Number(record.accuracy),
-    });
-    const evalDataset = this.#o.evalDataset;
-    if (evalDataset && crossed(c.eval_steps) && state.global_step < c.max_steps) {
-      const ev = await this.evaluate(evalDataset, `step-${state.global_step}`);
-      run.logMetrics({ step: state.global_step, ...evalMetrics(ev) });
-    }
-    return crossed(c.save_steps) ? await this.#checkpoint(state) : undefined;
-  }
-
-  /** The end of a run: a final checkpoint, the final evaluation, report.html. */
-  async #finish(
-    state: TrainerState,
-    stopped: TrainResult['stopped'],
-    lastCheckpoint: string | undefined,
-    lastBatch: readonly Trajectory[],
-  ): Promise<TrainResult> {
-    const o = this.#o;
-    let checkpoint = lastCheckpoint;
-    if (stopped === 'aborted') this.#progress.log('stopping: writing a final checkpoint');
-    if (!checkpoint?.endsWith(`checkpoint-${state.global_step}`))
-      checkpoint = await this.#checkpoint(state);
-    let finalEval: EvalResult | undefined;
-    if (o.evalDataset && stopped === 'max_steps') {
-      finalEval = await this.evaluate(o.evalDataset, 'final');
-      this.#run.logMetrics({ step: state.global_step, ...evalMetrics(finalEval) });
-    }
-    const report = await this.#writeReport(lastBatch, finalEval);
-    return {
-      globalStep: state.global_step,
-      checkpoint,
-      metrics: this.#run.readMetrics(),
-      ...(finalEval && { eval: finalEval }),
-      report,
-      stopped,
-    };
-  }
-
   get #progress(): Progress {
     return this.#o.progress ?? silentProgress;
-  }
-
-  /** report.html from metrics.jsonl so far, the last batch's trajectories and the final eval. */
-  #writeReport(lastBatch: readonly Trajectory[], finalEval?: EvalResult): Promise<string> {
-    return this.#run.guard(join(this.#run.dir, 'report.html'), () =>
-      writeReport(this.#run.dir, {
-        title: `GRPO run — ${this.#run.dir}`,
-        metrics: this.#run.readMetrics(),
-        ...(finalEval && { evals: [finalEval] }),
-        trajectories: lastBatch.slice(0, 32),
-      }),
-    );
   }
 
   /** Evaluates the current policy (greedy) on `dataset`. */
@@ -633,7 +452,8 @@ export class GRPOTrainer {
     await engine.updateAdapter({ name: 'flowgrpo-policy', path: dir });
   }
 
-  async #checkpoint(state: TrainerState, o: { keepAll?: boolean } = {}): Promise<string> {
+  /** checkpoint-<step>: the adapter, its optimizer state and the run's state; `limit` kept. */
+  async #checkpoint(state: TrainerState, limit: number): Promise<string> {
     const policy = this.#policy!;
     return this.#life!.saveCheckpoint(
       {
@@ -643,44 +463,7 @@ export class GRPOTrainer {
         trainer: state,
         ...(this.#o.baseModel && { baseModel: this.#o.baseModel }),
       },
-      { limit: o.keepAll ? 0 : this.config.save_total_limit },
+      { limit },
     );
   }
-}
-
-/** The state a GRPO run starts from: every random stream derives from `seed` (and the batch). */
-export function freshGRPOState(c: GRPOConfig): TrainerState {
-  return {
-    global_step: 0,
-    batches: 0,
-    epoch: 0,
-    data_cursor: 0,
-    rng: {
-      seed: c.seed,
-      scheme: 'order = permutation(seed, epoch); rollout seeds from (seed, batch)',
-    },
-    nan_steps_skipped: 0,
-    log_history: [],
-    config: { ...c },
-  };
-}
-
-function mean(xs: readonly number[]): number {
-  return xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
-}
-
-/** eval/* metrics of an evaluation, for metrics.jsonl. */
-export function evalMetrics(e: EvalResult): MetricsRecord {
-  return {
-    'eval/accuracy': e.accuracy,
-    'eval/accuracy_ci_low': e.accuracy_ci95[0],
-    'eval/accuracy_ci_high': e.accuracy_ci95[1],
-    'eval/reward': e.reward_mean,
-    'eval/format_compliance': e.format_compliance,
-    'eval/turns_mean': e.turns_mean,
-    'eval/tool_calls_per_trajectory': e.tool_calls_per_trajectory,
-    'eval/tool_error_rate': e.tool_error_rate,
-    'eval/completion_length': e.completion_length_mean,
-    'eval/time_s': e.time_s,
-  };
 }

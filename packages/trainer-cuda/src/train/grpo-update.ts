@@ -62,6 +62,11 @@ export interface GrpoUpdateOptions {
   time?: <T>(phase: 'logprobs' | 'train', f: () => Promise<T>) => Promise<T>;
 }
 
+/** The update of a batch the filters left nothing to train on: no optimizer step. */
+export function noUpdate(): GrpoUpdateResult {
+  return { updates: [], learningRates: [], mismatch: { sum: 0, max: 0, count: 0 } };
+}
+
 /** num_iterations updates of `policy` on `batch` (which must have targets). */
 export async function grpoUpdate(
   policy: LoraPolicy,

@@ -103,8 +103,11 @@ export const quoteReward: RewardFunction<object> = {
 
 /** Drops what differs between two runs of the same steps: wall-clock timings. */
 export function comparable(record: Record<string, unknown>): Record<string, unknown> {
+  // Wall-clock keys: the run's timing/* and each policy's train/tokens_per_s (`<role>/` too).
   return Object.fromEntries(
-    Object.entries(record).filter(([k]) => !k.startsWith('timing/') && k !== 'train/tokens_per_s'),
+    Object.entries(record).filter(
+      ([k]) => !k.startsWith('timing/') && !k.endsWith('train/tokens_per_s'),
+    ),
   );
 }
 
