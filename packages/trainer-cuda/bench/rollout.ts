@@ -25,8 +25,8 @@ import { demoAgent } from '../src/demo/roles.js';
 import { makeQuestions, questionRows } from '../src/demo/task.js';
 import { TeacherPolicy } from '../src/demo/teacher.js';
 import { buildTrainingArtifacts } from '../src/index.js';
-import { runOne } from '../src/train/evaluate.js';
-import { SFTTrainer } from '../src/train/sft-trainer.js';
+import { runOne } from '../src/eval/evaluate.js';
+import { SFTTrainer } from '../src/trainers/sft-trainer.js';
 import { loadAverage, median } from './anchors.js';
 import type { BenchSection } from './table.js';
 

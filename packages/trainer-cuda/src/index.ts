@@ -11,13 +11,13 @@ export {
   MultiRoleGRPOTrainer,
   type MultiRoleGRPOTrainerOptions,
   type MultiRoleTrainResult,
-} from './gateway/multi-role-trainer.js';
+} from './served/multi-role-trainer.js';
 export {
   OnlineGRPOTrainer,
   type OnlineGRPOTrainerOptions,
   rolloutGroupKey,
-} from './gateway/online-trainer.js';
-export type { RoleSpec, ServedRole } from './gateway/role-policies.js';
+} from './served/online-trainer.js';
+export type { RoleSpec, ServedRole } from './served/role-policies.js';
 // A training step you define yourself (any graph + autodiff + AdamW), run on a session.
 export { TrainLoopError } from './optimizer-step/errors.js';
 export {
@@ -34,7 +34,7 @@ export {
   type AccuracyDifference,
   accuracyDifference,
   formatAccuracyDifference,
-} from './train/accuracy-difference.js';
+} from './eval/accuracy-difference.js';
 // Reward-integrity alarms: computed every step into metrics.jsonl as alarms/<name>.
 export {
   ALARM_MEANINGS,
@@ -47,13 +47,13 @@ export {
   AlarmsConfigSchema,
   alarmMetrics,
   computeAlarms,
-} from './train/alarms.js';
+} from './run/alarms.js';
 export {
   type CheckedReward,
   InvalidRewardError,
   type RewardErrorRecord,
   scoreChecked,
-} from './train/checked-reward.js';
+} from './eval/checked-reward.js';
 export {
   CheckpointError,
   type LoadedCheckpoint,
@@ -61,8 +61,8 @@ export {
   loadCheckpoint,
   saveCheckpoint,
   type TrainerState,
-} from './train/checkpoint.js';
-export { rowsFromTrajectories, type Targets, type TrainRow, targetsOf } from './train/collate.js';
+} from './run/checkpoint.js';
+export { rowsFromTrajectories, type Targets, type TrainRow, targetsOf } from './update/collate.js';
 // Trainers (TRL's names): GRPO over agent rollouts, SFT, their configs and the policy they update.
 export {
   type GRPOConfig,
@@ -73,7 +73,7 @@ export {
   type SFTConfig,
   type SFTConfigInput,
   SFTConfigSchema,
-} from './train/config.js';
+} from './run/config.js';
 // Evaluation: accuracy with a Wilson interval over held-out questions, side-by-side tables.
 export {
   comparisonTable,
@@ -82,13 +82,13 @@ export {
   type EvaluateOptions,
   evaluate,
   wilsonInterval,
-} from './train/evaluate.js';
+} from './eval/evaluate.js';
 export {
   GRPOTrainer,
   type GRPOTrainerOptions,
   NonFiniteLossError,
   type TrainResult,
-} from './train/grpo-trainer.js';
+} from './trainers/grpo-trainer.js';
 // The one GRPO update every trainer runs: scored trajectories → ScoredBatch → grpoUpdate.
 export {
   AGGREGATION,
@@ -96,7 +96,7 @@ export {
   type GrpoUpdateResult,
   grpoUpdate,
   type LogprobMismatch,
-} from './train/grpo-update.js';
+} from './update/grpo-update.js';
 export {
   type KlEstimatorName,
   LoraPolicy,
@@ -104,8 +104,8 @@ export {
   type UpdateHyperParams,
   type UpdateInputs,
   type UpdateResult,
-} from './train/lora-policy.js';
-export { NonFiniteGuard } from './train/non-finite-guard.js';
+} from './update/lora-policy.js';
+export { NonFiniteGuard } from './update/non-finite-guard.js';
 export {
   OutputDirNotEmptyError,
   OutputOverlapsInputError,
@@ -113,14 +113,14 @@ export {
   outputDirProblems,
   outputOverlaps,
   type RunInput,
-} from './train/output-dir-checks.js';
+} from './run/output-dir-checks.js';
 export {
   type Progress,
   type ProgressBar,
   silentProgress,
   terminalProgress,
-} from './train/progress.js';
-export { type ReportOptions, renderReport, writeReport } from './train/report.js';
+} from './run/progress.js';
+export { type ReportOptions, renderReport, writeReport } from './report/report.js';
 export {
   countRolloutFailures,
   describeRolloutFailures,
@@ -128,26 +128,26 @@ export {
   type RolloutFailures,
   RolloutsFailedError,
   rolloutFailureMetrics,
-} from './train/rollout-failures.js';
+} from './eval/rollout-failures.js';
 export {
   CONFIG_FILE,
   METRICS_FILE,
   type MetricsRecord,
   RunDirectory,
-} from './train/run-dir.js';
+} from './run/run-dir.js';
 export {
   claimOutputDir,
   RunLifecycle,
   type RunLifecycleOptions,
-} from './train/run-lifecycle.js';
-export { LOCK_FILE, RunLock, RunLockedError, type RunLockInfo } from './train/run-lock.js';
-export { RunWriteError } from './train/run-write-error.js';
-export { type ScoredBatch, scoreBatch } from './train/scored-batch.js';
+} from './run/run-lifecycle.js';
+export { LOCK_FILE, RunLock, RunLockedError, type RunLockInfo } from './run/run-lock.js';
+export { RunWriteError } from './run/run-write-error.js';
+export { type ScoredBatch, scoreBatch } from './update/scored-batch.js';
 export {
   type SFTExample,
   type SFTResult,
   SFTTrainer,
   type SFTTrainerOptions,
   sftRows,
-} from './train/sft-trainer.js';
-export { buildTrainingArtifacts } from './train/training-artifacts.js';
+} from './trainers/sft-trainer.js';
+export { buildTrainingArtifacts } from './graphs/training-artifacts.js';

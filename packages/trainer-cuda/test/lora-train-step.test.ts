@@ -36,7 +36,7 @@ import {
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildTrainingArtifacts } from '../src/index.js';
-import { buildTrainStepGraph } from '../src/train/train-step-graph.js';
+import { buildTrainStepGraph } from '../src/graphs/train-step-graph.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-lora-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

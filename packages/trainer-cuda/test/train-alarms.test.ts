@@ -1,4 +1,4 @@
-// Reward-integrity alarms (train/alarms.ts): each alarm on a constructed metrics history that must
+// Reward-integrity alarms (run/alarms.ts): each alarm on a constructed metrics history that must
 // raise it and one that must not; then the hook in RunDirectory.logMetrics, on a real run folder:
 // alarms/<name> written into metrics.jsonl, one warning when an alarm is raised (not every step),
 // and the thresholds read from the run's config.json.

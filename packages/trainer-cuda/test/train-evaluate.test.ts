@@ -14,7 +14,7 @@ import {
   trajectoryToolCalls,
   trajectoryToolErrors,
   trajectoryTurns,
-} from '../src/train/evaluate.js';
+} from '../src/eval/evaluate.js';
 
 describe('wilsonInterval', () => {
   it('matches the formula worked by hand', () => {

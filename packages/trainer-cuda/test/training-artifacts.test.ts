@@ -25,7 +25,7 @@ import {
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildTrainingArtifacts } from '../src/index.js';
-import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/graphs/training-artifacts.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-artifacts-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -17,12 +17,12 @@ import {
 } from '@flowgrpo/models';
 import { rewardInputFromTrajectory } from '@flowgrpo/reward';
 import { tokenPieces } from '@flowgrpo/viewer';
-import { comparisonTable, type EvalResult, evaluate, wilsonInterval } from '../train/evaluate.js';
-import { GRPOTrainer } from '../train/grpo-trainer.js';
-import { type Progress, silentProgress } from '../train/progress.js';
-import { writeReport } from '../train/report.js';
-import { type SFTResult, SFTTrainer } from '../train/sft-trainer.js';
-import { buildTrainingArtifacts } from '../train/training-artifacts.js';
+import { comparisonTable, type EvalResult, evaluate, wilsonInterval } from '../eval/evaluate.js';
+import { GRPOTrainer } from '../trainers/grpo-trainer.js';
+import { type Progress, silentProgress } from '../run/progress.js';
+import { writeReport } from '../report/report.js';
+import { type SFTResult, SFTTrainer } from '../trainers/sft-trainer.js';
+import { buildTrainingArtifacts } from '../graphs/training-artifacts.js';
 import { createAlmanac } from './almanac.js';
 import { claimDemoDir } from './demo-dir.js';
 import { DEMO_TASKS, type DemoTaskName, type DemoTaskPreset } from './presets.js';

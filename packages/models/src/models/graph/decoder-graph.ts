@@ -27,7 +27,7 @@ import {
 //   logprobs  log p(target | prefix) at requested positions only: hidden states are gathered
 //             first, then the LM head — never a full [B, T, V] logits tensor
 //
-// Losses and gradients live with the trainer (src/train/train-step-graph.ts), which builds on
+// Losses and gradients live with the trainer (src/graphs/train-step-graph.ts), which builds on
 // `decoderForward` and `targetLogprobs` below.
 //
 // Conventions: the residual stream is 2-D [B·T, hidden] so every linear layer is one Gemm with

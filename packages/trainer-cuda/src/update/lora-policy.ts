@@ -22,8 +22,8 @@ import {
   type TrainRow,
   tokenFeeds,
 } from './collate.js';
-import type { GRPOConfig } from './config.js';
-import { buildFullTrainingGraphs } from './full-graphs.js';
+import type { GRPOConfig } from '../run/config.js';
+import { buildFullTrainingGraphs } from '../graphs/full-graphs.js';
 import {
   ADVANTAGES,
   BETA,
@@ -39,7 +39,7 @@ import {
   STAT_WEIGHTS,
   TRAIN_STEP_STATS,
   type TrainStepStat,
-} from './train-step-graph.js';
+} from '../graphs/train-step-graph.js';
 
 // A decoder being trained: log-probabilities of given tokens (the `logprobs` graph — old log-probs
 // with the adapter, reference log-probs with lora_scale = 0: the same weights, no second model),
