@@ -28,13 +28,13 @@ import { runDemo } from '../src/demo/index.js';
 import {
   buildTrainingArtifacts,
   claimOutputDir,
-  LOCK_FILE,
   OutputDirNotEmptyError,
   OutputOverlapsInputError,
   outputDirProblems,
   RunDirectory,
   SFTTrainer,
 } from '../src/index.js';
+import { LOCK_FILE } from '../src/run/run-lock.js';
 import { LORA, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 // Real paths: the errors name them so; a link-free temp root compares equal to them.

@@ -9,13 +9,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   type AlarmName,
   AlarmStopError,
-  AlarmsConfigSchema,
-  alarmMetrics,
-  computeAlarms,
   listCheckpoints,
   type MetricsRecord,
   RunDirectory,
 } from '../src/index.js';
+import { AlarmsConfigSchema, alarmMetrics, computeAlarms } from '../src/run/alarms.js';
 import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
 const defaults = AlarmsConfigSchema.parse({});

@@ -18,11 +18,11 @@ import {
 import { rewardInputFromTrajectory } from '@flowgrpo/reward';
 import { tokenPieces } from '@flowgrpo/viewer';
 import { comparisonTable, type EvalResult, evaluate, wilsonInterval } from '../eval/evaluate.js';
-import { GRPOTrainer } from '../trainers/grpo-trainer.js';
-import { type Progress, silentProgress } from '../run/progress.js';
-import { writeReport } from '../report/report.js';
-import { type SFTResult, SFTTrainer } from '../trainers/sft-trainer.js';
 import { buildTrainingArtifacts } from '../graphs/training-artifacts.js';
+import { writeReport } from '../report/report.js';
+import { type Progress, silentProgress } from '../run/progress.js';
+import { GRPOTrainer } from '../trainers/grpo-trainer.js';
+import { type SFTResult, SFTTrainer } from '../trainers/sft-trainer.js';
 import { createAlmanac } from './almanac.js';
 import { claimDemoDir } from './demo-dir.js';
 import { DEMO_TASKS, type DemoTaskName, type DemoTaskPreset } from './presets.js';

@@ -14,13 +14,13 @@ import {
   samplingGraph,
 } from '@flowgrpo/models';
 import { tokenPieces } from '@flowgrpo/viewer';
+import { comparisonTable, type EvalResult, evaluate } from '../eval/evaluate.js';
+import { buildTrainingArtifacts } from '../graphs/training-artifacts.js';
+import { writeReport } from '../report/report.js';
+import { type Progress, silentProgress } from '../run/progress.js';
 import { MultiRoleGRPOTrainer } from '../served/multi-role-trainer.js';
 import type { RoleSpec } from '../served/role-policies.js';
-import { comparisonTable, type EvalResult, evaluate } from '../eval/evaluate.js';
-import { type Progress, silentProgress } from '../run/progress.js';
-import { writeReport } from '../report/report.js';
 import { SFTTrainer } from '../trainers/sft-trainer.js';
-import { buildTrainingArtifacts } from '../graphs/training-artifacts.js';
 import type { Almanac } from './almanac.js';
 import { claimDemoDir } from './demo-dir.js';
 import { type DemoBudget, demoSettings, demoTaskSetup, phaseTimer } from './pipeline.js';

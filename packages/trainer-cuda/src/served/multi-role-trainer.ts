@@ -15,6 +15,9 @@ import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import { greedy, readArtifactsManifest } from '@flowgrpo/models';
 import type { RewardFunction, RewardResult } from '@flowgrpo/reward';
 import { scoreChecked } from '../eval/checked-reward.js';
+import { type EvalResult, evaluate } from '../eval/evaluate.js';
+import { mapConcurrent } from '../eval/map-concurrent.js';
+import { type RolloutFailures, tallyFailures, thrownFailure } from '../eval/rollout-failures.js';
 import type { TrainerState } from '../run/checkpoint.js';
 import {
   type GRPOConfig,
@@ -23,18 +26,15 @@ import {
   parseConfig,
   refuseUnusedKeys,
 } from '../run/config.js';
-import { type EvalResult, evaluate } from '../eval/evaluate.js';
-import { freshGRPOState } from '../trainers/grpo-state.js';
-import { mapConcurrent } from '../eval/map-concurrent.js';
-import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import { querySampler } from '../run/query-sampler.js';
 import type { RoleCheckpointPart } from '../run/roles-checkpoint.js';
-import { type RolloutFailures, tallyFailures, thrownFailure } from '../eval/rollout-failures.js';
-import { RunBook } from '../trainers/run-book.js';
 import type { RunDirectory } from '../run/run-dir.js';
 import { RunLifecycle } from '../run/run-lifecycle.js';
 import type { StepClock } from '../run/step-clock.js';
+import { freshGRPOState } from '../trainers/grpo-state.js';
+import { RunBook } from '../trainers/run-book.js';
 import { type PolicyStep, type StepRollouts, stepRecord } from '../trainers/step-record.js';
+import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import {
   callsPerRole,
   hostRoles,

@@ -11,6 +11,7 @@ import {
 } from '@flowgrpo/gateway';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import { readArtifactsManifest } from '@flowgrpo/models';
+import { type RolloutFailures, tallyFailures } from '../eval/rollout-failures.js';
 import type { TrainerState } from '../run/checkpoint.js';
 import {
   type GRPOConfig,
@@ -19,15 +20,14 @@ import {
   parseConfig,
   refuseUnusedKeys,
 } from '../run/config.js';
-import { freshGRPOState } from '../trainers/grpo-state.js';
-import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import type { RoleCheckpointPart } from '../run/roles-checkpoint.js';
-import { type RolloutFailures, tallyFailures } from '../eval/rollout-failures.js';
-import { RunBook } from '../trainers/run-book.js';
 import type { RunDirectory } from '../run/run-dir.js';
 import { RunLifecycle } from '../run/run-lifecycle.js';
 import type { RunLock } from '../run/run-lock.js';
+import { freshGRPOState } from '../trainers/grpo-state.js';
+import { RunBook } from '../trainers/run-book.js';
 import { type PolicyStep, type StepRollouts, stepRecord } from '../trainers/step-record.js';
+import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import {
   callsPerRole,
   type HostedRoles,

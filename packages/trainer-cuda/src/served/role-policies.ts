@@ -13,13 +13,13 @@ import {
   saveLoraAdapter,
 } from '@flowgrpo/models';
 import { type GRPOConfig, policyOptions } from '../run/config.js';
+import type { LoadedRolesCheckpoint } from '../run/roles-checkpoint.js';
+import { StepClock } from '../run/step-clock.js';
+import type { PolicyStep } from '../trainers/step-record.js';
 import { grpoUpdate, noUpdate } from '../update/grpo-update.js';
 import { LoraPolicy } from '../update/lora-policy.js';
 import type { NonFiniteGuard } from '../update/non-finite-guard.js';
-import type { LoadedRolesCheckpoint } from '../run/roles-checkpoint.js';
 import { scoreBatch } from '../update/scored-batch.js';
-import { StepClock } from '../run/step-clock.js';
-import type { PolicyStep } from '../trainers/step-record.js';
 
 // Roles served by the gateway, each a LoRA adapter on the shared base: an engine per role over
 // one opened artifacts directory, and for a trained role its LoraPolicy (train-step + logprobs

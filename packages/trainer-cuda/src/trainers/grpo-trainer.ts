@@ -22,6 +22,9 @@ import {
   rewardInputFromTrajectory,
 } from '@flowgrpo/reward';
 import { scoreTrajectory } from '../eval/checked-reward.js';
+import { type EvalResult, evaluate, runOne } from '../eval/evaluate.js';
+import { mapConcurrent } from '../eval/map-concurrent.js';
+import { countRolloutFailures, type RolloutFailures } from '../eval/rollout-failures.js';
 import type { TrainerState } from '../run/checkpoint.js';
 import {
   checkArtifactsLora,
@@ -31,21 +34,18 @@ import {
   parseConfig,
   policyOptions,
 } from '../run/config.js';
-import { type EvalResult, evaluate, runOne } from '../eval/evaluate.js';
-import { freshGRPOState } from './grpo-state.js';
-import { type GrpoUpdateResult, grpoUpdate, noUpdate } from '../update/grpo-update.js';
-import { LoraPolicy } from '../update/lora-policy.js';
-import { mapConcurrent } from '../eval/map-concurrent.js';
-import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import { type Progress, silentProgress } from '../run/progress.js';
 import { querySampler } from '../run/query-sampler.js';
-import { countRolloutFailures, type RolloutFailures } from '../eval/rollout-failures.js';
-import { RunBook } from './run-book.js';
 import type { MetricsRecord, RunDirectory } from '../run/run-dir.js';
 import { RunLifecycle } from '../run/run-lifecycle.js';
 import type { RunLock } from '../run/run-lock.js';
-import { type ScoredBatch, scoreBatch } from '../update/scored-batch.js';
 import type { StepClock } from '../run/step-clock.js';
+import { type GrpoUpdateResult, grpoUpdate, noUpdate } from '../update/grpo-update.js';
+import { LoraPolicy } from '../update/lora-policy.js';
+import { NonFiniteGuard } from '../update/non-finite-guard.js';
+import { type ScoredBatch, scoreBatch } from '../update/scored-batch.js';
+import { freshGRPOState } from './grpo-state.js';
+import { RunBook } from './run-book.js';
 import { stepRecord } from './step-record.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py — six phases

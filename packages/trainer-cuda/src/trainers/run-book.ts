@@ -1,15 +1,15 @@
 import { basename, join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
-import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
-import { checkpointName, type TrainerState } from '../run/checkpoint.js';
-import type { GRPOConfig } from '../run/config.js';
 import { type EvalResult, evalMetrics } from '../eval/evaluate.js';
-import { writeReport } from '../report/report.js';
 import {
   describeRolloutFailures,
   type RolloutFailures,
   RolloutsFailedError,
 } from '../eval/rollout-failures.js';
+import { writeReport } from '../report/report.js';
+import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
+import { checkpointName, type TrainerState } from '../run/checkpoint.js';
+import type { GRPOConfig } from '../run/config.js';
 import type { MetricsRecord, RunDirectory } from '../run/run-dir.js';
 import { StepClock } from '../run/step-clock.js';
 

@@ -1,6 +1,5 @@
 import { grpoMetrics } from '@flowgrpo/grpo';
 import { type RewardResult, rewardMetrics } from '@flowgrpo/reward';
-import type { GRPOConfig } from '../run/config.js';
 import {
   formatCompliant,
   trajectoryCompletionLength,
@@ -8,9 +7,10 @@ import {
   trajectoryToolErrors,
   trajectoryTurns,
 } from '../eval/evaluate.js';
-import type { GrpoUpdateResult } from '../update/grpo-update.js';
 import { type RolloutFailures, rolloutFailureMetrics } from '../eval/rollout-failures.js';
+import type { GRPOConfig } from '../run/config.js';
 import type { MetricsRecord } from '../run/run-dir.js';
+import type { GrpoUpdateResult } from '../update/grpo-update.js';
 import type { ScoredBatch } from '../update/scored-batch.js';
 import { isTruncated } from '../update/truncation.js';
 

@@ -12,17 +12,6 @@ import {
   weightAsFloat32,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import { TrainLoopError } from '../optimizer-step/errors.js';
-import { TrainStepRunner, type TrainStepState } from '../optimizer-step/train-step-runner.js';
-import {
-  packMicroBatches,
-  perTargetFeed,
-  scatterTargets,
-  type Targets,
-  type TrainRow,
-  tokenFeeds,
-} from './collate.js';
-import type { GRPOConfig } from '../run/config.js';
 import { buildFullTrainingGraphs } from '../graphs/full-graphs.js';
 import {
   ADVANTAGES,
@@ -40,6 +29,17 @@ import {
   TRAIN_STEP_STATS,
   type TrainStepStat,
 } from '../graphs/train-step-graph.js';
+import { TrainLoopError } from '../optimizer-step/errors.js';
+import { TrainStepRunner, type TrainStepState } from '../optimizer-step/train-step-runner.js';
+import type { GRPOConfig } from '../run/config.js';
+import {
+  packMicroBatches,
+  perTargetFeed,
+  scatterTargets,
+  type Targets,
+  type TrainRow,
+  tokenFeeds,
+} from './collate.js';
 
 // A decoder being trained: log-probabilities of given tokens (the `logprobs` graph — old log-probs
 // with the adapter, reference log-probs with lora_scale = 0: the same weights, no second model),
