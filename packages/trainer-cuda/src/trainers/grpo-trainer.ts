@@ -1,11 +1,16 @@
 import { join, resolve } from 'node:path';
 import type { PolicyEngine, RolloutAgent } from '@flowgrpo/agent';
-import { ConfigError, createRng, type SampleRow, type Trajectory } from '@flowgrpo/core';
+import {
+  ConfigError,
+  createRng,
+  expectAbortListeners,
+  type SampleRow,
+  type Trajectory,
+} from '@flowgrpo/core';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import {
   DecoderArtifacts,
   DecoderGenerator,
-  expectAbortListeners,
   greedy,
   initLoraParams,
   LocalPolicyEngine,
