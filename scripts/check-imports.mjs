@@ -80,8 +80,8 @@ const rooms = {
     report: ['eval', 'run'],
     trainers: ['optimizer-step', 'graphs', 'eval', 'run', 'update', 'report'],
     served: ['optimizer-step', 'graphs', 'eval', 'run', 'update', 'report', 'trainers'],
-    // The task pieces and, until they move to the CLI, the demo's pipelines.
-    demo: ['optimizer-step', 'graphs', 'eval', 'run', 'update', 'report', 'trainers', 'served'],
+    // The demo's task pieces (its pipelines are the CLI's: packages/cli/src/demo).
+    demo: ['eval'],
   },
 };
 // The room of a file under src/ ('' for a file at the root of src/).

@@ -45,7 +45,7 @@ async function planner(root: string): Promise<string> {
   const questions = makeQuestions(almanac, 'train', 600, '1:train');
   const base = await createTinyQwen2(join(root, 'base'), {
     seed: 1,
-    // The demo planner's shape (demo/pipeline.ts).
+    // The demo planner's shape (packages/cli/src/demo/pipeline.ts).
     hiddenSize: 96,
     layers: 3,
     heads: 4,

@@ -75,6 +75,7 @@ export {
 export {
   type Progress,
   type ProgressBar,
+  silentProgress,
   terminalProgress,
 } from './run/progress.js';
 export {
