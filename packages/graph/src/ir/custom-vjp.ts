@@ -27,7 +27,11 @@ export interface CustomVjp {
 /** A registered region and the nodes it stands for. */
 export interface VjpRegion {
   readonly vjp: CustomVjp;
-  /** Nodes on a path from an input to an output: autodiff skips them. */
+  /**
+   * Nodes on a path from an input to an output, not counting those that compute an input (an
+   * input may feed another: a tied embedding feeds the hidden states and the LM head): autodiff
+   * skips them.
+   */
   readonly nodes: ReadonlySet<Node>;
   /** Values those nodes compute. */
   readonly values: ReadonlySet<Value>;
@@ -36,9 +40,10 @@ export interface VjpRegion {
 /** The nodes of `graph` between `vjp.inputs` and `vjp.outputs`; throws on a malformed region. */
 export function vjpRegion(graph: Graph, vjp: CustomVjp): VjpRegion {
   const fromInputs = new Set<Value>(vjp.inputs);
+  const before = new Set(graph.nodesFor(vjp.inputs));
   const nodes = new Set<Node>();
   for (const n of graph.nodesFor(vjp.outputs)) {
-    if (!n.inputs.some((v) => v !== undefined && fromInputs.has(v))) continue;
+    if (before.has(n) || !n.inputs.some((v) => v !== undefined && fromInputs.has(v))) continue;
     nodes.add(n);
     for (const o of n.outputs) fromInputs.add(o);
   }
