@@ -103,10 +103,11 @@ export function buildTrainStepGraph(
   const klCoeffs = b.input(KL_COEFFS, 'float32', [3]);
 
   const forward = decoderForward(b, base, inputs, adapters);
-  const { logprobs: logp, entropy } = targetLogprobs(b, base, forward, targets, {
+  const head = targetLogprobs(b, base, forward, targets, {
     entropy: true,
     vocabChunkSize: options.vocabChunkSize,
   });
+  const logp = head.logprobs;
   const detached = b.identity(logp);
   const old = b.where(onPolicy, detached, oldIn);
 
@@ -141,6 +142,7 @@ export function buildTrainStepGraph(
   const flag = (v: Value) => b.cast(v, 'float32');
   const low = b.and(negative, b.less(ratio, lo));
   const high = b.and(b.greater(adv, 0), b.greater(ratio, hi));
+  const entropy = head.entropy!();
 
   b.output(loss, 'loss');
   b.output(pgLoss, 'pg_loss');
@@ -155,7 +157,7 @@ export function buildTrainStepGraph(
   b.output(weighted(statW, highF), 'clip_high_sum');
   b.output(weighted(statW, b.add(lowF, highF)), 'clip_region_sum');
   b.output(weighted(statW, flag(dual)), 'clip_dual_sum');
-  b.output(weighted(statW, entropy!), 'entropy_sum');
+  b.output(weighted(statW, entropy), 'entropy_sum');
   b.output(logp, 'logprobs');
 
   const params = adapters

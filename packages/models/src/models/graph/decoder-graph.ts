@@ -299,11 +299,13 @@ export interface TargetLogprobsOptions {
 }
 
 /**
- * log softmax(logits / T)[target] at the requested positions → [B, K] (and with `entropy` each
- * row's entropy, [B, K]). Hidden states are selected first, so the LM head runs on B·K rows
- * only. A vocabulary wider than one chunk (vocabChunks) never forms the [B·K, V] logits: the
- * head runs chunk by chunk, forward and backward (vocab-chunks.ts). One chunk is the plain
- * graph: logits, a one-hot pick and ReduceLogSumExp, differentiated by autodiff.
+ * log softmax(logits / T)[target] at the requested positions → [B, K], and with `entropy` a
+ * function giving each row's entropy, [B, K] (the one-chunk head builds it where it is called,
+ * so a train step that asks after its loss is built node for node as before chunking). Hidden
+ * states are selected first, so the LM head runs on B·K rows only. A vocabulary wider than one
+ * chunk (vocabChunks) never forms the [B·K, V] logits: the head runs chunk by chunk, forward and
+ * backward (vocab-chunks.ts). One chunk is the plain graph: logits, a one-hot pick and
+ * ReduceLogSumExp, differentiated by autodiff.
  */
 export function targetLogprobs(
   b: GraphBuilder,
@@ -311,13 +313,13 @@ export function targetLogprobs(
   forward: DecoderForward,
   targets: TargetInputs,
   options: TargetLogprobsOptions = {},
-): { logprobs: Value; entropy?: Value } {
+): { logprobs: Value; entropy?: () => Value } {
   const x3 = b.reshape(forward.hidden, b.shape(forward.embeddings)); // [B, T, hidden]
   const picked = selectRows(b, x3, targets.positions); // [B, K, hidden]
   const rows = b.reshape(picked, [-1, base.config.hiddenSize]); // [B·K, hidden]
   const chunks = vocabChunks(base.config.vocabSize, options.vocabChunkSize);
-  if (chunks.count > 1)
-    return chunkedTargetLogprobs(
+  if (chunks.count > 1) {
+    const head = chunkedTargetLogprobs(
       b,
       {
         normed: finalNorm(b, base, rows),
@@ -328,12 +330,17 @@ export function targetLogprobs(
       chunks,
       { entropy: options.entropy ?? false },
     );
+    const { entropy } = head;
+    return { logprobs: head.logprobs, ...(entropy && { entropy: () => entropy }) };
+  }
   const z = b.div(lmHead(b, base, rows), targets.temperature); // [B·K, V]
   const { logp, lse } = pickLogprobs(b, z, targets.ids);
   if (!options.entropy) return { logprobs: logp };
   // Entropy of softmax(z) per target row: lse − Σ p·z.
-  const p = b.exp(b.sub(z, lse));
-  const entropy = b.reshape(b.sub(lse, b.reduceSum(b.mul(p, z), [1], true)), b.shape(logp));
+  const entropy = () => {
+    const p = b.exp(b.sub(z, lse));
+    return b.reshape(b.sub(lse, b.reduceSum(b.mul(p, z), [1], true)), b.shape(logp));
+  };
   return { logprobs: logp, entropy };
 }
 
