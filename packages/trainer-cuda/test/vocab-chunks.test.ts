@@ -300,6 +300,7 @@ describe('bad chunk sizes', () => {
       }
       expect(ConfigError.isInstance(err), String(err)).toBe(true);
       expect((err as ConfigError).key).toBe('vocabChunkSize');
+      expect((err as ConfigError).hint).toMatch(/whole number of vocabulary columns/);
       expect(existsSync(dir)).toBe(false);
     }
   });

@@ -23,8 +23,9 @@ import { type GraphBuilder, GraphError, type Value } from '@flowgrpo/graph';
 //   is its only control flow), and strict mode (no CPU fallback) must still load the graph.
 // - W_j is every Gemm's A operand ([Vc, N] logits, transposed): ORT's CPU Gemm prepacks its B
 //   operand when it is a constant, one packed copy of the head per Gemm; as A it is read in place.
-// - Each chunk's Gemm takes a C of zeros made from the previous chunk's last value (its sum for
-//   the entropy, or its share of ∂L/∂normed): adding 0 changes no bit, and the data dependence
+// - Each chunk's Gemm takes a C of zeros made from the previous chunk's last value (its mean
+//   logit or its lse; in the backward, the sum so far of ∂L/∂normed, or ĝ before the first
+//   chunk): adding 0 changes no bit, and the data dependence
 //   makes every topological order ORT may pick finish one chunk before it starts the next, and
 //   keeps the backward's Gemm distinct from the forward's (ORT's common-subexpression elimination
 //   would merge them back into one value kept alive from the forward to the backward).
@@ -45,6 +46,9 @@ export function vocabChunks(
     throw new ConfigError(
       `vocabChunkSize must be a positive integer (vocabulary columns per chunk), got ${maxChunkSize}`,
       { key: 'vocabChunkSize' },
+      {
+        hint: `give a whole number of vocabulary columns, or leave it out (${DEFAULT_VOCAB_CHUNK_SIZE})`,
+      },
     );
   const count = Math.ceil(vocabSize / maxChunkSize);
   return { count, size: Math.ceil(vocabSize / count) };
