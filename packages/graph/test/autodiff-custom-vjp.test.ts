@@ -92,6 +92,24 @@ describe('custom VJP regions (b.customVjp)', () => {
     expectClose(ort['grad.x']!, want[rx!.name]!, 1e-5, 'ORT grad.x');
   });
 
+  it('a region node may read another of its outputs (it is no side input)', () => {
+    const b = new GraphBuilder('chain');
+    const x = b.input('x', 'float32', [2]);
+    const y = b.exp(x);
+    const z = b.mul(y, y); // inside the region, reads the output y
+    b.customVjp({
+      name: 'chain',
+      inputs: [x],
+      outputs: [y, z],
+      // d/dx (y + z) = e^x + 2e^{2x}
+      vjp: ({ b, gy }) => [b.add(b.mul(gy[0]!, y), b.mul(b.mul(gy[1]!, z), 2))],
+    });
+    const [gx] = b.grad(b.reduceSum(b.add(y, z)), [x], { asOutputs: false });
+    const f = { x: randomTensor(r, [2]) };
+    const want = Float64Array.from(f.x.data, (v) => Math.exp(v) + 2 * Math.exp(2 * v));
+    expectClose(evaluate(b.graph, f, [gx!])[gx!.name]!, { ...f.x, data: want }, 1e-12);
+  });
+
   it('an output the loss does not use reaches the vjp as undefined; no gradient w.r.t. w is asked', () => {
     const b = new GraphBuilder('unused_output');
     const x = b.input('x', 'float32', [2, 3]);
@@ -137,6 +155,23 @@ describe('custom VJP regions (b.customVjp)', () => {
     c.customVjp({ name: 'side', inputs: [cx], outputs: [cout], vjp: ({ gy }) => [gy[0]] });
     expect(() => c.grad(c.reduceSum(cout), [cx, cy])).toThrow(
       /custom VJP 'side': .* carries a gradient into it but is not one of its inputs/,
+    );
+
+    // An input computed after the region's first node: its VJP would run before the region's.
+    const l = new GraphBuilder('late_input');
+    const lx = l.input('x', 'float32', [2]);
+    const ly = l.input('y', 'float32', [2]);
+    const early = l.exp(lx); // the region's first node
+    const late = l.sin(ly); // an input made after it
+    const lout = l.mul(early, late);
+    l.customVjp({
+      name: 'late',
+      inputs: [lx, late],
+      outputs: [lout],
+      vjp: ({ gy }) => [gy[0], gy[0]],
+    });
+    expect(() => l.grad(l.reduceSum(lout), [lx, ly])).toThrow(
+      /custom VJP 'late': its input .* is computed after the region's first node/,
     );
 
     // An output that does not depend on the inputs.

@@ -66,7 +66,7 @@ export function grad(
       // The region stands where its first node is: every consumer of its outputs comes later,
       // so the reverse sweep reaches it after all of them.
       for (const v of n.inputs)
-        if (carries(v) && !region.vjp.inputs.includes(v))
+        if (carries(v) && !region.vjp.inputs.includes(v) && !region.values.has(v))
           throw new GraphError(
             `custom VJP '${region.vjp.name}': ${v.name} carries a gradient into it but is not one of its inputs`,
             { node: n.name, op: n.op },
@@ -79,6 +79,15 @@ export function grad(
       for (const o of region.vjp.outputs) if (isFloat(o.dtype) && !stop.has(o)) reach.add(o);
       continue;
     }
+    // An input made after the region's first node: the reverse sweep would run this node's VJP
+    // before the region's, without the region's share of the input's gradient.
+    for (const o of n.outputs)
+      for (const r of entered)
+        if (r.vjp.inputs.includes(o))
+          throw new GraphError(
+            `custom VJP '${r.vjp.name}': its input ${o.name} is computed after the region's first node (build the inputs before the region)`,
+            { node: n.name, op: n.op },
+          );
     n.inputs.forEach((v, i) => {
       const from = v?.producer && regionOf.get(v.producer);
       if (
