@@ -9,7 +9,7 @@ import { benchGrpoStep } from './grpo-step.js';
 import { benchRollout } from './rollout.js';
 import { benchMatMul, benchOverhead } from './runtime.js';
 import { type BenchSection, formatSection } from './table.js';
-import { benchTrainMemory, benchTrainMemoryVocab } from './train-memory.js';
+import { benchTrainMemory, benchTrainMemoryVocab, benchVocabChunkPrice } from './train-memory.js';
 
 const sections: { name: string; run: () => Promise<BenchSection>; only?: boolean }[] = [
   { name: 'overhead', run: benchOverhead },
@@ -22,6 +22,7 @@ const sections: { name: string; run: () => Promise<BenchSection>; only?: boolean
   { name: 'train-memory', run: benchTrainMemory },
   // ~30 min and a 17 GB peak (the unchunked head): only when named.
   { name: 'train-memory-vocab', run: benchTrainMemoryVocab, only: true },
+  { name: 'vocab-chunk-price', run: benchVocabChunkPrice, only: true },
   { name: 'grpo-step', run: benchGrpoStep },
 ];
 

@@ -9,8 +9,8 @@
 // measures the step at the real Qwen2.5 vocabulary, 8 × 512 tokens: our train_step with the LM
 // head whole (one chunk: the graph from before vocabulary chunks, byte for byte; skipped when the
 // machine has not the memory free) and in vocabulary chunks of several sizes, against PyTorch
-// eager with the loss whole and in row chunks (bench/anchors/torch-train-step.py). First it
-// prices the chunking itself at shape b's small vocabulary, whole against chunked.
+// eager with the loss whole and in row chunks (bench/anchors/torch-train-step.py).
+// `vocab-chunk-price` (a minute or two) prices the chunking itself at shape b's small vocabulary.
 
 import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -246,6 +246,73 @@ function buildVocabStep(config: DecoderConfig, dir: string, size: number, T: num
   });
 }
 
+type Measured = { ms: number; peakMiB: number };
+
+/** One table row: tokens/s and peak, and both as ratios to `ref` where there is one. */
+function vocabRow(shape: string, tokens: number, label: string, r: Measured, ref?: Measured) {
+  return [
+    shape,
+    label,
+    ((tokens / r.ms) * 1000).toFixed(0),
+    r.peakMiB.toFixed(0),
+    ref ? (ref.ms / r.ms).toFixed(2) : '—',
+    ref ? (r.peakMiB / ref.peakMiB).toFixed(2) : '—',
+  ];
+}
+
+const VOCAB_HEADER = ['shape', 'run', 'tokens/s', 'peak MiB', '× ref tok/s', '× ref peak'];
+
+/**
+ * `vocab-chunk-price`: the chunking's own price at a small vocabulary, where the default builds
+ * the unchunked graph: shape b of `train-memory` (vocab 8,192) whole and in chunks of 2,048,
+ * alternating processes, three each.
+ */
+export async function benchVocabChunkPrice(): Promise<BenchSection> {
+  const { config, B, T } = SHAPES.b;
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-vocab-price-'));
+  const rows: string[][] = [];
+  try {
+    const dirs = [config.vocabSize, SMALL_VOCAB_CHUNK].map((size) => {
+      const dir = join(tmp, String(size));
+      buildVocabStep(config, dir, size, T);
+      return dir;
+    });
+    const tries: Measured[][] = [[], []];
+    for (let rep = 0; rep < 3; rep++)
+      for (const [i, dir] of dirs.entries())
+        tries[i]!.push(await ourStep(dir, B, T, { intraOpThreads: 2 }));
+    const [whole, chunked] = tries.map((t) => ({
+      ms: median(t.map((x) => x.ms)),
+      peakMiB: median(t.map((x) => x.peakMiB)),
+    })) as [Measured, Measured];
+    const shape = `b (vocab ${config.vocabSize}, ${B} × ${T})`;
+    const { count } = vocabChunks(config.vocabSize, SMALL_VOCAB_CHUNK);
+    rows.push(vocabRow(shape, B * T, 'flowgrpo, LM head whole (the default here)', whole, whole));
+    rows.push(
+      vocabRow(
+        shape,
+        B * T,
+        `flowgrpo, ${count} vocabulary chunks of ${SMALL_VOCAB_CHUNK}`,
+        chunked,
+        whole,
+      ),
+    );
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return {
+    title:
+      'the price of vocabulary chunks at a small vocabulary: LoRA train step, fresh process each',
+    header: VOCAB_HEADER,
+    rows,
+    notes: [
+      'two Qwen2.5-0.5B layers (hidden 896), tied head, LoRA r=16 on all projections; ORT on 2 threads; ' +
+        'a warm-up and the median of 4 steps per process, the median of 3 processes (alternating); × columns against the whole head. ' +
+        `Load average at the end: ${loadAverage()}`,
+    ],
+  };
+}
+
 export async function benchTrainMemoryVocab(): Promise<BenchSection> {
   const { config, B, T } = VOCAB_SHAPE;
   const rows: string[][] = [];
@@ -256,70 +323,22 @@ export async function benchTrainMemoryVocab(): Promise<BenchSection> {
       'PyTorch skipped: no python3 with torch (apt-get install -y python3-torch libopenblas0-pthread)',
     );
   const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-trainmem-vocab-'));
-  const row = (
-    shape: string,
-    tokens: number,
-    label: string,
-    r: { ms: number; peakMiB: number },
-    ref?: { ms: number; peakMiB: number },
-  ) =>
-    rows.push([
-      shape,
-      label,
-      ((tokens / r.ms) * 1000).toFixed(0),
-      r.peakMiB.toFixed(0),
-      ref ? (ref.ms / r.ms).toFixed(2) : '—',
-      ref ? (r.peakMiB / ref.peakMiB).toFixed(2) : '—',
-    ]);
+  const shape = `vocab ${config.vocabSize}, ${B} × ${T}`;
+  const tokens = B * T;
   try {
-    // The price of the chunking itself at a small vocabulary (shape b of `train-memory`, where
-    // the default builds the unchunked graph): whole and chunked alternate, twice each.
-    const small = SHAPES.b;
-    const smallDirs = [small.config.vocabSize, SMALL_VOCAB_CHUNK].map((size) => {
-      const dir = join(tmp, `small-${size}`);
-      buildVocabStep(small.config, dir, size, small.T);
-      return dir;
-    });
-    const tries: { ms: number; peakMiB: number }[][] = [[], []];
-    for (let rep = 0; rep < 2; rep++)
-      for (const [i, dir] of smallDirs.entries())
-        tries[i]!.push(await ourStep(dir, small.B, small.T, { intraOpThreads: 2 }));
-    const [smallWhole, smallChunked] = tries.map((t) => ({
-      ms: median(t.map((x) => x.ms)),
-      peakMiB: median(t.map((x) => x.peakMiB)),
-    }));
-    const smallShape = `b (vocab ${small.config.vocabSize}, ${small.B} × ${small.T})`;
-    const smallTokens = small.B * small.T;
-    row(
-      smallShape,
-      smallTokens,
-      'flowgrpo, LM head whole (the default here)',
-      smallWhole!,
-      smallWhole,
-    );
-    const { count: smallCount } = vocabChunks(small.config.vocabSize, SMALL_VOCAB_CHUNK);
-    row(
-      smallShape,
-      smallTokens,
-      `flowgrpo, ${smallCount} vocabulary chunks of ${SMALL_VOCAB_CHUNK}`,
-      smallChunked!,
-      smallWhole,
-    );
-    for (const dir of smallDirs) rmSync(dir, { recursive: true, force: true });
-
-    // The real vocabulary. PyTorch first: the chunked run is the reference of the × columns.
-    const shape = `vocab ${config.vocabSize}, ${B} × ${T}`;
-    const tokens = B * T;
+    // PyTorch first: the chunked run is the reference of the × columns.
     const eager = py ? await torchVocabStep(py, 0) : undefined;
     const chunked = py ? await torchVocabStep(py, TORCH_CHUNK_ROWS) : undefined;
-    if (eager) row(shape, tokens, 'PyTorch eager f32, loss whole', eager, chunked);
+    if (eager) rows.push(vocabRow(shape, tokens, 'PyTorch eager f32, loss whole', eager, chunked));
     if (chunked)
-      row(
-        shape,
-        tokens,
-        `PyTorch eager f32, LM head + loss in ${TORCH_CHUNK_ROWS}-row chunks, recomputed`,
-        chunked,
-        chunked,
+      rows.push(
+        vocabRow(
+          shape,
+          tokens,
+          `PyTorch eager f32, LM head + loss in ${TORCH_CHUNK_ROWS}-row chunks, recomputed`,
+          chunked,
+          chunked,
+        ),
       );
     for (const size of VOCAB_CHUNKS) {
       const { count, size: width } = vocabChunks(config.vocabSize, size);
@@ -336,7 +355,8 @@ export async function benchTrainMemoryVocab(): Promise<BenchSection> {
       }
       const dir = join(tmp, String(size));
       buildVocabStep(config, dir, size, T);
-      row(shape, tokens, label, await ourStep(dir, B, T, { intraOpThreads: 2 }, 2), chunked);
+      const ours = await ourStep(dir, B, T, { intraOpThreads: 2 }, 2);
+      rows.push(vocabRow(shape, tokens, label, ours, chunked));
       rmSync(dir, { recursive: true, force: true });
     }
   } finally {
@@ -345,14 +365,12 @@ export async function benchTrainMemoryVocab(): Promise<BenchSection> {
   notes.push(
     `two Qwen2.5-0.5B layers (hidden 896), tied head, LoRA r=16 on all projections; every position after the first a target; ` +
       'each run a fresh process, peak = its VmHWM (weights, session, step); PyTorch and ORT on 2 threads; ' +
-      `vocab ${config.vocabSize}: flowgrpo a warm-up and the median of 2 steps, PyTorch a first step and the median of 2, × columns against the PyTorch chunked row; ` +
-      `vocab ${SHAPES.b.config.vocabSize}: a warm-up and the median of 4 steps, the median of 2 processes, × columns against the whole head. ` +
+      'flowgrpo a warm-up and the median of 2 steps, PyTorch a first step and the median of 2; × columns against the PyTorch chunked row. ' +
       `Load average at the end: ${loadAverage()}`,
   );
   return {
-    title:
-      'training memory at the real vocabulary, and the price of chunks at a small one: LoRA train step, fresh process each',
-    header: ['shape', 'run', 'tokens/s', 'peak MiB', '× ref tok/s', '× ref peak'],
+    title: `training memory at the real vocabulary: LoRA train step, ${B} × ${T} tokens, fresh process each`,
+    header: VOCAB_HEADER,
     rows,
     notes,
   };
