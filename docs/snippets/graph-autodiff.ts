@@ -15,5 +15,27 @@ b.grad(loss, [a, bb]); // outputs grad.lora_A, grad.lora_B
 const bytes = encodeModel(toOnnxModel(b.graph, { opset: 21 }));
 // #endregion overview
 
-// Uses the region's result (noUnusedLocals).
-export const shown = bytes;
+// #region custom-vjp
+// log Σ exp over the columns of h·Wᵀ, taken in two halves of W, with a hand-written backward:
+// ∂lse/∂h = Σ_halves softmax_i · W_i.
+const g = new GraphBuilder('lse_halves');
+const h = g.input('h', 'float32', ['n', 16]);
+const wAll = g.input('w', 'float32', [32, 16]);
+const halves = [g.slice(wAll, [0], [16], [0]), g.slice(wAll, [16], [32], [0])];
+const logits = halves.map((wi) => g.gemm(h, wi, undefined, { transB: true }));
+const parts = logits.map((z) => g.reduceLogSumExp(z, [1], true));
+const lse = g.reduceLogSumExp(g.concat(parts, 1), [1], true);
+g.customVjp({
+  name: 'lse_halves',
+  inputs: [h],
+  outputs: [lse],
+  vjp: ({ b, gy }) => {
+    const [d0, d1] = halves.map((wi, i) => b.gemm(b.exp(b.sub(logits[i]!, lse)), wi));
+    return [b.mul(gy[0]!, b.add(d0!, d1!))];
+  },
+});
+const [gradH] = g.grad(g.reduceSum(lse), [h]); // the region's nodes get no autodiff VJP
+// #endregion custom-vjp
+
+// Uses the regions' results (noUnusedLocals).
+export const shown = [bytes, gradH];

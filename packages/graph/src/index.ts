@@ -5,6 +5,7 @@
 // The IR: build, differentiate, evaluate, check.
 export { type GradOptions, grad } from './ir/autodiff.js';
 export { GraphBuilder, type Ints, type Operand } from './ir/builder.js';
+export type { CustomVjp, CustomVjpContext } from './ir/custom-vjp.js';
 export { GraphError } from './ir/errors.js';
 export { evaluate } from './ir/evaluate.js';
 export { type ExportOptions, toOnnxModel } from './ir/export-onnx.js';

@@ -12,6 +12,7 @@ export {
   type ArtifactGraphBuilder,
   type ArtifactGraphBuilders,
   type ArtifactGraphKind,
+  type ArtifactGraphOptions,
   type ArtifactsManifest,
   type BuildArtifactsOptions,
   buildArtifactGraph,
@@ -121,10 +122,12 @@ export {
   SEGMENT_IDS,
   TARGET_IDS,
   TARGET_POSITIONS,
+  type TargetLogprobsOptions,
   TEMPERATURE,
   targetLogprobs,
   useWeightInputs,
 } from './models/graph/decoder-graph.js';
+export { DEFAULT_VOCAB_CHUNK_SIZE, vocabChunks } from './models/graph/vocab-chunks.js';
 export { loadDecoderModel } from './models/load-model.js';
 export {
   createTinyQwen2,

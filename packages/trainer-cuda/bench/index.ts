@@ -9,9 +9,9 @@ import { benchGrpoStep } from './grpo-step.js';
 import { benchRollout } from './rollout.js';
 import { benchMatMul, benchOverhead } from './runtime.js';
 import { type BenchSection, formatSection } from './table.js';
-import { benchTrainMemory } from './train-memory.js';
+import { benchTrainMemory, benchTrainMemoryVocab, benchVocabChunkPrice } from './train-memory.js';
 
-const sections: { name: string; run: () => Promise<BenchSection> }[] = [
+const sections: { name: string; run: () => Promise<BenchSection>; only?: boolean }[] = [
   { name: 'overhead', run: benchOverhead },
   { name: 'matmul', run: () => benchMatMul() },
   { name: 'block', run: () => import('./block.js').then((m) => m.benchBlock()) },
@@ -20,6 +20,9 @@ const sections: { name: string; run: () => Promise<BenchSection> }[] = [
   { name: 'bandwidth', run: benchBandwidth },
   { name: 'rollout', run: benchRollout },
   { name: 'train-memory', run: benchTrainMemory },
+  // ~30 min and a 17 GB peak (the unchunked head): only when named.
+  { name: 'train-memory-vocab', run: benchTrainMemoryVocab, only: true },
+  { name: 'vocab-chunk-price', run: benchVocabChunkPrice, only: true },
   { name: 'grpo-step', run: benchGrpoStep },
 ];
 
@@ -30,7 +33,7 @@ console.log(
 );
 const t0 = performance.now();
 for (const s of sections) {
-  if (only.length && !only.includes(s.name)) continue;
+  if (only.length ? !only.includes(s.name) : s.only) continue;
   console.log(formatSection(await s.run()));
 }
 console.log(`total ${((performance.now() - t0) / 1000).toFixed(1)} s`);

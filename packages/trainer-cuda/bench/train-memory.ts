@@ -4,14 +4,21 @@
 // train step's. Our side runs the train_step graph with each candidate set of session memory
 // options (bench/train-step-child.ts); the table shows what each one does to the peak and the
 // speed, and which is the default (createSession's).
+//
+// `train-memory-vocab` (a section of its own: ~30 min, and its unchunked run peaks near 17 GB)
+// measures the step at the real Qwen2.5 vocabulary, 8 × 512 tokens: our train_step with the LM
+// head whole (one chunk: the graph from before vocabulary chunks, byte for byte; skipped when the
+// machine has not the memory free) and in vocabulary chunks of several sizes, against PyTorch
+// eager with the loss whole and in row chunks (bench/anchors/torch-train-step.py).
+// `vocab-chunk-price` (a minute or two) prices the chunking itself at shape b's small vocabulary.
 
 import { execFile, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { CreateSessionOptions, DecoderConfig } from '@flowgrpo/models';
-import { LORA_TARGET_MODULES } from '@flowgrpo/models';
+import { DEFAULT_VOCAB_CHUNK_SIZE, LORA_TARGET_MODULES, vocabChunks } from '@flowgrpo/models';
 import { buildTrainingArtifacts } from '../src/index.js';
 import { ANCHORS, loadAverage, median } from './anchors.js';
 import { qwen05, randomWeights } from './models.js';
@@ -87,6 +94,7 @@ async function ourStep(
   B: number,
   T: number,
   options: CreateSessionOptions,
+  steps = 4,
 ): Promise<{ ms: number; peakMiB: number }> {
   const { stdout } = await run(
     process.execPath,
@@ -98,9 +106,9 @@ async function ourStep(
       dir,
       `${B}x${T}`,
       JSON.stringify(options),
-      '4',
+      String(steps),
     ],
-    { timeout: 600_000, maxBuffer: 1 << 24 },
+    { timeout: 3_600_000, maxBuffer: 1 << 24 },
   );
   const line = stdout.trim().split('\n').at(-1)!;
   return JSON.parse(line) as { ms: number; peakMiB: number };
@@ -174,6 +182,195 @@ export async function benchTrainMemory(): Promise<BenchSection> {
     title:
       'training memory and speed vs PyTorch: LoRA train step (forward + backward), fresh process each',
     header: ['shape', 'run', 'tokens/s', 'peak MiB', '× torch tok/s', '× torch peak'],
+    rows,
+    notes,
+  };
+}
+
+/** The real vocabulary's shape: shape b's two Qwen2.5-0.5B layers at 151,936 tokens, 8 × 512. */
+const VOCAB_SHAPE = { config: qwen05(2), B: 8, T: 512 };
+/** Vocabulary chunk sizes tried (the vocabulary size itself: the unchunked head). */
+const VOCAB_CHUNKS = [VOCAB_SHAPE.config.vocabSize, 32768, DEFAULT_VOCAB_CHUNK_SIZE, 8192];
+/** PyTorch's chunked loss: rows per chunk (the issue's measurement took 1,024). */
+const TORCH_CHUNK_ROWS = 1024;
+/**
+ * The unchunked head's step peaked at 17,262 MiB (issue #33): it runs only when this much memory
+ * is available, so that the bench does not push a shared machine into the OOM killer.
+ */
+const WHOLE_HEAD_NEEDS_MIB = 20 * 1024;
+/** A small vocabulary chunked anyway, to price the chunking itself: shape b, 4 chunks of 2,048. */
+const SMALL_VOCAB_CHUNK = 2048;
+
+/** /proc/meminfo's MemAvailable in MiB (Infinity where there is none to read). */
+function availableMiB(): number {
+  try {
+    const m = /MemAvailable:\s+(\d+)/.exec(readFileSync('/proc/meminfo', 'utf8'));
+    return m ? Number(m[1]) / 1024 : Number.POSITIVE_INFINITY;
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+}
+
+/** torch-train-step.py once, in a fresh process: its median step and its peak (VmHWM). */
+async function torchVocabStep(
+  py: string,
+  chunkRows: number,
+): Promise<{ ms: number; peakMiB: number } | undefined> {
+  const c = VOCAB_SHAPE.config;
+  const script = join(import.meta.dirname, 'anchors', 'torch-train-step.py');
+  const args = [c.hiddenSize, c.numHiddenLayers, c.numAttentionHeads, c.numKeyValueHeads]
+    .concat([c.intermediateSize, c.vocabSize, VOCAB_SHAPE.B, VOCAB_SHAPE.T, 2, 2, chunkRows])
+    .map(String);
+  const wrapper = [
+    'import runpy, sys',
+    `sys.argv = ${JSON.stringify([script, ...args])}`,
+    `runpy.run_path(${JSON.stringify(script)}, run_name='__main__')`,
+    "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0])",
+  ].join('\n');
+  const { stdout } = await run(py, ['-c', wrapper], {
+    env: { ...process.env, OMP_WAIT_POLICY: 'PASSIVE' },
+    timeout: 3_600_000,
+  });
+  const m = /ms_med=([\d.]+)/.exec(stdout);
+  const hwm = /VmHWM:\s+(\d+)/.exec(stdout);
+  return m && hwm ? { ms: Number(m[1]), peakMiB: Number(hwm[1]) / 1024 } : undefined;
+}
+
+/** Builds the LoRA train_step of `config` with chunks of at most `size` columns into `dir`. */
+function buildVocabStep(config: DecoderConfig, dir: string, size: number, T: number): void {
+  buildTrainingArtifacts(randomWeights(config), dir, {
+    graphs: ['train_step'],
+    maxPositions: T,
+    lora: { r: 16, alpha: 32, targetModules: LORA_TARGET_MODULES },
+    vocabChunkSize: size,
+  });
+}
+
+type Measured = { ms: number; peakMiB: number };
+
+/** One table row: tokens/s and peak, and both as ratios to `ref` where there is one. */
+function vocabRow(shape: string, tokens: number, label: string, r: Measured, ref?: Measured) {
+  return [
+    shape,
+    label,
+    ((tokens / r.ms) * 1000).toFixed(0),
+    r.peakMiB.toFixed(0),
+    ref ? (ref.ms / r.ms).toFixed(2) : '—',
+    ref ? (r.peakMiB / ref.peakMiB).toFixed(2) : '—',
+  ];
+}
+
+const VOCAB_HEADER = ['shape', 'run', 'tokens/s', 'peak MiB', '× ref tok/s', '× ref peak'];
+
+/**
+ * `vocab-chunk-price`: the chunking's own price at a small vocabulary, where the default builds
+ * the unchunked graph: shape b of `train-memory` (vocab 8,192) whole and in chunks of 2,048,
+ * alternating processes, three each.
+ */
+export async function benchVocabChunkPrice(): Promise<BenchSection> {
+  const { config, B, T } = SHAPES.b;
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-vocab-price-'));
+  const rows: string[][] = [];
+  try {
+    const dirs = [config.vocabSize, SMALL_VOCAB_CHUNK].map((size) => {
+      const dir = join(tmp, String(size));
+      buildVocabStep(config, dir, size, T);
+      return dir;
+    });
+    const tries: Measured[][] = [[], []];
+    for (let rep = 0; rep < 3; rep++)
+      for (const [i, dir] of dirs.entries())
+        tries[i]!.push(await ourStep(dir, B, T, { intraOpThreads: 2 }));
+    const [whole, chunked] = tries.map((t) => ({
+      ms: median(t.map((x) => x.ms)),
+      peakMiB: median(t.map((x) => x.peakMiB)),
+    })) as [Measured, Measured];
+    const shape = `b (vocab ${config.vocabSize}, ${B} × ${T})`;
+    const { count } = vocabChunks(config.vocabSize, SMALL_VOCAB_CHUNK);
+    rows.push(vocabRow(shape, B * T, 'flowgrpo, LM head whole (the default here)', whole, whole));
+    rows.push(
+      vocabRow(
+        shape,
+        B * T,
+        `flowgrpo, ${count} vocabulary chunks of ${SMALL_VOCAB_CHUNK}`,
+        chunked,
+        whole,
+      ),
+    );
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return {
+    title:
+      'the price of vocabulary chunks at a small vocabulary: LoRA train step, fresh process each',
+    header: VOCAB_HEADER,
+    rows,
+    notes: [
+      'two Qwen2.5-0.5B layers (hidden 896), tied head, LoRA r=16 on all projections; ORT on 2 threads; ' +
+        'a warm-up and the median of 4 steps per process, the median of 3 processes (alternating); × columns against the whole head. ' +
+        `Load average at the end: ${loadAverage()}`,
+    ],
+  };
+}
+
+export async function benchTrainMemoryVocab(): Promise<BenchSection> {
+  const { config, B, T } = VOCAB_SHAPE;
+  const rows: string[][] = [];
+  const notes: string[] = [];
+  const py = torchPython();
+  if (!py)
+    notes.push(
+      'PyTorch skipped: no python3 with torch (apt-get install -y python3-torch libopenblas0-pthread)',
+    );
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-trainmem-vocab-'));
+  const shape = `vocab ${config.vocabSize}, ${B} × ${T}`;
+  const tokens = B * T;
+  try {
+    // PyTorch first: the chunked run is the reference of the × columns.
+    const eager = py ? await torchVocabStep(py, 0) : undefined;
+    const chunked = py ? await torchVocabStep(py, TORCH_CHUNK_ROWS) : undefined;
+    if (eager) rows.push(vocabRow(shape, tokens, 'PyTorch eager f32, loss whole', eager, chunked));
+    if (chunked)
+      rows.push(
+        vocabRow(
+          shape,
+          tokens,
+          `PyTorch eager f32, LM head + loss in ${TORCH_CHUNK_ROWS}-row chunks, recomputed`,
+          chunked,
+          chunked,
+        ),
+      );
+    for (const size of VOCAB_CHUNKS) {
+      const { count, size: width } = vocabChunks(config.vocabSize, size);
+      const label =
+        count === 1
+          ? 'flowgrpo, LM head whole (before: the graph without chunks)'
+          : `flowgrpo, ${count} vocabulary chunks of ${width}${size === DEFAULT_VOCAB_CHUNK_SIZE ? ' (default)' : ''}`;
+      const available = availableMiB();
+      if (count === 1 && available < WHOLE_HEAD_NEEDS_MIB) {
+        notes.push(
+          `${label} skipped: ${available.toFixed(0)} MiB available, it needs ~${WHOLE_HEAD_NEEDS_MIB} (issue #33 measured its peak at 17,262 MiB)`,
+        );
+        continue;
+      }
+      const dir = join(tmp, String(size));
+      buildVocabStep(config, dir, size, T);
+      const ours = await ourStep(dir, B, T, { intraOpThreads: 2 }, 2);
+      rows.push(vocabRow(shape, tokens, label, ours, chunked));
+      rmSync(dir, { recursive: true, force: true });
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  notes.push(
+    `two Qwen2.5-0.5B layers (hidden 896), tied head, LoRA r=16 on all projections; every position after the first a target; ` +
+      'each run a fresh process, peak = its VmHWM (weights, session, step); PyTorch and ORT on 2 threads; ' +
+      'flowgrpo a warm-up and the median of 2 steps, PyTorch a first step and the median of 2; × columns against the PyTorch chunked row. ' +
+      `Load average at the end: ${loadAverage()}`,
+  );
+  return {
+    title: `training memory at the real vocabulary: LoRA train step, ${B} × ${T} tokens, fresh process each`,
+    header: VOCAB_HEADER,
     rows,
     notes,
   };

@@ -86,7 +86,9 @@ describe('decoder artifacts directory', () => {
       floats += shape.reduce((a, b) => a * b, 1);
     floats += 2 * 64 * (config.headDim / 2); // RoPE cos/sin tables
     // The vocabulary arange 0 … V−1 of pickLogprobs: a [V] CumSum that the builder folds into a
-    // constant at this size (V ≤ its 4,096-element fold limit; a real vocabulary stays a node).
+    // constant at this size (V ≤ its 4,096-element fold limit; a larger vocabulary within one
+    // chunk keeps it as a node, and one wider than a chunk (vocab-chunks.ts) has none: it gathers
+    // the targets' head rows instead of comparing against the arange).
     expect(config.vocabSize).toBeLessThanOrEqual(4096);
     floats += config.vocabSize;
     const size = statSync(join(dir, 'weights.data')).size;

@@ -61,7 +61,9 @@ export interface OpenAIPolicyEngineOptions {
   chatTemplate?: 'server' | 'local' | undefined;
   /**
    * LoRA routes: 'vllm' → `<baseURL>/load_lora_adapter` (i.e. /v1/…, needs
-   * VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); 'sglang' → `/load_lora_adapter` at the server root.
+   * VLLM_ALLOW_RUNTIME_LORA_UPDATING=True), generations name the adapter in `model`; 'sglang' →
+   * `/load_lora_adapter` at the server root, generations name it in `lora_path` (SGLang ignores
+   * a `model` that is not "base:adapter").
    */
   loraRoutes?: 'vllm' | 'sglang' | undefined;
   /** How updateAdapter reloads an adapter under an unchanged name (default 'replace'). */
@@ -126,9 +128,14 @@ export class OpenAIPolicyEngine implements PolicyEngine {
           ? this.tokenizer!.applyChatTemplate!(request.messages!, { addGenerationPrompt: true })
           : undefined;
     const useChat = kind === 'messages' && !localTemplate;
+    // vLLM picks the adapter by the request's `model` (the adapter's name). SGLang runs its base
+    // model for a `model` that names no adapter, whatever it says: the adapter goes in its
+    // `lora_path` field (the adapter's name, as loaded), and `model` stays the base model's.
+    const sglangAdapter = this.#options.loraRoutes === 'sglang' ? this.adapter : undefined;
     const body: Record<string, unknown> = {
       ...this.#options.extraBody,
-      model: this.servedModel,
+      model: sglangAdapter ? this.model : this.servedModel,
+      ...(sglangAdapter && { lora_path: sglangAdapter.name }),
       max_tokens: request.maxTokens,
       return_tokens_as_token_ids: true,
       return_token_ids: true,
@@ -197,7 +204,12 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     return {
       ...result,
       usage,
-      model: typeof wire.model === 'string' ? wire.model : this.servedModel,
+      // SGLang echoes the base model's name even when the adapter generated.
+      model: sglangAdapter
+        ? sglangAdapter.name
+        : typeof wire.model === 'string'
+          ? wire.model
+          : this.servedModel,
     };
   }
 

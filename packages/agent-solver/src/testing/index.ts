@@ -21,3 +21,17 @@ export {
   type TokenInfo,
 } from './openai-server.js';
 export { type ResponderScript, type SchemaResponder, schemaResponder } from './solver-responder.js';
+export {
+  checkVllmRequest,
+  type FieldSpec,
+  type RequestCheck,
+  SGLANG_LOAD_LORA,
+  SGLANG_UNLOAD_LORA,
+  VLLM_CHAT_REQUEST,
+  VLLM_COMPLETION_REQUEST,
+  VLLM_LOAD_LORA,
+  VLLM_RESPONSES,
+  VLLM_UNLOAD_LORA,
+  vllmResponseProblems,
+  type WireType,
+} from './vllm-protocol.js';

@@ -1,6 +1,7 @@
 // Reverse-mode autodiff: appends the backward graph of `loss` w.r.t. chosen values.
 import { isDifferentiableInput, OPS } from '../ops/registry.js';
 import type { GraphBuilder } from './builder.js';
+import { type VjpRegion, vjpRegion } from './custom-vjp.js';
 import { GraphError } from './errors.js';
 import type { Node, Value } from './graph.js';
 import { isFloat } from './types.js';
@@ -17,11 +18,16 @@ export interface GradOptions {
   stop?: readonly Value[];
 }
 
+/** One step of the reverse sweep: a node's VJP, or a custom-VJP region's hand-written one. */
+type Step = { node: Node } | { region: VjpRegion };
+
 /**
  * Gradients of `loss` w.r.t. each of `wrt` (zeros for a value `loss` does not depend on).
  * Only nodes on a path from `wrt` to `loss` get a VJP; their rules reuse the forward values, and
  * contributions of a value used several times accumulate with (binary) Add. Integer and bool
- * values carry no gradient; ops without a VJP (Shape, comparisons, Range…) stop it.
+ * values carry no gradient; ops without a VJP (Shape, comparisons, Range…) stop it. The nodes of
+ * a region registered with `b.customVjp` are not differentiated: its own `vjp` runs instead,
+ * once every consumer of its outputs has been.
  */
 export function grad(
   b: GraphBuilder,
@@ -39,20 +45,98 @@ export function grad(
   }
   const stop = new Set<Value>(options.stop ?? []);
   const reach = new Set<Value>(wrt);
-  const flows = (n: Node, i: number): boolean => {
-    const v = n.inputs[i];
-    return v !== undefined && reach.has(v) && isFloat(v.dtype) && isDifferentiableInput(n.op, i);
-  };
-  const active: Node[] = [];
+  const carries = (v: Value | undefined): v is Value =>
+    v !== undefined && reach.has(v) && isFloat(v.dtype);
+  const flows = (n: Node, i: number): boolean =>
+    carries(n.inputs[i]) && isDifferentiableInput(n.op, i);
+  const regionOf = new Map<Node, VjpRegion>();
+  for (const r of b.customVjps.map((v) => vjpRegion(b.graph, v)))
+    for (const n of r.nodes) {
+      if (regionOf.has(n))
+        throw new GraphError(`node ${n.name} is in two custom-VJP regions`, { node: n.name });
+      regionOf.set(n, r);
+    }
+
+  const active: Step[] = [];
+  const entered = new Set<VjpRegion>();
+  const differentiated = new Set<VjpRegion>();
   for (const n of b.graph.nodesFor([loss])) {
+    const region = regionOf.get(n);
+    if (region) {
+      // The region stands where its first node is: every consumer of its outputs comes later,
+      // so the reverse sweep reaches it after all of them.
+      for (const v of n.inputs)
+        if (carries(v) && !region.vjp.inputs.includes(v) && !region.values.has(v))
+          throw new GraphError(
+            `custom VJP '${region.vjp.name}': ${v.name} carries a gradient into it but is not one of its inputs`,
+            { node: n.name, op: n.op },
+          );
+      if (entered.has(region)) continue;
+      entered.add(region);
+      if (!region.vjp.inputs.some(carries)) continue;
+      differentiated.add(region);
+      active.push({ region });
+      for (const o of region.vjp.outputs) if (isFloat(o.dtype) && !stop.has(o)) reach.add(o);
+      continue;
+    }
+    // An input made after the region's first node: the reverse sweep would run this node's VJP
+    // before the region's, without the region's share of the input's gradient.
+    for (const o of n.outputs)
+      for (const r of entered)
+        if (r.vjp.inputs.includes(o))
+          throw new GraphError(
+            `custom VJP '${r.vjp.name}': its input ${o.name} is computed after the region's first node (build the inputs before the region)`,
+            { node: n.name, op: n.op },
+          );
+    n.inputs.forEach((v, i) => {
+      const from = v?.producer && regionOf.get(v.producer);
+      if (
+        from &&
+        differentiated.has(from) &&
+        !from.vjp.outputs.includes(v) &&
+        isFloat(v.dtype) &&
+        isDifferentiableInput(n.op, i)
+      )
+        throw new GraphError(
+          `custom VJP '${from.vjp.name}': ${v.name} is used outside it but is not one of its outputs`,
+          { node: n.name, op: n.op },
+        );
+    });
     if (!OPS[n.op]?.vjp || !n.inputs.some((_, i) => flows(n, i))) continue;
-    active.push(n);
+    active.push({ node: n });
     for (const o of n.outputs) if (isFloat(o.dtype) && !stop.has(o)) reach.add(o);
   }
 
   const grads = new Map<Value, Value>();
   if (reach.has(loss)) grads.set(loss, options.seed ?? b.fullLike(loss, 1));
-  for (const n of active.reverse()) {
+  const accumulate = (
+    scope: string,
+    xs: readonly (Value | undefined)[],
+    gx: readonly (Value | undefined)[],
+    needs: readonly boolean[],
+  ) =>
+    xs.forEach((v, i) => {
+      const g = gx[i];
+      if (!v || !needs[i] || !g) return;
+      const prev = grads.get(v);
+      grads.set(v, prev ? b.withScope(scope, () => b.add(prev, g)) : g);
+    });
+  for (const step of active.reverse()) {
+    if ('region' in step) {
+      const { vjp } = step.region;
+      const gy = vjp.outputs.map((o) => grads.get(o));
+      if (gy.every((g) => g === undefined)) continue;
+      const needs = vjp.inputs.map(carries);
+      const scope = `${vjp.name}.grad`;
+      accumulate(
+        scope,
+        vjp.inputs,
+        b.withScope(scope, () => vjp.vjp({ b, gy, needs })),
+        needs,
+      );
+      continue;
+    }
+    const n = step.node;
     const gys = n.outputs.map((o) => grads.get(o));
     if (gys.every((g) => g === undefined)) continue;
     const needs = n.inputs.map((_, i) => flows(n, i));
@@ -77,12 +161,7 @@ export function grad(
         { cause: e },
       );
     }
-    n.inputs.forEach((v, i) => {
-      const g = gx[i];
-      if (!v || !needs[i] || !g) return;
-      const prev = grads.get(v);
-      grads.set(v, prev ? b.withScope(`${n.name}.grad`, () => b.add(prev, g)) : g);
-    });
+    accumulate(`${n.name}.grad`, n.inputs, gx, needs);
   }
 
   return wrt.map((w) => {

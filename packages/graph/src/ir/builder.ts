@@ -6,6 +6,7 @@ import { shapeSize } from '@flowgrpo/core';
 import type { OpDef, ValueType } from '../ops/op.js';
 import { OPS } from '../ops/registry.js';
 import { type GradOptions, grad as gradOf } from './autodiff.js';
+import type { CustomVjp } from './custom-vjp.js';
 import { GraphError } from './errors.js';
 import { Graph, type Node, type Value } from './graph.js';
 import { isStatic } from './shape.js';
@@ -30,6 +31,8 @@ const INT_DTYPES: readonly ElemType[] = ['int64', 'int32', 'int8', 'uint8'];
 
 export class GraphBuilder {
   readonly graph: Graph;
+  /** Regions whose gradient is written by hand (`customVjp`), in registration order. */
+  readonly customVjps: CustomVjp[] = [];
   private scopes: string[] = [];
   private readonly constCache = new Map<string, Value>();
   private readonly named = new Set<Value>();
@@ -148,6 +151,14 @@ export class GraphBuilder {
     } finally {
       this.scopes.pop();
     }
+  }
+
+  /**
+   * Registers a hand-written gradient for the nodes between `region.inputs` and
+   * `region.outputs` (jax.custom_vjp): `grad` calls `region.vjp` instead of differentiating them.
+   */
+  customVjp(region: CustomVjp): void {
+    this.customVjps.push(region);
   }
 
   /** Appends the backward graph of `loss` w.r.t. `wrt`; see autodiff.ts. */

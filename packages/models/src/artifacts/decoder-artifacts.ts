@@ -14,6 +14,7 @@ import {
   type GraphIOSpec,
 } from '../models/graph/decoder-graph.js';
 import { buildGenerateGraph, type GenerateGraphOptions } from '../models/graph/inference-graph.js';
+import { vocabChunks } from '../models/graph/vocab-chunks.js';
 import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
@@ -75,6 +76,12 @@ export interface ArtifactsManifest {
   /** Position ids must stay below this (rows of the RoPE tables). */
   maxPositions: number;
   weights: { file: string; bytes: number; tensors: number };
+  /**
+   * How the logprobs and train_step graphs split the LM head's vocabulary: `count` chunks of
+   * `size` columns (the last may be narrower); count 1 is the unchunked head. Absent in
+   * artifacts built before it was recorded (all unchunked).
+   */
+  vocabChunks?: { count: number; size: number };
   /** Log-probabilities are of softmax(logits / temperature) over the full vocabulary (sampling.ts). */
   graphs: Partial<Record<ArtifactGraphKind, GraphManifest>>;
   createdAt: string;
@@ -87,7 +94,14 @@ export interface ArtifactsManifest {
 export type ArtifactGraphBuilder = (
   base: BaseWeights,
   lora: LoraConfig | undefined,
+  options: ArtifactGraphOptions,
 ) => DecoderGraph;
+
+/** Build options every graph of the artifacts shares. */
+export interface ArtifactGraphOptions {
+  /** The most vocabulary columns one LM-head chunk holds (vocabChunks). */
+  vocabChunkSize?: number | undefined;
+}
 
 /** Builders of the graph kinds this package does not build itself, by kind. */
 export type ArtifactGraphBuilders = Partial<Record<DecoderGraphKind, ArtifactGraphBuilder>>;
@@ -104,6 +118,12 @@ export interface BuildArtifactsOptions {
   maxPositions?: number;
   /** Options of the `generate` graph (its decode loop's attention form). */
   generate?: Pick<GenerateGraphOptions, 'attention'>;
+  /**
+   * The most vocabulary columns one chunk of the LM head holds in the logprobs and train_step
+   * graphs (default DEFAULT_VOCAB_CHUNK_SIZE): a wider vocabulary is never held as
+   * [tokens × vocabulary] logits; a vocabulary within one chunk gives the unchunked graphs.
+   */
+  vocabChunkSize?: number | undefined;
 }
 
 const PRODUCER_VERSION = '0.1.0';
@@ -120,12 +140,17 @@ export function buildArtifactGraph(
   kind: DecoderGraphKind,
   lora: LoraConfig | undefined,
   builders: ArtifactGraphBuilders = {},
+  options: ArtifactGraphOptions = {},
 ): DecoderGraph {
   const build = builders[kind];
-  if (build) return build(base, lora);
+  if (build) return build(base, lora, options);
   if (!isBuiltHere(kind))
     throw new RangeError(`no builder for the '${kind}' graph: pass one in \`builders\``);
-  return buildDecoderGraph(base, { kind, ...(lora && { lora }) });
+  return buildDecoderGraph(base, {
+    kind,
+    ...(lora && { lora }),
+    vocabChunkSize: options.vocabChunkSize,
+  });
 }
 
 /**
@@ -154,6 +179,8 @@ function writeArtifacts(
   options: BuildArtifactsOptions,
 ): ArtifactsManifest {
   const builders = options.builders ?? {};
+  // Checked before anything is written: a bad size is a ConfigError, not a half-built folder.
+  const chunks = vocabChunks(weights.config.vocabSize, options.vocabChunkSize);
   // By default: the graphs built here, and those a builder was given for.
   const kinds =
     options.graphs ??
@@ -178,7 +205,9 @@ function writeArtifacts(
         };
         continue;
       }
-      const g = buildArtifactGraph(base, kind, options.lora, builders);
+      const g = buildArtifactGraph(base, kind, options.lora, builders, {
+        vocabChunkSize: options.vocabChunkSize,
+      });
       const file = `${kind}.onnx`;
       const model = toOnnxModel(g.graph, {
         opset: DEFAULT_OPSET,
@@ -205,6 +234,7 @@ function writeArtifacts(
     ...(options.lora && { lora: { ...options.lora, scaling: loraScaling(options.lora) } }),
     maxPositions: base.maxPositions,
     weights: { file: WEIGHTS_FILE, bytes: writer.size, tensors: writer.count },
+    vocabChunks: chunks,
     graphs,
     createdAt: new Date().toISOString(),
   };

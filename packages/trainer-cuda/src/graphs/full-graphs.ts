@@ -29,23 +29,27 @@ export interface FullTrainingGraphs {
   params: { name: string; shape: number[] }[];
 }
 
-/** Writes train_step.onnx, logprobs.onnx and their weights.data into `dir`. */
+/**
+ * Writes train_step.onnx, logprobs.onnx and their weights.data into `dir`; `vocabChunkSize` as
+ * buildTrainingArtifacts takes it.
+ */
 export function buildFullTrainingGraphs(
   weights: ModelWeights,
   dir: string,
-  options: { maxPositions?: number | undefined } = {},
+  options: { maxPositions?: number | undefined; vocabChunkSize?: number | undefined } = {},
 ): FullTrainingGraphs {
   mkdirSync(dir, { recursive: true });
   const writer = new WeightsFileWriter(join(dir, 'weights.data'));
   try {
     const base = writeBaseWeights(weights, writer, { maxPositions: options.maxPositions });
-    const train = buildTrainStepGraph(base, 'full');
+    const { vocabChunkSize } = options;
+    const train = buildTrainStepGraph(base, 'full', { vocabChunkSize });
     const lb = new GraphBuilder('logprobs');
     useWeightInputs(lb);
     const inputs = addDecoderInputs(lb, base, 'logprobs');
     const targets = addTargetInputs(lb);
     const forward = decoderForward(lb, base, inputs);
-    lb.output(targetLogprobs(lb, base, forward, targets).logprobs, 'logprobs');
+    lb.output(targetLogprobs(lb, base, forward, targets, { vocabChunkSize }).logprobs, 'logprobs');
     for (const [file, graph] of [
       ['train_step.onnx', train.graph],
       ['logprobs.onnx', lb.graph],

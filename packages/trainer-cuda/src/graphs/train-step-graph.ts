@@ -75,9 +75,14 @@ export type TrainStepStat = (typeof TRAIN_STEP_STATS)[number];
 /**
  * Builds the train_step graph of a decoder: with LoRA (the adapter matrices are the parameters)
  * or 'full' (every weight is an input and a parameter: full fine-tuning, e.g. of a model trained
- * from a seed).
+ * from a seed). `vocabChunkSize`: the most vocabulary columns one LM-head chunk holds
+ * (@flowgrpo/models' vocabChunks: a larger vocabulary is never held as [tokens × V]).
  */
-export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig | 'full'): DecoderGraph {
+export function buildTrainStepGraph(
+  base: BaseWeights,
+  lora: LoraConfig | 'full',
+  options: { vocabChunkSize?: number | undefined } = {},
+): DecoderGraph {
   const b = new GraphBuilder('train_step');
   if (lora === 'full') useWeightInputs(b);
   const inputs = addDecoderInputs(b, base, 'train_step');
@@ -98,7 +103,11 @@ export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig | 'full'
   const klCoeffs = b.input(KL_COEFFS, 'float32', [3]);
 
   const forward = decoderForward(b, base, inputs, adapters);
-  const { logprobs: logp, logits, lse } = targetLogprobs(b, base, forward, targets);
+  const head = targetLogprobs(b, base, forward, targets, {
+    entropy: true,
+    vocabChunkSize: options.vocabChunkSize,
+  });
+  const logp = head.logprobs;
   const detached = b.identity(logp);
   const old = b.where(onPolicy, detached, oldIn);
 
@@ -133,9 +142,7 @@ export function buildTrainStepGraph(base: BaseWeights, lora: LoraConfig | 'full'
   const flag = (v: Value) => b.cast(v, 'float32');
   const low = b.and(negative, b.less(ratio, lo));
   const high = b.and(b.greater(adv, 0), b.greater(ratio, hi));
-  // Entropy of softmax(z) per target row: lse − Σ p·z.
-  const p = b.exp(b.sub(logits, lse));
-  const entropy = b.reshape(b.sub(lse, b.reduceSum(b.mul(p, logits), [1], true)), b.shape(logp));
+  const entropy = head.entropy!();
 
   b.output(loss, 'loss');
   b.output(pgLoss, 'pg_loss');

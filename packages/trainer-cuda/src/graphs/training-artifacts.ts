@@ -14,9 +14,9 @@ import { buildTrainStepGraph } from './train-step-graph.js';
 
 /** The graph kinds the trainer adds to an artifacts folder, by kind. */
 export const TRAINING_GRAPH_BUILDERS: ArtifactGraphBuilders = {
-  train_step: (base, lora) => {
+  train_step: (base, lora, options) => {
     if (!lora) throw new RangeError('the train_step graph needs a LoRA config');
-    return buildTrainStepGraph(base, lora);
+    return buildTrainStepGraph(base, lora, options);
   },
 };
 

@@ -7,6 +7,7 @@ import {
 } from '../../lora/lora-config.js';
 import { EMBED_TOKENS, FINAL_NORM, LM_HEAD, layerTensorNames } from '../weights/tensor-names.js';
 import { type BaseWeights, ROPE_COS, ROPE_SIN } from './base-weights.js';
+import { chunkedTargetLogprobs, vocabChunks } from './vocab-chunks.js';
 import {
   causalPaddingBias,
   maskAsFloat,
@@ -25,7 +26,8 @@ import {
 //   prefill   input_ids, attention_mask, position_ids → logits of the last position, present KV
 //   decode    the same plus past KV per layer (attention_mask covers past + new positions)
 //   logprobs  log p(target | prefix) at requested positions only: hidden states are gathered
-//             first, then the LM head — never a full [B, T, V] logits tensor
+//             first, then the LM head — never a full [B, T, V] logits tensor, and over a large
+//             vocabulary not even [B·K, V]: the head runs in vocabulary chunks (vocab-chunks.ts)
 //
 // Losses and gradients live with the trainer (src/graphs/train-step-graph.ts), which builds on
 // `decoderForward` and `targetLogprobs` below.
@@ -49,6 +51,8 @@ export interface DecoderGraphOptions {
   lora?: LoraConfig;
   /** prefill/decode: logits of the last position only (default) or of every position. */
   logits?: 'last' | 'all';
+  /** logprobs: the most vocabulary columns one LM-head chunk holds (vocabChunks). */
+  vocabChunkSize?: number | undefined;
 }
 
 /** One graph input or output as artifacts.json records it. */
@@ -253,15 +257,23 @@ export function decoderForward(
   return { hidden: x, embeddings: emb, present };
 }
 
+/** The final RMSNorm of the hidden states [rows, hidden]. */
+export function finalNorm(b: GraphBuilder, base: BaseWeights, hidden: Value): Value {
+  const ms = b.reduceMean(b.mul(hidden, hidden), [-1], true);
+  return b.mul(
+    b.div(hidden, b.sqrt(b.add(ms, base.config.rmsNormEps))),
+    baseWeight(b, base, FINAL_NORM),
+  );
+}
+
+/** The LM head's weight [V, hidden]: the embedding when tied, else lm_head.weight. */
+export function headWeight(b: GraphBuilder, base: BaseWeights): Value {
+  return baseWeight(b, base, base.config.tieWordEmbeddings ? EMBED_TOKENS : LM_HEAD);
+}
+
 /** Final RMSNorm then the LM head (tied to the embeddings or not): [rows, hidden] → [rows, V]. */
 export function lmHead(b: GraphBuilder, base: BaseWeights, hidden: Value): Value {
-  const c = base.config;
-  const weight = (name: string) => baseWeight(b, base, name);
-  const ms = b.reduceMean(b.mul(hidden, hidden), [-1], true);
-  const normed = b.mul(b.div(hidden, b.sqrt(b.add(ms, c.rmsNormEps))), weight(FINAL_NORM));
-  return b.gemm(normed, weight(c.tieWordEmbeddings ? EMBED_TOKENS : LM_HEAD), undefined, {
-    transB: true,
-  });
+  return b.gemm(finalNorm(b, base, hidden), headWeight(b, base), undefined, { transB: true });
 }
 
 /** The `logprobs` variant's extra inputs: which positions predict which ids, at what temperature. */
@@ -279,23 +291,57 @@ export function addTargetInputs(b: GraphBuilder): TargetInputs {
   };
 }
 
+export interface TargetLogprobsOptions {
+  /** Also the entropy of softmax(logits / T) of each target row (a statistic: no gradient). */
+  entropy?: boolean;
+  /** The most vocabulary columns one LM-head chunk holds (default DEFAULT_VOCAB_CHUNK_SIZE). */
+  vocabChunkSize?: number | undefined;
+}
+
 /**
- * log softmax(logits / T)[target] at the requested positions → [B, K], plus the logits' row
- * log-sum-exp and the rows themselves for entropy. Hidden states are selected first, so the LM
- * head runs on B·K rows only.
+ * log softmax(logits / T)[target] at the requested positions → [B, K], and with `entropy` a
+ * function giving each row's entropy, [B, K] (the one-chunk head builds it where it is called,
+ * so a train step that asks after its loss is built node for node as before chunking). Hidden
+ * states are selected first, so the LM head runs on B·K rows only. A vocabulary wider than one
+ * chunk (vocabChunks) never forms the [B·K, V] logits: the head runs chunk by chunk, forward and
+ * backward (vocab-chunks.ts). One chunk is the plain graph: logits, a one-hot pick and
+ * ReduceLogSumExp, differentiated by autodiff.
  */
 export function targetLogprobs(
   b: GraphBuilder,
   base: BaseWeights,
   forward: DecoderForward,
   targets: TargetInputs,
-): { logprobs: Value; logits: Value; lse: Value } {
+  options: TargetLogprobsOptions = {},
+): { logprobs: Value; entropy?: () => Value } {
   const x3 = b.reshape(forward.hidden, b.shape(forward.embeddings)); // [B, T, hidden]
   const picked = selectRows(b, x3, targets.positions); // [B, K, hidden]
   const rows = b.reshape(picked, [-1, base.config.hiddenSize]); // [B·K, hidden]
+  const chunks = vocabChunks(base.config.vocabSize, options.vocabChunkSize);
+  if (chunks.count > 1) {
+    const head = chunkedTargetLogprobs(
+      b,
+      {
+        normed: finalNorm(b, base, rows),
+        head: headWeight(b, base),
+        ids: targets.ids,
+        temperature: targets.temperature,
+      },
+      chunks,
+      { entropy: options.entropy ?? false },
+    );
+    const { entropy } = head;
+    return { logprobs: head.logprobs, ...(entropy && { entropy: () => entropy }) };
+  }
   const z = b.div(lmHead(b, base, rows), targets.temperature); // [B·K, V]
   const { logp, lse } = pickLogprobs(b, z, targets.ids);
-  return { logprobs: logp, logits: z, lse };
+  if (!options.entropy) return { logprobs: logp };
+  // Entropy of softmax(z) per target row: lse − Σ p·z.
+  const entropy = () => {
+    const p = b.exp(b.sub(z, lse));
+    return b.reshape(b.sub(lse, b.reduceSum(b.mul(p, z), [1], true)), b.shape(logp));
+  };
+  return { logprobs: logp, entropy };
 }
 
 /** Adds the token inputs (and past KV for decode) every variant takes. */
@@ -346,7 +392,8 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
   const forward = decoderForward(b, base, inputs, lora);
 
   if (targets) {
-    b.output(targetLogprobs(b, base, forward, targets).logprobs, 'logprobs');
+    const { vocabChunkSize } = options;
+    b.output(targetLogprobs(b, base, forward, targets, { vocabChunkSize }).logprobs, 'logprobs');
   } else {
     const H = base.config.hiddenSize;
     let logits: Value;

@@ -1,0 +1,55 @@
+// Runs one train step of a train_step graph in this fresh process and prints, as one JSON line,
+// the resident memory before the step (the session loaded: weights, prepacked copies) and the
+// process's peak (VmHWM) after it, so that the step's own peak is their difference
+// (test/vocab-chunks.test.ts). Batch: B rows × T tokens, every position after the first a
+// target; LoRA matrices small and non-zero, a mean NLL objective.
+import { readFileSync } from 'node:fs';
+import { createSession } from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
+
+const [file, shape, vocab] = process.argv.slice(2);
+const [B, T] = shape!.split('x').map(Number) as [number, number];
+const V = Number(vocab);
+const K = T - 1;
+const status = (key: string) =>
+  Number(new RegExp(`${key}:\\s+(\\d+)`).exec(readFileSync('/proc/self/status', 'utf8'))![1]) /
+  1024;
+const int64 = (dims: number[], f: (i: number) => number) =>
+  new ort.Tensor(
+    'int64',
+    BigInt64Array.from({ length: dims[0]! * dims[1]! }, (_, i) => BigInt(f(i))),
+    dims,
+  );
+const session = await createSession(file!, { device: 'cpu' });
+const feeds: Record<string, ort.Tensor> = {
+  input_ids: int64([B, T], (i) => (i * 7919 + 13) % V),
+  attention_mask: int64([B, T], () => 1),
+  position_ids: int64([B, T], (i) => i % T),
+  segment_ids: int64([B, T], () => 0),
+  target_positions: int64([B, K], (i) => i % K),
+  target_ids: int64([B, K], (i) => ((i + 1) * 7919 + 13) % V),
+  on_policy: new ort.Tensor('bool', Uint8Array.of(0), []),
+};
+for (const spec of session.inputs) {
+  if (feeds[spec.name]) continue;
+  const dims = (spec.shape ?? []).map((d) =>
+    typeof d === 'number' ? d : d === 'batch' ? B : d === 'seq' ? T : K,
+  );
+  const n = dims.reduce((a, b) => a * b, 1);
+  const value = spec.name.startsWith('acc.')
+    ? 0
+    : spec.name.includes('.lora_')
+      ? 0.01
+      : spec.name === 'nll_weights'
+        ? 1 / (B * K)
+        : spec.name === 'pg_weights' || spec.name === 'beta' || spec.name === 'kl_coeffs'
+          ? 0
+          : 1;
+  feeds[spec.name] = new ort.Tensor('float32', new Float32Array(n).fill(value), dims);
+}
+const beforeMiB = status('VmRSS');
+const { outputs } = await session.run(feeds);
+const peakMiB = status('VmHWM');
+const loss = (outputs.loss!.data as Float32Array)[0]!;
+await session.release();
+console.log(JSON.stringify({ beforeMiB, peakMiB, targets: B * K, loss }));
