@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 // Enforces the one-way import order of docs/architecture.md (core ← {graph, grpo, reward, tools}
-// ← agent ← models ← gateway ← trainer ← cli; core ← viewer), that the sources of core, graph and
-// grpo import no ML runtime, and that every bare import in a package's sources is declared in its
+// ← agent ← models ← gateway ← trainer ← cli; core ← viewer), the one-way order of the rooms
+// (src/ folders) inside a package that has them, that the sources of core, graph and grpo import
+// no ML runtime, and that every bare import in a package's sources is declared in its
 // package.json. Runs as part of `pnpm lint`.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { join, relative } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
 // Which @flowgrpo packages each package may import (the layering; transitive deps included).
@@ -66,6 +67,28 @@ const allowed = {
     '@flowgrpo/viewer',
   ],
 };
+// Rooms (folders of src/) and the rooms each may import, for packages split by job
+// (docs/architecture.md, "Inside the trainer"). A file at the root of src/ (the index) may import
+// any room; a folder of src/ not listed here is an error, so a new room is placed on purpose.
+const rooms = {
+  '@flowgrpo/trainer': {
+    'optimizer-step': [],
+    graphs: [],
+    eval: [],
+    run: ['optimizer-step'],
+    update: ['optimizer-step', 'graphs', 'run'],
+    report: ['eval', 'run'],
+    trainers: ['optimizer-step', 'graphs', 'eval', 'run', 'update', 'report'],
+    served: ['optimizer-step', 'graphs', 'eval', 'run', 'update', 'report', 'trainers'],
+    // The demo's task pieces (its pipelines are the CLI's: packages/cli/src/demo).
+    demo: ['eval'],
+  },
+};
+// The room of a file under src/ ('' for a file at the root of src/).
+function roomOf(srcDir, file) {
+  const rel = relative(srcDir, file);
+  return rel.includes(sep) ? rel.split(sep)[0] : '';
+}
 // Packages whose sources must stay runtime-free (they describe graphs; the trainer runs them).
 const noRuntime = new Set(['@flowgrpo/core', '@flowgrpo/graph', '@flowgrpo/grpo']);
 const runtimes = /^(onnxruntime-|@tensorflow\/|@huggingface\/transformers$)/;
@@ -105,10 +128,21 @@ for (const folder of readdirSync(join(root, 'packages'))) {
   for (const sub of ['src', 'test', 'bench']) {
     for (const file of tsFiles(join(dir, sub))) {
       const text = readFileSync(file, 'utf8');
+      const table = sub === 'src' ? rooms[pkg.name] : undefined;
+      const from = table ? roomOf(join(dir, 'src'), file) : '';
+      if (from && !(from in table))
+        problems.push(
+          `${relative(root, file)}: room '${from}' is not in scripts/check-imports.mjs`,
+        );
       const re =
         /(?:^|[\s;])(?:import|export)\s[^'";]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/gm;
       for (const m of text.matchAll(re)) {
         const spec = m[1] ?? m[2];
+        if (spec.startsWith('.') && table && from in table) {
+          const to = roomOf(join(dir, 'src'), resolve(dirname(file), spec));
+          if (from && to && to !== from && !table[from].includes(to))
+            problems.push(`${relative(root, file)}: room '${from}' may not import room '${to}'`);
+        }
         if (spec.startsWith('.') || builtins.has(spec)) continue;
         const name = spec.startsWith('@')
           ? spec.split('/').slice(0, 2).join('/')

@@ -5,6 +5,10 @@
 // Parquet, Arrow and JS rows, safetensors header parsing and per-row normaliser helpers stay
 // internal.
 
+// Filesystem and signal helpers the packages share: a folder written all at once, and
+// abort-listener accounting for many rollouts on one signal.
+export { expectAbortListeners } from './abort-listeners.js';
+export { writeDirAtomically, writeDirAtomicallySync } from './atomic-dir.js';
 export { closestName, didYouMean } from './closest-name.js';
 export { parseCommandLine } from './command-line.js';
 export { type ArrowIpcFormat, readArrowIpc, writeArrowIpc } from './datasets/arrow-ipc.js';

@@ -4,8 +4,8 @@
 // serves and the trainer trains. Everything else in src/ is internal; the independent references
 // the tests check against are in '@flowgrpo/models/testing'.
 
-// ONNX artifacts: the decoder's graphs (prefill, decode, logprobs, generate; the trainer adds
-// train_step) on disk.
+// ONNX artifacts: the decoder's graphs (prefill, decode, logprobs, generate; further kinds such as
+// train_step come in as builders) on disk.
 export {
   ALL_GRAPHS,
   ARTIFACTS_MANIFEST,
@@ -91,8 +91,8 @@ export {
   toHfConfigJson,
 } from './models/config.js';
 export { UnsupportedArchitectureError, WeightsMismatchError } from './models/errors.js';
-// The decoder graph's building blocks and tensor names: what the trainer's train_step graph (and
-// any graph of your own over the same weights) is built from.
+// The decoder graph's building blocks and tensor names: what a train_step graph (or any graph of
+// your own over the same weights) is built from.
 export {
   type BaseWeights,
   ROPE_COS,
@@ -207,6 +207,3 @@ export {
   loadTokenizer,
   type Tokenizer,
 } from './tokenizers/index.js';
-// Helpers the trainer shares: abort-listener accounting, and writing a folder all at once.
-export { expectAbortListeners } from './util/abort-listeners.js';
-export { writeDirAtomically, writeDirAtomicallySync } from './util/atomic-dir.js';

@@ -36,10 +36,10 @@ describe('inference artifacts (no trainer)', () => {
     await artifacts.release();
   });
 
-  it('train_step without its builder: a RangeError naming buildTrainingArtifacts, nothing written', () => {
+  it('train_step without its builder: a RangeError asking for one, nothing written', () => {
     const dir = join(tmp, 'refused');
     expect(() => buildDecoderArtifacts(weights, dir, { lora, graphs: ['train_step'] })).toThrow(
-      /buildTrainingArtifacts/,
+      /no builder for the 'train_step' graph/,
     );
     expect(existsSync(dir)).toBe(false);
   });

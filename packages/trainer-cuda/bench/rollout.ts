@@ -24,9 +24,9 @@ import { createAlmanac } from '../src/demo/almanac.js';
 import { demoAgent } from '../src/demo/roles.js';
 import { makeQuestions, questionRows } from '../src/demo/task.js';
 import { TeacherPolicy } from '../src/demo/teacher.js';
+import { runOne } from '../src/eval/evaluate.js';
 import { buildTrainingArtifacts } from '../src/index.js';
-import { runOne } from '../src/train/evaluate.js';
-import { SFTTrainer } from '../src/train/sft-trainer.js';
+import { SFTTrainer } from '../src/trainers/sft-trainer.js';
 import { loadAverage, median } from './anchors.js';
 import type { BenchSection } from './table.js';
 
@@ -45,7 +45,7 @@ async function planner(root: string): Promise<string> {
   const questions = makeQuestions(almanac, 'train', 600, '1:train');
   const base = await createTinyQwen2(join(root, 'base'), {
     seed: 1,
-    // The demo planner's shape (demo/pipeline.ts).
+    // The demo planner's shape (packages/cli/src/demo/pipeline.ts).
     hiddenSize: 96,
     layers: 3,
     heads: 4,

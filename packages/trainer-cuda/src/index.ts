@@ -5,19 +5,28 @@
 // @flowgrpo/gateway's; the embedded demo is '@flowgrpo/trainer/demo'. Everything else in src/ is
 // internal and may change.
 
-// Trainers driven through the policy gateway: online GRPO over recorded rollouts, and one LoRA
-// adapter per role.
+// "GRPO − SFT: 27.2 points", called inconclusive when the 95% intervals overlap.
 export {
-  MultiRoleGRPOTrainer,
-  type MultiRoleGRPOTrainerOptions,
-  type MultiRoleTrainResult,
-} from './gateway/multi-role-trainer.js';
+  type AccuracyDifference,
+  accuracyDifference,
+  formatAccuracyDifference,
+} from './eval/accuracy-difference.js';
+export type { RewardErrorRecord } from './eval/checked-reward.js';
+// Evaluation: accuracy with a Wilson interval over held-out questions, side-by-side tables.
 export {
-  OnlineGRPOTrainer,
-  type OnlineGRPOTrainerOptions,
-  rolloutGroupKey,
-} from './gateway/online-trainer.js';
-export type { RoleSpec, ServedRole } from './gateway/role-policies.js';
+  comparisonTable,
+  type EvalResult,
+  type EvalSummary,
+  type EvaluateOptions,
+  evaluate,
+  wilsonInterval,
+} from './eval/evaluate.js';
+export {
+  type RolloutFailureKind,
+  type RolloutFailures,
+  RolloutsFailedError,
+} from './eval/rollout-failures.js';
+export { buildTrainingArtifacts } from './graphs/training-artifacts.js';
 // A training step you define yourself (any graph + autodiff + AdamW), run on a session.
 export { TrainLoopError } from './optimizer-step/errors.js';
 export {
@@ -29,40 +38,21 @@ export {
   type TrainStepSessionOptions,
   type TrainStepState,
 } from './optimizer-step/train-step-runner.js';
-// "GRPO − SFT: 27.2 points", called inconclusive when the 95% intervals overlap.
-export {
-  type AccuracyDifference,
-  accuracyDifference,
-  formatAccuracyDifference,
-} from './train/accuracy-difference.js';
+export { type ReportOptions, writeReport } from './report/report.js';
 // Reward-integrity alarms: computed every step into metrics.jsonl as alarms/<name>.
 export {
-  ALARM_MEANINGS,
-  ALARM_NAMES,
   type AlarmName,
-  type AlarmResult,
   AlarmStopError,
   type AlarmsConfig,
   type AlarmsConfigInput,
-  AlarmsConfigSchema,
-  alarmMetrics,
-  computeAlarms,
-} from './train/alarms.js';
-export {
-  type CheckedReward,
-  InvalidRewardError,
-  type RewardErrorRecord,
-  scoreChecked,
-} from './train/checked-reward.js';
+} from './run/alarms.js';
 export {
   CheckpointError,
   type LoadedCheckpoint,
   listCheckpoints,
   loadCheckpoint,
-  saveCheckpoint,
   type TrainerState,
-} from './train/checkpoint.js';
-export { rowsFromTrajectories, type Targets, type TrainRow, targetsOf } from './train/collate.js';
+} from './run/checkpoint.js';
 // Trainers (TRL's names): GRPO over agent rollouts, SFT, their configs and the policy they update.
 export {
   type GRPOConfig,
@@ -73,39 +63,7 @@ export {
   type SFTConfig,
   type SFTConfigInput,
   SFTConfigSchema,
-} from './train/config.js';
-// Evaluation: accuracy with a Wilson interval over held-out questions, side-by-side tables.
-export {
-  comparisonTable,
-  type EvalResult,
-  type EvalSummary,
-  type EvaluateOptions,
-  evaluate,
-  wilsonInterval,
-} from './train/evaluate.js';
-export {
-  GRPOTrainer,
-  type GRPOTrainerOptions,
-  NonFiniteLossError,
-  type TrainResult,
-} from './train/grpo-trainer.js';
-// The one GRPO update every trainer runs: scored trajectories → ScoredBatch → grpoUpdate.
-export {
-  AGGREGATION,
-  type GrpoUpdateOptions,
-  type GrpoUpdateResult,
-  grpoUpdate,
-  type LogprobMismatch,
-} from './train/grpo-update.js';
-export {
-  type KlEstimatorName,
-  LoraPolicy,
-  type LoraPolicyOptions,
-  type UpdateHyperParams,
-  type UpdateInputs,
-  type UpdateResult,
-} from './train/lora-policy.js';
-export { NonFiniteGuard } from './train/non-finite-guard.js';
+} from './run/config.js';
 export {
   OutputDirNotEmptyError,
   OutputOverlapsInputError,
@@ -113,41 +71,58 @@ export {
   outputDirProblems,
   outputOverlaps,
   type RunInput,
-} from './train/output-dir-checks.js';
+} from './run/output-dir-checks.js';
 export {
   type Progress,
   type ProgressBar,
   silentProgress,
   terminalProgress,
-} from './train/progress.js';
-export { type ReportOptions, renderReport, writeReport } from './train/report.js';
+} from './run/progress.js';
 export {
-  countRolloutFailures,
-  describeRolloutFailures,
-  type RolloutFailureKind,
-  type RolloutFailures,
-  RolloutsFailedError,
-  rolloutFailureMetrics,
-} from './train/rollout-failures.js';
-export {
-  CONFIG_FILE,
-  METRICS_FILE,
   type MetricsRecord,
   RunDirectory,
-} from './train/run-dir.js';
+} from './run/run-dir.js';
+export { claimOutputDir } from './run/run-lifecycle.js';
+export { RunLock, RunLockedError, type RunLockInfo } from './run/run-lock.js';
+// Trainers driven through the policy gateway: online GRPO over recorded rollouts, and one LoRA
+// adapter per role.
 export {
-  claimOutputDir,
-  RunLifecycle,
-  type RunLifecycleOptions,
-} from './train/run-lifecycle.js';
-export { LOCK_FILE, RunLock, RunLockedError, type RunLockInfo } from './train/run-lock.js';
-export { RunWriteError } from './train/run-write-error.js';
-export { type ScoredBatch, scoreBatch } from './train/scored-batch.js';
+  MultiRoleGRPOTrainer,
+  type MultiRoleGRPOTrainerOptions,
+  type MultiRoleTrainResult,
+} from './served/multi-role-trainer.js';
+export {
+  OnlineGRPOTrainer,
+  type OnlineGRPOTrainerOptions,
+} from './served/online-trainer.js';
+export type { RoleSpec, ServedRole } from './served/role-policies.js';
+export {
+  GRPOTrainer,
+  type GRPOTrainerOptions,
+  NonFiniteLossError,
+  type TrainResult,
+} from './trainers/grpo-trainer.js';
 export {
   type SFTExample,
   type SFTResult,
   SFTTrainer,
   type SFTTrainerOptions,
   sftRows,
-} from './train/sft-trainer.js';
-export { buildTrainingArtifacts } from './train/training-artifacts.js';
+} from './trainers/sft-trainer.js';
+export { rowsFromTrajectories, type Targets, type TrainRow, targetsOf } from './update/collate.js';
+// The one GRPO update every trainer runs: scored trajectories → ScoredBatch → grpoUpdate.
+export {
+  type GrpoUpdateOptions,
+  type GrpoUpdateResult,
+  grpoUpdate,
+  type LogprobMismatch,
+} from './update/grpo-update.js';
+export {
+  type KlEstimatorName,
+  LoraPolicy,
+  type LoraPolicyOptions,
+  type UpdateHyperParams,
+  type UpdateInputs,
+  type UpdateResult,
+} from './update/lora-policy.js';
+export { type ScoredBatch, scoreBatch } from './update/scored-batch.js';

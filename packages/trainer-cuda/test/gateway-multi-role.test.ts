@@ -15,8 +15,8 @@ import {
   tinyGatewayModel,
   writeAdapter,
 } from '../../gateway/test/support/gateway-fixtures.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/graphs/training-artifacts.js';
 import { AlarmStopError, listCheckpoints, MultiRoleGRPOTrainer } from '../src/index.js';
-import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 import { killAtMarker } from './support/kill-at-marker.js';
 import { grpoTrainerKeys, readRecords, recordKeys } from './support/record-keys.js';
 import { comparable } from './support/tiny-grpo.js';

@@ -12,13 +12,13 @@ import {
   randomAdapter,
   tinyGatewayModel,
 } from '../../gateway/test/support/gateway-fixtures.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/graphs/training-artifacts.js';
 import {
   listCheckpoints,
   MultiRoleGRPOTrainer,
   NonFiniteLossError,
   OnlineGRPOTrainer,
 } from '../src/index.js';
-import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 import { killAtMarker } from './support/kill-at-marker.js';
 import { grpoTrainerKeys, readRecords, recordKeys } from './support/record-keys.js';
 import { comparable } from './support/tiny-grpo.js';

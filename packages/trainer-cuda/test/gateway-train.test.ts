@@ -27,8 +27,8 @@ import {
   tinyGatewayModel,
 } from '../../gateway/test/support/gateway-fixtures.js';
 import { createAlmanac, lookupAlmanac, makeQuestions, questionRows } from '../src/demo/index.js';
+import { TRAINING_GRAPH_BUILDERS } from '../src/graphs/training-artifacts.js';
 import { buildTrainingArtifacts, GRPOTrainer } from '../src/index.js';
-import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-gateway-train-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

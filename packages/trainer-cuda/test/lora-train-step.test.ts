@@ -35,8 +35,8 @@ import {
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { buildTrainStepGraph } from '../src/graphs/train-step-graph.js';
 import { buildTrainingArtifacts } from '../src/index.js';
-import { buildTrainStepGraph } from '../src/train/train-step-graph.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-lora-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -1,8 +1,7 @@
 // What a run checks about its output_dir before writing there, and what each write checks while
 // it runs — on real temp folders, real symbolic links and a real tiny model: output_dir never
 // the model, the artifacts or the data (nor inside or around them, links resolved), no write
-// through a link, HF's rule for a folder that is not a run, the demo's folder its own, and an
-// artifacts build that never replaces a folder of something else. Every refusal is checked to
+// through a link, HF's rule for a folder that is not a run, and an artifacts build that never replaces a folder of something else. Every refusal is checked to
 // leave the folders it names byte for byte as they were.
 import { createHash } from 'node:crypto';
 import {
@@ -23,18 +22,16 @@ import { join, relative } from 'node:path';
 import { PathOutsideFolderError, SymlinkRefusedError } from '@flowgrpo/core';
 import { ArtifactsDirNotEmptyError, createTinyQwen2, type TinyModel } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { claimDemoDir, DEMO_MARKER } from '../src/demo/demo-dir.js';
-import { runDemo } from '../src/demo/index.js';
 import {
   buildTrainingArtifacts,
   claimOutputDir,
-  LOCK_FILE,
   OutputDirNotEmptyError,
   OutputOverlapsInputError,
   outputDirProblems,
   RunDirectory,
   SFTTrainer,
 } from '../src/index.js';
+import { LOCK_FILE } from '../src/run/run-lock.js';
 import { LORA, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 // Real paths: the errors name them so; a link-free temp root compares equal to them.
@@ -275,37 +272,7 @@ describe("HF's rule: a folder that is not a run", () => {
   });
 });
 
-describe("the demo's folder and an artifacts build", () => {
-  it('runDemo into a project folder is refused before anything; empty, a demo, or an earlier demo: claimed', async () => {
-    const project = join(root, 'my-project');
-    mkdirSync(join(project, 'data'), { recursive: true });
-    writeFileSync(join(project, 'data', 'train.jsonl'), '{"question": "mine"}\n');
-    const before = snapshot(project);
-    const e = (await thrown(() =>
-      runDemo({ outDir: project, quick: true }),
-    )) as OutputDirNotEmptyError;
-    expect(OutputDirNotEmptyError.isInstance(e)).toBe(true);
-    expect(e.message).toContain(`${project} holds data and is not a demo's folder`);
-    expect(snapshot(project)).toEqual(before);
-
-    const empty = join(root, 'demo-empty');
-    claimDemoDir(empty, 'demo');
-    expect(readdirSync(empty)).toEqual([DEMO_MARKER]);
-    claimDemoDir(empty, 'demo'); // a demo's: claimed again
-    // A demo folder from before the marker, known by its results.json (as runDemo writes it).
-    const earlier = join(root, 'demo-earlier');
-    mkdirSync(earlier);
-    writeFileSync(
-      join(earlier, 'results.json'),
-      JSON.stringify({ outDir: earlier, evals: [], seed: 1 }),
-    );
-    claimDemoDir(earlier, 'demo');
-    // A link inside a demo's folder: the demo would write through it.
-    symlinkSync(join(root, 'elsewhere-demo'), join(empty, 'data'));
-    const link = thrownSync(() => claimDemoDir(empty, 'demo')) as SymlinkRefusedError;
-    expect([link.code, link.path]).toEqual(['SYMLINK_REFUSED', join(empty, 'data')]);
-  });
-
+describe('an artifacts build', () => {
   it('an artifacts build never replaces a folder that holds something else', () => {
     const mine = join(root, 'not-artifacts');
     mkdirSync(mine);

@@ -1,9 +1,9 @@
 // The axes of report.html's charts, and the accuracy comparison every printed "A − B" line uses
 // (the browser test reads the same labels back from the rendered page).
 import { describe, expect, it } from 'vitest';
-import { accuracyDifference, formatAccuracyDifference } from '../src/train/accuracy-difference.js';
-import { wilsonInterval } from '../src/train/evaluate.js';
-import { esc, stepTicks, tickLabels, valueTicks } from '../src/train/report-chart.js';
+import { accuracyDifference, formatAccuracyDifference } from '../src/eval/accuracy-difference.js';
+import { wilsonInterval } from '../src/eval/evaluate.js';
+import { esc, stepTicks, tickLabels, valueTicks } from '../src/report/report-chart.js';
 
 const labels = (lo: number, hi: number) => {
   const { ticks, step } = valueTicks(lo, hi);

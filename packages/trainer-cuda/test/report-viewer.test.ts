@@ -6,7 +6,8 @@
 import { TrajectorySchema } from '@flowgrpo/core';
 import { ALARM_GUIDE, CHARTS } from '@flowgrpo/viewer';
 import { describe, expect, it } from 'vitest';
-import { ALARM_MEANINGS, ALARM_NAMES, renderReport } from '../src/index.js';
+import { renderReport } from '../src/report/report.js';
+import { ALARM_MEANINGS, ALARM_NAMES } from '../src/run/alarms.js';
 
 const traj = (groupId: string, advantage: number, logprobs: number[]) =>
   TrajectorySchema.parse({

@@ -1,4 +1,4 @@
-// Reward-integrity alarms (train/alarms.ts): each alarm on a constructed metrics history that must
+// Reward-integrity alarms (run/alarms.ts): each alarm on a constructed metrics history that must
 // raise it and one that must not; then the hook in RunDirectory.logMetrics, on a real run folder:
 // alarms/<name> written into metrics.jsonl, one warning when an alarm is raised (not every step),
 // and the thresholds read from the run's config.json.
@@ -9,13 +9,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import {
   type AlarmName,
   AlarmStopError,
-  AlarmsConfigSchema,
-  alarmMetrics,
-  computeAlarms,
   listCheckpoints,
   type MetricsRecord,
   RunDirectory,
 } from '../src/index.js';
+import { AlarmsConfigSchema, alarmMetrics, computeAlarms } from '../src/run/alarms.js';
 import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
 const defaults = AlarmsConfigSchema.parse({});

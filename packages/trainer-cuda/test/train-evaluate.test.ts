@@ -7,14 +7,14 @@ import type { RolloutAgent } from '@flowgrpo/agent';
 import { FlowGrpoError, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import { exactMatchReward, type RewardFunction } from '@flowgrpo/reward';
 import { describe, expect, it } from 'vitest';
-import { comparisonTable, evaluate, RolloutsFailedError, wilsonInterval } from '../src/index.js';
 import {
   formatCompliant,
   trajectoryCompletionLength,
   trajectoryToolCalls,
   trajectoryToolErrors,
   trajectoryTurns,
-} from '../src/train/evaluate.js';
+} from '../src/eval/evaluate.js';
+import { comparisonTable, evaluate, RolloutsFailedError, wilsonInterval } from '../src/index.js';
 
 describe('wilsonInterval', () => {
   it('matches the formula worked by hand', () => {

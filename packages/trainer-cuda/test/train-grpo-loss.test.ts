@@ -31,7 +31,7 @@ import {
   targetsOf,
   type UpdateHyperParams,
 } from '../src/index.js';
-import { aggregationWeights } from '../src/train/lora-policy.js';
+import { aggregationWeights } from '../src/update/lora-policy.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-grpo-loss-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, createRng, readTrajectoriesParquet, type SampleRow } from '@flowgrpo/core';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { TrainerState } from '../src/train/checkpoint.js';
-import { GRPOConfigSchema, parseConfig } from '../src/train/config.js';
-import { epochOrder } from '../src/train/data-order.js';
-import { apportion, CurriculumSchema, querySampler } from '../src/train/query-sampler.js';
+import type { TrainerState } from '../src/run/checkpoint.js';
+import { GRPOConfigSchema, parseConfig } from '../src/run/config.js';
+import { epochOrder } from '../src/run/data-order.js';
+import { apportion, CurriculumSchema, querySampler } from '../src/run/query-sampler.js';
 import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-query-sampler-'));

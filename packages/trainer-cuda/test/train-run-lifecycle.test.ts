@@ -26,16 +26,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { demoAgent } from '../src/demo/index.js';
 import {
   claimOutputDir,
-  LOCK_FILE,
   listCheckpoints,
   type Progress,
   RolloutsFailedError,
-  RunLifecycle,
   RunLock,
   RunLockedError,
-  RunWriteError,
-  silentProgress,
 } from '../src/index.js';
+import { silentProgress } from '../src/run/progress.js';
+import { RunLifecycle } from '../src/run/run-lifecycle.js';
+import { LOCK_FILE } from '../src/run/run-lock.js';
+import { RunWriteError } from '../src/run/run-write-error.js';
 import { tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 const root = mkdtempSync(join(tmpdir(), 'flowgrpo-run-lifecycle-'));

@@ -18,7 +18,7 @@ import { basename, join } from 'node:path';
 import { createTinyQwen2, type TinyModel } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listCheckpoints, type SFTExample, SFTTrainer } from '../src/index.js';
-import { rotateCheckpoints, TRAINER_STATE } from '../src/train/checkpoint.js';
+import { rotateCheckpoints, TRAINER_STATE } from '../src/run/checkpoint.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-sft-early-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

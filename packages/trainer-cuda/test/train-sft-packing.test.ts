@@ -30,8 +30,8 @@ import {
   targetsOf,
   type UpdateHyperParams,
 } from '../src/index.js';
-import { packBestFitDecreasing, packRows } from '../src/train/packing.js';
-import { type SFTExample, sftRows } from '../src/train/sft-trainer.js';
+import { type SFTExample, sftRows } from '../src/trainers/sft-trainer.js';
+import { packBestFitDecreasing, packRows } from '../src/update/packing.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-sft-packing-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

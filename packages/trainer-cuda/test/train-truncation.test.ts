@@ -1,10 +1,10 @@
-// mask_truncated_completions (src/train/truncation.ts): which parts of a rollout a length cut
+// mask_truncated_completions (src/update/truncation.ts): which parts of a rollout a length cut
 // removes from the loss, for both ways a rollout records itself. Expected values by hand: a limit
 // of 4 tokens; a turn or generation of 4 tokens used all of them.
 import type { TokenSegment, Trajectory, Turn } from '@flowgrpo/core';
 import { describe, expect, it } from 'vitest';
-import { rowsFromTrajectories } from '../src/train/collate.js';
-import { withoutTruncated } from '../src/train/truncation.js';
+import { rowsFromTrajectories } from '../src/update/collate.js';
+import { withoutTruncated } from '../src/update/truncation.js';
 
 const ids = (n: number) => Int32Array.from({ length: n }, (_, i) => 10 + i);
 const turn = (index: number, actions: number): Turn => ({

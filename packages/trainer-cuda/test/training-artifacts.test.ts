@@ -24,8 +24,8 @@ import {
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { TRAINING_GRAPH_BUILDERS } from '../src/graphs/training-artifacts.js';
 import { buildTrainingArtifacts } from '../src/index.js';
-import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-artifacts-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -34,9 +34,9 @@ import {
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { buildFullTrainingGraphs } from '../src/graphs/full-graphs.js';
+import { buildTrainStepGraph } from '../src/graphs/train-step-graph.js';
 import { buildTrainingArtifacts } from '../src/index.js';
-import { buildFullTrainingGraphs } from '../src/train/full-graphs.js';
-import { buildTrainStepGraph } from '../src/train/train-step-graph.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-vocab-chunks-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -21,8 +21,8 @@ import {
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
+import { TRAINING_GRAPH_BUILDERS } from '../src/graphs/training-artifacts.js';
 import { buildTrainingArtifacts } from '../src/index.js';
-import { TRAINING_GRAPH_BUILDERS } from '../src/train/training-artifacts.js';
 
 const webgpu = await deviceAvailability('webgpu');
 if (!webgpu.available) console.info(`[decoder] WebGPU strict tests skipped: ${webgpu.reason}`);

@@ -21,7 +21,7 @@ export interface AlarmGuide {
   advice: string;
 }
 
-/** The alarms the trainers raise (packages/trainer-cuda/src/train/alarms.ts), by name. */
+/** The alarms the trainers raise (packages/trainer-cuda/src/run/alarms.ts), by name. */
 export const ALARM_GUIDE: Readonly<Record<string, AlarmGuide>> = {
   entropy_collapse: {
     metrics: ['entropy'],

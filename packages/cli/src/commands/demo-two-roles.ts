@@ -1,6 +1,6 @@
 import { accuracyDifference, formatAccuracyDifference } from '@flowgrpo/trainer';
-import { runTwoRoleDemo, type TwoRoleDemoOptions } from '@flowgrpo/trainer/demo';
 import type { CliIO } from '../command.js';
+import { runTwoRoleDemo, type TwoRoleDemoOptions } from '../demo/two-roles.js';
 
 // `flowgrpo demo --two-roles`: the variant in which the verifier is a trained model too
 // (docs/demo-two-roles.md). Runs it and prints the table, the per-kind table and the two

@@ -1,7 +1,8 @@
 import { resolve } from 'node:path';
 import { accuracyDifference, formatAccuracyDifference } from '@flowgrpo/trainer';
-import { DEMO_TASK_NAMES, type DemoTaskName, runDemo } from '@flowgrpo/trainer/demo';
+import { DEMO_TASK_NAMES, type DemoTaskName } from '@flowgrpo/trainer/demo';
 import { type CliIO, type Command, numberOption, stringOption, UsageError } from '../command.js';
+import { runDemo } from '../demo/pipeline.js';
 import { cliProgress, interruptSignal } from '../run-progress.js';
 import { runTwoRoleDemoCommand } from './demo-two-roles.js';
 

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { DataFormatError } from '@flowgrpo/core';
+import { DataFormatError, writeDirAtomicallySync } from '@flowgrpo/core';
 import { DEFAULT_OPSET, toOnnxModel, WeightsFileWriter, writeModel } from '@flowgrpo/graph';
 import * as ort from 'onnxruntime-node';
 import type { LoraConfig } from '../lora/lora-config.js';
@@ -18,14 +18,13 @@ import { vocabChunks } from '../models/graph/vocab-chunks.js';
 import type { ModelWeights } from '../models/weights/model-weights.js';
 import type { DeviceRequest } from '../runtime/devices.js';
 import { type CreateSessionOptions, createSession, type Session } from '../runtime/session.js';
-import { writeDirAtomicallySync } from '../util/atomic-dir.js';
 import { ArtifactsDirNotEmptyError } from './errors.js';
 
 // The artifacts directory: one .onnx per graph variant, every base weight once in weights.data
 // (referenced by all graphs), and artifacts.json describing them. Built once, opened by training
 // runs and policy engines. This package builds the inference graphs; a graph it does not know how
-// to build (the trainer's train_step) comes in as a builder, so the folder, its manifest and its
-// single weights.data stay one format whoever adds graphs to it.
+// to build (train_step) comes in as a builder, so the folder, its manifest and its single
+// weights.data stay one format whoever adds graphs to it.
 
 export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
 /**
@@ -36,7 +35,11 @@ export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
 export const ARTIFACTS_FORMAT_VERSION = 3;
 export const ARTIFACTS_MANIFEST = 'artifacts.json';
 export const WEIGHTS_FILE = 'weights.data';
-/** The standard ai.onnx graphs (built from the differentiable IR; train_step by the trainer). */
+/**
+ * The standard ai.onnx graphs of the format (built from the differentiable IR): this package builds
+ * prefill, decode and logprobs; `train_step` is a slot of the format whose graph a package above
+ * passes in as a builder.
+ */
 export const ALL_GRAPHS: readonly DecoderGraphKind[] = [
   'prefill',
   'decode',
@@ -86,7 +89,7 @@ export interface ArtifactsManifest {
 
 /**
  * Builds one graph of the artifacts over the base weights already written to weights.data: how a
- * package above this one adds a graph kind (@flowgrpo/trainer's `train_step`).
+ * package above this one adds a graph kind (`train_step`).
  */
 export type ArtifactGraphBuilder = (
   base: BaseWeights,
@@ -106,11 +109,11 @@ export type ArtifactGraphBuilders = Partial<Record<DecoderGraphKind, ArtifactGra
 export interface BuildArtifactsOptions {
   lora?: LoraConfig;
   /**
-   * Graphs to build (default: DEFAULT_GRAPHS that can be built: train_step only with `lora` and
-   * a train_step builder).
+   * Graphs to build (default: DEFAULT_GRAPHS that can be built: those built here, and those
+   * `builders` has a builder for).
    */
   graphs?: readonly ArtifactGraphKind[];
-  /** Builders of further graph kinds (the trainer's buildTrainingArtifacts passes train_step's). */
+  /** Builders of further graph kinds, by kind (registered by the package that owns the graph). */
   builders?: ArtifactGraphBuilders;
   maxPositions?: number;
   /** Options of the `generate` graph (its decode loop's attention form). */
@@ -125,6 +128,12 @@ export interface BuildArtifactsOptions {
 
 const PRODUCER_VERSION = '0.1.0';
 
+/** The graph kinds this package builds itself (every other kind comes in as a builder). */
+const BUILT_HERE: readonly ArtifactGraphKind[] = ['prefill', 'decode', 'logprobs', 'generate'];
+function isBuiltHere(kind: ArtifactGraphKind): kind is 'prefill' | 'decode' | 'logprobs' {
+  return BUILT_HERE.includes(kind);
+}
+
 /** One graph of the artifacts: a builder's for its kind, else the decoder's forward variants. */
 export function buildArtifactGraph(
   base: BaseWeights,
@@ -135,10 +144,8 @@ export function buildArtifactGraph(
 ): DecoderGraph {
   const build = builders[kind];
   if (build) return build(base, lora, options);
-  if (kind === 'train_step')
-    throw new RangeError(
-      'the train_step graph is built by @flowgrpo/trainer: use its buildTrainingArtifacts',
-    );
+  if (!isBuiltHere(kind))
+    throw new RangeError(`no builder for the '${kind}' graph: pass one in \`builders\``);
   return buildDecoderGraph(base, {
     kind,
     ...(lora && { lora }),
@@ -174,11 +181,10 @@ function writeArtifacts(
   const builders = options.builders ?? {};
   // Checked before anything is written: a bad size is a ConfigError, not a half-built folder.
   const chunks = vocabChunks(weights.config.vocabSize, options.vocabChunkSize);
+  // By default: the graphs built here, and those a builder was given for.
   const kinds =
     options.graphs ??
-    DEFAULT_GRAPHS.filter((k) => k !== 'train_step' || (options.lora && builders.train_step));
-  if (kinds.includes('train_step') && !options.lora)
-    throw new RangeError('the train_step graph needs a LoRA config');
+    DEFAULT_GRAPHS.filter((k) => isBuiltHere(k) || builders[k as DecoderGraphKind]);
   const writer = new WeightsFileWriter(join(out, WEIGHTS_FILE));
   const graphs: Partial<Record<ArtifactGraphKind, GraphManifest>> = {};
   let base: ReturnType<typeof writeBaseWeights>;
@@ -221,7 +227,7 @@ function writeArtifacts(
   const manifest: ArtifactsManifest = {
     format: ARTIFACTS_FORMAT,
     formatVersion: ARTIFACTS_FORMAT_VERSION,
-    producer: { name: '@flowgrpo/trainer', version: PRODUCER_VERSION },
+    producer: { name: '@flowgrpo/models', version: PRODUCER_VERSION },
     onnxruntime: ort.env.versions.node ?? ort.env.versions.common,
     opset: DEFAULT_OPSET,
     config: weights.config,

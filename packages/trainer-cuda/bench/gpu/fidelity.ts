@@ -32,8 +32,8 @@ import {
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import { buildTrainingArtifacts } from '../../src/index.js';
-import { type TrainRow, targetsOf } from '../../src/train/collate.js';
-import { LoraPolicy } from '../../src/train/lora-policy.js';
+import { type TrainRow, targetsOf } from '../../src/update/collate.js';
+import { LoraPolicy } from '../../src/update/lora-policy.js';
 
 export interface FidelitySpec {
   config: Record<string, unknown>;

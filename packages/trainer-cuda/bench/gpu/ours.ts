@@ -21,8 +21,8 @@ import {
   parseDecoderConfig,
 } from '@flowgrpo/models';
 import { buildTrainingArtifacts } from '../../src/index.js';
-import { type TrainRow, targetsOf } from '../../src/train/collate.js';
-import { LoraPolicy } from '../../src/train/lora-policy.js';
+import { type TrainRow, targetsOf } from '../../src/update/collate.js';
+import { LoraPolicy } from '../../src/update/lora-policy.js';
 import { median } from '../anchors.js';
 import { randomWeights } from '../models.js';
 

@@ -1,6 +1,7 @@
-// '@flowgrpo/trainer/demo': the embedded demo (`flowgrpo demo`) — the almanac task, its agent,
-// reward, teacher and pipeline. Kept out of the trainer's main entry point: a library user
-// training their own task never sees it; the CLI, the examples and the tests import it here.
+// '@flowgrpo/trainer/demo': the embedded demo's task (`flowgrpo demo`) — the almanac, its
+// questions, agent, roles, reward, teachers and presets. Kept out of the trainer's main entry
+// point: a library user training their own task never sees it; the CLI (whose src/demo/ holds the
+// demo's pipelines), the examples and the tests import it here.
 export {
   type Almanac,
   type AlmanacHalf,
@@ -9,14 +10,6 @@ export {
   type Landmark,
   lookupAlmanac,
 } from './almanac.js';
-export {
-  type DemoBudget,
-  type DemoOptions,
-  type DemoResult,
-  demoSettings,
-  demoTaskSetup,
-  runDemo,
-} from './pipeline.js';
 export { DEMO_TASK_NAMES, DEMO_TASKS, type DemoTaskName, type DemoTaskPreset } from './presets.js';
 export {
   almanacTool,
@@ -26,6 +19,7 @@ export {
   demoReward,
   demoTools,
   demoTrainingReward,
+  executorEngine,
   field,
   generatorEngine,
   jsonAfter,
@@ -43,17 +37,6 @@ export {
 } from './task.js';
 export { type TeacherOptions, TeacherPolicy } from './teacher.js';
 export { TwoRoleTeacher, type TwoRoleTeacherOptions } from './two-role-teacher.js';
-export {
-  kindTable,
-  runTwoRoleDemo,
-  TWO_ROLE_RUNS,
-  type TwoRoleDemoOptions,
-  type TwoRoleDemoResult,
-  type TwoRoleRun,
-  twoRoleAgent,
-  twoRoleProgram,
-  twoRoleSettings,
-} from './two-roles.js';
 export {
   demoVerifierPrompt,
   PolicyVerifierEngine,

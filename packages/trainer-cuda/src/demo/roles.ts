@@ -9,7 +9,7 @@ import {
 import { combineRewards, LLMJudge, type RewardFunction } from '@flowgrpo/reward';
 import { createCalculatorTool, defineTool, type Tool } from '@flowgrpo/tools';
 import { z } from 'zod';
-import { formatCompliant } from '../train/evaluate.js';
+import { formatCompliant } from '../eval/evaluate.js';
 import { type Almanac, lookupAlmanac } from './almanac.js';
 import { SUB_GOALS } from './task.js';
 

@@ -3,8 +3,8 @@
 // demo task — per trained role, as the alarms read a role's record (role-record.ts).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isEvalRecord } from '../../src/train/alarms.js';
-import { roleRecord } from '../../src/train/role-record.js';
+import { isEvalRecord } from '../../src/run/alarms.js';
+import { roleRecord } from '../../src/run/role-record.js';
 import { tinyConfig, tinyTrainer } from './tiny-grpo.js';
 
 type Records = readonly Record<string, number | string>[];

@@ -5,9 +5,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AgentProgram } from '@flowgrpo/gateway';
 import { GATEWAY_LORA, tinyGatewayModel } from '../../../gateway/test/support/gateway-fixtures.js';
+import { TRAINING_GRAPH_BUILDERS } from '../../src/graphs/training-artifacts.js';
 import type { GRPOConfigInput } from '../../src/index.js';
 import { MultiRoleGRPOTrainer, type MultiRoleGRPOTrainerOptions } from '../../src/index.js';
-import { TRAINING_GRAPH_BUILDERS } from '../../src/train/training-artifacts.js';
 
 async function chat(baseURL: string, body: object): Promise<string> {
   const r = await fetch(`${baseURL}/chat/completions`, {

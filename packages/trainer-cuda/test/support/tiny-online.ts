@@ -4,9 +4,9 @@
 // process that the resume test kills with SIGKILL.
 import { writeFileSync } from 'node:fs';
 import { GATEWAY_LORA, tinyGatewayModel } from '../../../gateway/test/support/gateway-fixtures.js';
+import { TRAINING_GRAPH_BUILDERS } from '../../src/graphs/training-artifacts.js';
 import type { GRPOConfigInput, RoleSpec } from '../../src/index.js';
 import { OnlineGRPOTrainer } from '../../src/index.js';
-import { TRAINING_GRAPH_BUILDERS } from '../../src/train/training-artifacts.js';
 
 export const G = 4;
 export const Q = 2;

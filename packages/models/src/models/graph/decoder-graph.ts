@@ -29,7 +29,7 @@ import {
 //             first, then the LM head — never a full [B, T, V] logits tensor, and over a large
 //             vocabulary not even [B·K, V]: the head runs in vocabulary chunks (vocab-chunks.ts)
 //
-// Losses and gradients live with the trainer (src/train/train-step-graph.ts), which builds on
+// Losses and gradients live with the trainer (src/graphs/train-step-graph.ts), which builds on
 // `decoderForward` and `targetLogprobs` below.
 //
 // Conventions: the residual stream is 2-D [B·T, hidden] so every linear layer is one Gemm with

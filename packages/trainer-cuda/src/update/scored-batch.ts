@@ -1,7 +1,7 @@
 import type { Trajectory } from '@flowgrpo/core';
 import { computeAdvantages, filterZeroVarianceGroups } from '@flowgrpo/grpo';
+import type { GRPOConfig } from '../run/config.js';
 import { rowsFromTrajectories, type Targets, type TrainRow, targetsOf } from './collate.js';
-import type { GRPOConfig } from './config.js';
 import { withoutTruncated } from './truncation.js';
 
 // The contract between scoring and the update — TRL's dict between

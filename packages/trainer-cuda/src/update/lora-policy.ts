@@ -12,18 +12,7 @@ import {
   weightAsFloat32,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
-import { TrainLoopError } from '../optimizer-step/errors.js';
-import { TrainStepRunner, type TrainStepState } from '../optimizer-step/train-step-runner.js';
-import {
-  packMicroBatches,
-  perTargetFeed,
-  scatterTargets,
-  type Targets,
-  type TrainRow,
-  tokenFeeds,
-} from './collate.js';
-import type { GRPOConfig } from './config.js';
-import { buildFullTrainingGraphs } from './full-graphs.js';
+import { buildFullTrainingGraphs } from '../graphs/full-graphs.js';
 import {
   ADVANTAGES,
   BETA,
@@ -39,7 +28,18 @@ import {
   STAT_WEIGHTS,
   TRAIN_STEP_STATS,
   type TrainStepStat,
-} from './train-step-graph.js';
+} from '../graphs/train-step-graph.js';
+import { TrainLoopError } from '../optimizer-step/errors.js';
+import { TrainStepRunner, type TrainStepState } from '../optimizer-step/train-step-runner.js';
+import type { GRPOConfig } from '../run/config.js';
+import {
+  packMicroBatches,
+  perTargetFeed,
+  scatterTargets,
+  type Targets,
+  type TrainRow,
+  tokenFeeds,
+} from './collate.js';
 
 // A decoder being trained: log-probabilities of given tokens (the `logprobs` graph — old log-probs
 // with the adapter, reference log-probs with lora_scale = 0: the same weights, no second model),

@@ -1,17 +1,17 @@
 import { basename, join } from 'node:path';
 import type { Trajectory } from '@flowgrpo/core';
-import { AlarmStopError, stoppingAlarm } from './alarms.js';
-import { checkpointName, type TrainerState } from './checkpoint.js';
-import type { GRPOConfig } from './config.js';
-import { type EvalResult, evalMetrics } from './evaluate.js';
-import { writeReport } from './report.js';
+import { type EvalResult, evalMetrics } from '../eval/evaluate.js';
 import {
   describeRolloutFailures,
   type RolloutFailures,
   RolloutsFailedError,
-} from './rollout-failures.js';
-import type { MetricsRecord, RunDirectory } from './run-dir.js';
-import { StepClock } from './step-clock.js';
+} from '../eval/rollout-failures.js';
+import { writeReport } from '../report/report.js';
+import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
+import { checkpointName, type TrainerState } from '../run/checkpoint.js';
+import type { GRPOConfig } from '../run/config.js';
+import type { MetricsRecord, RunDirectory } from '../run/run-dir.js';
+import { StepClock } from '../run/step-clock.js';
 
 // The book every GRPO trainer keeps (GRPOTrainer, MultiRoleGRPOTrainer, OnlineGRPOTrainer): what
 // happens between one step's update and the next, and at the end, is the same whatever trained

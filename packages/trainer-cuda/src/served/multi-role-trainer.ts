@@ -14,27 +14,27 @@ import {
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import { greedy, readArtifactsManifest } from '@flowgrpo/models';
 import type { RewardFunction, RewardResult } from '@flowgrpo/reward';
-import { scoreChecked } from '../train/checked-reward.js';
-import type { TrainerState } from '../train/checkpoint.js';
+import { scoreChecked } from '../eval/checked-reward.js';
+import { type EvalResult, evaluate } from '../eval/evaluate.js';
+import { mapConcurrent } from '../eval/map-concurrent.js';
+import { type RolloutFailures, tallyFailures, thrownFailure } from '../eval/rollout-failures.js';
+import type { TrainerState } from '../run/checkpoint.js';
 import {
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
   parseConfig,
   refuseUnusedKeys,
-} from '../train/config.js';
-import { type EvalResult, evaluate } from '../train/evaluate.js';
-import { freshGRPOState } from '../train/grpo-state.js';
-import { mapConcurrent } from '../train/map-concurrent.js';
-import { NonFiniteGuard } from '../train/non-finite-guard.js';
-import { querySampler } from '../train/query-sampler.js';
-import type { RoleCheckpointPart } from '../train/roles-checkpoint.js';
-import { type RolloutFailures, tallyFailures, thrownFailure } from '../train/rollout-failures.js';
-import { RunBook } from '../train/run-book.js';
-import type { RunDirectory } from '../train/run-dir.js';
-import { RunLifecycle } from '../train/run-lifecycle.js';
-import type { StepClock } from '../train/step-clock.js';
-import { type PolicyStep, type StepRollouts, stepRecord } from '../train/step-record.js';
+} from '../run/config.js';
+import { querySampler } from '../run/query-sampler.js';
+import type { RoleCheckpointPart } from '../run/roles-checkpoint.js';
+import type { RunDirectory } from '../run/run-dir.js';
+import { RunLifecycle } from '../run/run-lifecycle.js';
+import type { StepClock } from '../run/step-clock.js';
+import { freshGRPOState } from '../trainers/grpo-state.js';
+import { RunBook } from '../trainers/run-book.js';
+import { type PolicyStep, type StepRollouts, stepRecord } from '../trainers/step-record.js';
+import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import {
   callsPerRole,
   hostRoles,

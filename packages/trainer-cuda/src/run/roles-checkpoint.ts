@@ -1,13 +1,9 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeDirAtomically } from '@flowgrpo/core';
 import type { DecoderConfig, LoraConfig } from '@flowgrpo/models';
-import {
-  type LoraParams,
-  loadLoraAdapter,
-  saveLoraAdapter,
-  writeDirAtomically,
-} from '@flowgrpo/models';
+import { type LoraParams, loadLoraAdapter, saveLoraAdapter } from '@flowgrpo/models';
 import type { TrainStepState } from '../optimizer-step/train-step-runner.js';
 import {
   CheckpointError,

@@ -10,7 +10,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { NotADirectoryError, SymlinkRefusedError } from '@flowgrpo/core';
-import { OutputDirNotEmptyError } from '../train/output-dir-checks.js';
+import { OutputDirNotEmptyError } from '@flowgrpo/trainer';
 
 // The demo's output folder is the demo's own: it writes its data, its model, artifacts, runs,
 // report.html and results.json there, and a second demo into it replaces the first's. So it

@@ -1,5 +1,5 @@
-import type { TrainerState } from './checkpoint.js';
-import type { GRPOConfig } from './config.js';
+import type { TrainerState } from '../run/checkpoint.js';
+import type { GRPOConfig } from '../run/config.js';
 
 // Where a GRPO run starts when it resumes no checkpoint — the same for every GRPO trainer
 // (GRPOTrainer, MultiRoleGRPOTrainer, OnlineGRPOTrainer), so their trainer_state.json reads alike.

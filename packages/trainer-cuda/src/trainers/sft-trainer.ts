@@ -10,9 +10,9 @@ import {
   loadLoraAdapter,
   readArtifactsManifest,
 } from '@flowgrpo/models';
-import { AlarmStopError, stoppingAlarm } from './alarms.js';
-import { checkpointName } from './checkpoint.js';
-import { packMicroBatches, rowsFromTrajectories, type TrainRow, targetsOf } from './collate.js';
+import { writeReport } from '../report/report.js';
+import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
+import { checkpointName } from '../run/checkpoint.js';
 import {
   checkArtifactsLora,
   learningRateAt,
@@ -21,15 +21,20 @@ import {
   type SFTConfig,
   type SFTConfigInput,
   SFTConfigSchema,
-} from './config.js';
-import { EpochCursor } from './data-order.js';
-import { LoraPolicy } from './lora-policy.js';
-import { packRows } from './packing.js';
-import { type Progress, silentProgress } from './progress.js';
-import { writeReport } from './report.js';
-import type { MetricsRecord } from './run-dir.js';
-import { RunLifecycle } from './run-lifecycle.js';
-import type { RunLock } from './run-lock.js';
+} from '../run/config.js';
+import { EpochCursor } from '../run/data-order.js';
+import { type Progress, silentProgress } from '../run/progress.js';
+import type { MetricsRecord } from '../run/run-dir.js';
+import { RunLifecycle } from '../run/run-lifecycle.js';
+import type { RunLock } from '../run/run-lock.js';
+import {
+  packMicroBatches,
+  rowsFromTrajectories,
+  type TrainRow,
+  targetsOf,
+} from '../update/collate.js';
+import { LoraPolicy } from '../update/lora-policy.js';
+import { packRows } from '../update/packing.js';
 
 // Supervised fine-tuning with LoRA — the SFT → GRPO seed's warm start. Examples in TRL's dataset
 // formats (conversational `messages`, `prompt`/`completion`, plain `text`) or recorded

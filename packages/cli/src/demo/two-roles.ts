@@ -13,27 +13,33 @@ import {
   readArtifactsManifest,
   samplingGraph,
 } from '@flowgrpo/models';
-import { tokenPieces } from '@flowgrpo/viewer';
-import { MultiRoleGRPOTrainer } from '../gateway/multi-role-trainer.js';
-import type { RoleSpec } from '../gateway/role-policies.js';
-import { comparisonTable, type EvalResult, evaluate } from '../train/evaluate.js';
-import { type Progress, silentProgress } from '../train/progress.js';
-import { writeReport } from '../train/report.js';
-import { SFTTrainer } from '../train/sft-trainer.js';
-import { buildTrainingArtifacts } from '../train/training-artifacts.js';
-import type { Almanac } from './almanac.js';
-import { claimDemoDir } from './demo-dir.js';
-import { type DemoBudget, demoSettings, demoTaskSetup, phaseTimer } from './pipeline.js';
 import {
+  buildTrainingArtifacts,
+  comparisonTable,
+  type EvalResult,
+  evaluate,
+  MultiRoleGRPOTrainer,
+  type Progress,
+  type RoleSpec,
+  silentProgress,
+  writeReport,
+} from '@flowgrpo/trainer';
+import {
+  type Almanac,
+  type DemoQuestion,
   demoPlannerPrompt,
   demoReward,
   demoTools,
   executorEngine,
   generatorEngine,
-} from './roles.js';
-import { type DemoQuestion, QUESTION_KINDS, questionRows } from './task.js';
-import { TwoRoleTeacher } from './two-role-teacher.js';
-import { PolicyVerifierEngine } from './verifier-role.js';
+  PolicyVerifierEngine,
+  QUESTION_KINDS,
+  questionRows,
+  TwoRoleTeacher,
+} from '@flowgrpo/trainer/demo';
+import { tokenPieces } from '@flowgrpo/viewer';
+import { claimDemoDir } from './demo-dir.js';
+import { type DemoBudget, demoSettings, demoSft, demoTaskSetup, phaseTimer } from './pipeline.js';
 
 // The two-role variant of the embedded demo (`flowgrpo demo --two-roles`): the verifier is a
 // trained model too. The planner decides what to do next, the verifier when the run stops; both
@@ -203,31 +209,18 @@ export async function runTwoRoleDemo(o: TwoRoleDemoOptions): Promise<TwoRoleDemo
 
   // 4. SFT of every weight on both roles' turns, until the validation loss stops improving.
   start = performance.now();
-  const sft = await new SFTTrainer({
-    config: {
-      output_dir: join(out, 'runs', 'sft'),
-      overwrite_output_dir: true,
-      use_peft: false,
-      learning_rate: s.sft.lr,
-      lr_scheduler_type: 'cosine',
-      warmup_steps: 10,
-      max_steps: s.sft.maxSteps,
-      per_device_train_batch_size: s.sft.batch,
-      eval_steps: s.sft.evalSteps,
-      early_stopping_patience: s.sft.patience,
-      early_stopping_threshold: s.sft.threshold,
-      save_total_limit: 1,
-      weight_decay: 0,
-      seed,
-    },
-    model: join(out, 'models', 'base'),
+  const sft = await demoSft({
+    out,
+    name: 'sft',
+    sft: s.sft,
+    seed,
     tokenizer,
-    trainDataset: demos.slice(s.validation).map((t) => ({ trajectory: t })),
-    evalDataset: demos.slice(0, s.validation).map((t) => ({ trajectory: t })),
     device,
     progress,
+    train: demos.slice(s.validation),
+    validation: demos.slice(0, s.validation),
     ...(o.signal && { signal: o.signal }),
-  }).train();
+  });
   lap('sft_s', start);
 
   // The SFT model with LoRA inputs: every role's adapter sits on it.

@@ -16,19 +16,35 @@ import {
   samplingGraph,
 } from '@flowgrpo/models';
 import { rewardInputFromTrajectory } from '@flowgrpo/reward';
+import {
+  buildTrainingArtifacts,
+  comparisonTable,
+  type EvalResult,
+  evaluate,
+  GRPOTrainer,
+  type Progress,
+  type SFTResult,
+  SFTTrainer,
+  type SFTTrainerOptions,
+  silentProgress,
+  wilsonInterval,
+  writeReport,
+} from '@flowgrpo/trainer';
+import {
+  createAlmanac,
+  DEMO_TASKS,
+  type DemoQuestion,
+  type DemoTaskName,
+  type DemoTaskPreset,
+  demoAgent,
+  demoReward,
+  demoTrainingReward,
+  makeQuestions,
+  questionRows,
+  TeacherPolicy,
+} from '@flowgrpo/trainer/demo';
 import { tokenPieces } from '@flowgrpo/viewer';
-import { comparisonTable, type EvalResult, evaluate, wilsonInterval } from '../train/evaluate.js';
-import { GRPOTrainer } from '../train/grpo-trainer.js';
-import { type Progress, silentProgress } from '../train/progress.js';
-import { writeReport } from '../train/report.js';
-import { type SFTResult, SFTTrainer } from '../train/sft-trainer.js';
-import { buildTrainingArtifacts } from '../train/training-artifacts.js';
-import { createAlmanac } from './almanac.js';
 import { claimDemoDir } from './demo-dir.js';
-import { DEMO_TASKS, type DemoTaskName, type DemoTaskPreset } from './presets.js';
-import { demoAgent, demoReward, demoTrainingReward } from './roles.js';
-import { type DemoQuestion, makeQuestions, questionRows } from './task.js';
-import { TeacherPolicy } from './teacher.js';
 
 // The embedded demo, end to end, offline, on the CPU: the README's first command.
 //
@@ -136,6 +152,55 @@ export function phaseTimer() {
       timings.total_s = (performance.now() - t0) / 1000;
     },
   };
+}
+
+/** What the SFT stage of a demo pipeline trains on, and where. */
+export interface DemoSftOptions {
+  /** The demo's folder: the run goes to runs/<name>, from the base model in models/base. */
+  out: string;
+  name: string;
+  sft: ReturnType<typeof demoSettings>['sft'];
+  seed: number;
+  tokenizer: SFTTrainerOptions['tokenizer'];
+  device: DeviceRequest;
+  progress: Progress;
+  signal?: AbortSignal;
+  train: readonly Trajectory[];
+  validation: readonly Trajectory[];
+}
+
+/**
+ * The SFT stage of both demo pipelines: every weight of the base model on demonstration
+ * trajectories, until the validation loss stops improving (early stopping on `sft`'s budget).
+ */
+export function demoSft(o: DemoSftOptions): Promise<SFTResult> {
+  const s = o.sft;
+  return new SFTTrainer({
+    config: {
+      output_dir: join(o.out, 'runs', o.name),
+      // The demo's own folder: a second demo replaces the first's runs (said in the log).
+      overwrite_output_dir: true,
+      use_peft: false,
+      learning_rate: s.lr,
+      lr_scheduler_type: 'cosine',
+      warmup_steps: 10,
+      max_steps: s.maxSteps,
+      per_device_train_batch_size: s.batch,
+      eval_steps: s.evalSteps,
+      early_stopping_patience: s.patience,
+      early_stopping_threshold: s.threshold,
+      save_total_limit: 1,
+      weight_decay: 0,
+      seed: o.seed,
+    },
+    model: join(o.out, 'models', 'base'),
+    tokenizer: o.tokenizer,
+    trainDataset: o.train.map((t) => ({ trajectory: t })),
+    evalDataset: o.validation.map((t) => ({ trajectory: t })),
+    device: o.device,
+    progress: o.progress,
+    ...(o.signal && { signal: o.signal }),
+  }).train();
 }
 
 /**
@@ -256,32 +321,18 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     train: readonly Trajectory[],
     validation: readonly Trajectory[],
   ) =>
-    new SFTTrainer({
-      config: {
-        output_dir: join(out, 'runs', name),
-        // The demo's own folder: a second demo replaces the first's runs (said in the log).
-        overwrite_output_dir: true,
-        use_peft: false,
-        learning_rate: s.sft.lr,
-        lr_scheduler_type: 'cosine',
-        warmup_steps: 10,
-        max_steps: s.sft.maxSteps,
-        per_device_train_batch_size: s.sft.batch,
-        eval_steps: s.sft.evalSteps,
-        early_stopping_patience: s.sft.patience,
-        early_stopping_threshold: s.sft.threshold,
-        save_total_limit: 1,
-        weight_decay: 0,
-        seed,
-      },
-      model: join(out, 'models', 'base'),
+    demoSft({
+      out,
+      name,
+      sft: s.sft,
+      seed,
       tokenizer,
-      trainDataset: train.map((t) => ({ trajectory: t })),
-      evalDataset: validation.map((t) => ({ trajectory: t })),
       device,
       progress,
+      train,
+      validation,
       ...(o.signal && { signal: o.signal }),
-    }).train();
+    });
   const sft = await trainSft('sft', demos.slice(s.validation), demos.slice(0, s.validation));
   lap('sft_s', start);
 

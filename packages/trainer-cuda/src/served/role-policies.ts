@@ -12,14 +12,14 @@ import {
   readArtifactsManifest,
   saveLoraAdapter,
 } from '@flowgrpo/models';
-import { type GRPOConfig, policyOptions } from '../train/config.js';
-import { grpoUpdate, noUpdate } from '../train/grpo-update.js';
-import { LoraPolicy } from '../train/lora-policy.js';
-import type { NonFiniteGuard } from '../train/non-finite-guard.js';
-import type { LoadedRolesCheckpoint } from '../train/roles-checkpoint.js';
-import { scoreBatch } from '../train/scored-batch.js';
-import { StepClock } from '../train/step-clock.js';
-import type { PolicyStep } from '../train/step-record.js';
+import { type GRPOConfig, policyOptions } from '../run/config.js';
+import type { LoadedRolesCheckpoint } from '../run/roles-checkpoint.js';
+import { StepClock } from '../run/step-clock.js';
+import type { PolicyStep } from '../trainers/step-record.js';
+import { grpoUpdate, noUpdate } from '../update/grpo-update.js';
+import { LoraPolicy } from '../update/lora-policy.js';
+import type { NonFiniteGuard } from '../update/non-finite-guard.js';
+import { scoreBatch } from '../update/scored-batch.js';
 
 // Roles served by the gateway, each a LoRA adapter on the shared base: an engine per role over
 // one opened artifacts directory, and for a trained role its LoraPolicy (train-step + logprobs

@@ -11,18 +11,17 @@ import { join } from 'node:path';
 import type { SampleRow, Trajectory } from '@flowgrpo/core';
 import { ByteLevelTokenizer } from '@flowgrpo/models';
 import { rewardInputFromTrajectory } from '@flowgrpo/reward';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createAlmanac,
   DEMO_TASKS,
   type DemoQuestion,
-  type DemoResult,
   demoAgent,
   demoReward,
   makeQuestions,
-  runDemo,
   TeacherPolicy,
-} from '../src/demo/index.js';
+} from '@flowgrpo/trainer/demo';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type DemoResult, runDemo } from '../src/demo/pipeline.js';
 
 const explore = DEMO_TASKS.explore;
 

@@ -1,5 +1,5 @@
 import type { LossAggregation } from '@flowgrpo/grpo';
-import { type GRPOConfig, learningRateAt } from './config.js';
+import { type GRPOConfig, learningRateAt } from '../run/config.js';
 import {
   aggregationWeights,
   applyTruncatedImportanceWeights,

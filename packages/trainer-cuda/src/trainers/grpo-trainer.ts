@@ -1,11 +1,16 @@
 import { join, resolve } from 'node:path';
 import type { PolicyEngine, RolloutAgent } from '@flowgrpo/agent';
-import { ConfigError, createRng, type SampleRow, type Trajectory } from '@flowgrpo/core';
+import {
+  ConfigError,
+  createRng,
+  expectAbortListeners,
+  type SampleRow,
+  type Trajectory,
+} from '@flowgrpo/core';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import {
   DecoderArtifacts,
   DecoderGenerator,
-  expectAbortListeners,
   greedy,
   initLoraParams,
   LocalPolicyEngine,
@@ -21,8 +26,11 @@ import {
   type RewardResult,
   rewardInputFromTrajectory,
 } from '@flowgrpo/reward';
-import { scoreTrajectory } from './checked-reward.js';
-import type { TrainerState } from './checkpoint.js';
+import { scoreTrajectory } from '../eval/checked-reward.js';
+import { type EvalResult, evaluate, runOne } from '../eval/evaluate.js';
+import { mapConcurrent } from '../eval/map-concurrent.js';
+import { countRolloutFailures, type RolloutFailures } from '../eval/rollout-failures.js';
+import type { TrainerState } from '../run/checkpoint.js';
 import {
   checkArtifactsLora,
   type GRPOConfig,
@@ -30,22 +38,19 @@ import {
   GRPOConfigSchema,
   parseConfig,
   policyOptions,
-} from './config.js';
-import { type EvalResult, evaluate, runOne } from './evaluate.js';
+} from '../run/config.js';
+import { type Progress, silentProgress } from '../run/progress.js';
+import { querySampler } from '../run/query-sampler.js';
+import type { MetricsRecord, RunDirectory } from '../run/run-dir.js';
+import { RunLifecycle } from '../run/run-lifecycle.js';
+import type { RunLock } from '../run/run-lock.js';
+import type { StepClock } from '../run/step-clock.js';
+import { type GrpoUpdateResult, grpoUpdate, noUpdate } from '../update/grpo-update.js';
+import { LoraPolicy } from '../update/lora-policy.js';
+import { NonFiniteGuard } from '../update/non-finite-guard.js';
+import { type ScoredBatch, scoreBatch } from '../update/scored-batch.js';
 import { freshGRPOState } from './grpo-state.js';
-import { type GrpoUpdateResult, grpoUpdate, noUpdate } from './grpo-update.js';
-import { LoraPolicy } from './lora-policy.js';
-import { mapConcurrent } from './map-concurrent.js';
-import { NonFiniteGuard } from './non-finite-guard.js';
-import { type Progress, silentProgress } from './progress.js';
-import { querySampler } from './query-sampler.js';
-import { countRolloutFailures, type RolloutFailures } from './rollout-failures.js';
 import { RunBook } from './run-book.js';
-import type { MetricsRecord, RunDirectory } from './run-dir.js';
-import { RunLifecycle } from './run-lifecycle.js';
-import type { RunLock } from './run-lock.js';
-import { type ScoredBatch, scoreBatch } from './scored-batch.js';
-import type { StepClock } from './step-clock.js';
 import { stepRecord } from './step-record.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py — six phases
@@ -114,7 +119,7 @@ export interface TrainResult {
   stopped: 'max_steps' | 'aborted';
 }
 
-export { NonFiniteLossError } from './non-finite-guard.js';
+export { NonFiniteLossError } from '../update/non-finite-guard.js';
 
 export class GRPOTrainer {
   readonly config: GRPOConfig;

@@ -3,7 +3,7 @@
 // `flowgrpo demo` with 64 rollouts in flight.
 import { getMaxListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { expectAbortListeners } from '../src/util/abort-listeners.js';
+import { expectAbortListeners } from '../src/abort-listeners.js';
 
 describe('expectAbortListeners', () => {
   it('raises the limit so that n listeners add without a warning, and never lowers it', async () => {

@@ -1,6 +1,10 @@
 import type { RolloutAgent } from '@flowgrpo/agent';
-import { FlowGrpoError, type SampleRow, type Trajectory } from '@flowgrpo/core';
-import { expectAbortListeners } from '@flowgrpo/models';
+import {
+  expectAbortListeners,
+  FlowGrpoError,
+  type SampleRow,
+  type Trajectory,
+} from '@flowgrpo/core';
 import { type RewardFunction, rewardInputFromTrajectory } from '@flowgrpo/reward';
 import { scoreTrajectory } from './checked-reward.js';
 import { mapConcurrent } from './map-concurrent.js';

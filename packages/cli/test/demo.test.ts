@@ -7,9 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readTrajectoriesParquet, type SampleRow } from '@flowgrpo/core';
 import { loadHfModel, readArtifactsManifest, weightAsFloat32 } from '@flowgrpo/models';
+import { loadCheckpoint } from '@flowgrpo/trainer';
+import { createAlmanac } from '@flowgrpo/trainer/demo';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAlmanac, type DemoResult, runDemo } from '../src/demo/index.js';
-import { loadCheckpoint } from '../src/index.js';
+import { type DemoResult, runDemo } from '../src/demo/pipeline.js';
 
 const out = mkdtempSync(join(tmpdir(), 'flowgrpo-demo-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));

@@ -9,14 +9,10 @@ import { join } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Turn } from '@flowgrpo/core';
 import { loadHfModel, loadLoraAdapter } from '@flowgrpo/models';
+import { createAlmanac, PolicyVerifierEngine } from '@flowgrpo/trainer/demo';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import {
-  createAlmanac,
-  PolicyVerifierEngine,
-  runTwoRoleDemo,
-  type TwoRoleDemoResult,
-} from '../src/demo/index.js';
+import { runTwoRoleDemo, type TwoRoleDemoResult } from '../src/demo/two-roles.js';
 
 const out = mkdtempSync(join(tmpdir(), 'flowgrpo-demo-roles-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));

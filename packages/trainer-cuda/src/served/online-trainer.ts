@@ -11,23 +11,23 @@ import {
 } from '@flowgrpo/gateway';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import { readArtifactsManifest } from '@flowgrpo/models';
-import type { TrainerState } from '../train/checkpoint.js';
+import { type RolloutFailures, tallyFailures } from '../eval/rollout-failures.js';
+import type { TrainerState } from '../run/checkpoint.js';
 import {
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
   parseConfig,
   refuseUnusedKeys,
-} from '../train/config.js';
-import { freshGRPOState } from '../train/grpo-state.js';
-import { NonFiniteGuard } from '../train/non-finite-guard.js';
-import type { RoleCheckpointPart } from '../train/roles-checkpoint.js';
-import { type RolloutFailures, tallyFailures } from '../train/rollout-failures.js';
-import { RunBook } from '../train/run-book.js';
-import type { RunDirectory } from '../train/run-dir.js';
-import { RunLifecycle } from '../train/run-lifecycle.js';
-import type { RunLock } from '../train/run-lock.js';
-import { type PolicyStep, type StepRollouts, stepRecord } from '../train/step-record.js';
+} from '../run/config.js';
+import type { RoleCheckpointPart } from '../run/roles-checkpoint.js';
+import type { RunDirectory } from '../run/run-dir.js';
+import { RunLifecycle } from '../run/run-lifecycle.js';
+import type { RunLock } from '../run/run-lock.js';
+import { freshGRPOState } from '../trainers/grpo-state.js';
+import { RunBook } from '../trainers/run-book.js';
+import { type PolicyStep, type StepRollouts, stepRecord } from '../trainers/step-record.js';
+import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import {
   callsPerRole,
   type HostedRoles,

@@ -7,6 +7,7 @@ import {
   FlowGrpoError,
   readSafetensors,
   tensorToFloat32,
+  writeDirAtomically,
   writeSafetensors,
 } from '@flowgrpo/core';
 import type { DecoderConfig, LoraConfig, ModelWeights } from '@flowgrpo/models';
@@ -16,7 +17,6 @@ import {
   loadLoraAdapter,
   saveHfModel,
   saveLoraAdapter,
-  writeDirAtomically,
 } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 import type { TrainStepState } from '../optimizer-step/train-step-runner.js';

@@ -70,7 +70,7 @@ const common = {
   max_nan_steps_in_a_row: positiveInt.default(3),
   /** ORT intra-op threads for the training sessions (default: ORT's choice). */
   intra_op_threads: positiveInt.optional(),
-  /** flowgrpo: reward-integrity alarms' thresholds and windows (train/alarms.ts). */
+  /** flowgrpo: reward-integrity alarms' thresholds and windows (run/alarms.ts). */
   alarms: AlarmsConfigSchema.default(AlarmsConfigSchema.parse({})),
 };
 

@@ -29,8 +29,11 @@ export function buildTrainingArtifacts(
   dir: string,
   options: BuildArtifactsOptions = {},
 ): ArtifactsManifest {
+  // train_step by default only with a LoRA config; asked for by name without one, its builder
+  // says it needs one.
+  const training = options.lora !== undefined || options.graphs?.includes('train_step');
   return buildDecoderArtifacts(weights, dir, {
     ...options,
-    builders: { ...TRAINING_GRAPH_BUILDERS, ...options.builders },
+    builders: training ? { ...TRAINING_GRAPH_BUILDERS, ...options.builders } : options.builders,
   });
 }

@@ -13,11 +13,11 @@ import {
   type TokenPieces,
   tokenPieces,
 } from '@flowgrpo/viewer';
-import { accuracyDifference, formatAccuracyDifference } from './accuracy-difference.js';
-import { type EvalResult, trajectoryTurns } from './evaluate.js';
+import { accuracyDifference, formatAccuracyDifference } from '../eval/accuracy-difference.js';
+import { type EvalResult, trajectoryTurns } from '../eval/evaluate.js';
+import type { MetricsRecord } from '../run/run-dir.js';
 import { type ChartSeries, esc, lineChart } from './report-chart.js';
 import { alarmPanel, runTokenPieces, tokenView } from './report-viewer.js';
-import type { MetricsRecord } from './run-dir.js';
 
 // report.html: one self-contained page per run — the charts the viewer draws (the viewer's
 // charts.ts), as inline SVG at write time (no chart library, nothing fetched: it opens offline and

@@ -1,18 +1,18 @@
 import { grpoMetrics } from '@flowgrpo/grpo';
 import { type RewardResult, rewardMetrics } from '@flowgrpo/reward';
-import type { GRPOConfig } from './config.js';
 import {
   formatCompliant,
   trajectoryCompletionLength,
   trajectoryToolCalls,
   trajectoryToolErrors,
   trajectoryTurns,
-} from './evaluate.js';
-import type { GrpoUpdateResult } from './grpo-update.js';
-import { type RolloutFailures, rolloutFailureMetrics } from './rollout-failures.js';
-import type { MetricsRecord } from './run-dir.js';
-import type { ScoredBatch } from './scored-batch.js';
-import { isTruncated } from './truncation.js';
+} from '../eval/evaluate.js';
+import { type RolloutFailures, rolloutFailureMetrics } from '../eval/rollout-failures.js';
+import type { GRPOConfig } from '../run/config.js';
+import type { MetricsRecord } from '../run/run-dir.js';
+import type { GrpoUpdateResult } from '../update/grpo-update.js';
+import type { ScoredBatch } from '../update/scored-batch.js';
+import { isTruncated } from '../update/truncation.js';
 
 // One GRPO step's line in metrics.jsonl, the same for every GRPO trainer: TRL's names, then
 // flowgrpo's. The alarms (alarms.ts), the viewer's curves and report.html read these keys, so a
