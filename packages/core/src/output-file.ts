@@ -1,6 +1,6 @@
 import { lstatSync, readlinkSync } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { writeFileAtomically } from './atomic-file.js';
 import { SymlinkRefusedError } from './inside-folder.js';
 import { IsADirectoryError, systemError } from './system-errors.js';
 
@@ -51,13 +51,9 @@ export async function writeOutputFile(
   what: string,
 ): Promise<void> {
   checkOutputFile(path, what);
-  const temp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
   try {
-    await mkdir(dirname(path), { recursive: true });
-    await writeFile(temp, data);
-    await rename(temp, path);
+    await writeFileAtomically(path, data);
   } catch (e) {
-    await rm(temp, { force: true }).catch(() => {});
     throw systemError(e, { what, path }) ?? e;
   }
 }

@@ -1,21 +1,18 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { type Table, tableFromIPC, tableToIPC } from 'apache-arrow';
+import { writeFileAtomically } from '../atomic-file.js';
 import { DataFormatError } from '../errors.js';
 
 /** 'file' is the random-access Feather v2 layout (`.arrow`); 'stream' the streaming one (`.arrows`). */
 export type ArrowIpcFormat = 'file' | 'stream';
 
-/** Writes an Arrow Table in the IPC format, creating the parent folder when needed. */
+/** Writes an Arrow Table in the IPC format (whole or not at all), creating the parent folder. */
 export async function writeArrowIpc(
   path: string,
   table: Table,
   format: ArrowIpcFormat = 'file',
 ): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const temp = `${path}.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(temp, tableToIPC(table, format));
-  await rename(temp, path);
+  await writeFileAtomically(path, tableToIPC(table, format));
 }
 
 /** Reads an Arrow IPC file or stream (the format is recognised from the bytes). */

@@ -1,7 +1,6 @@
 import { createReadStream } from 'node:fs';
-import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
+import { writeFileAtomically } from '../atomic-file.js';
 import { DataFormatError, FileNotFoundError, isNotFoundError } from '../errors.js';
 
 /** One parsed JSONL record with the 1-based line it came from (blank lines still count). */
@@ -81,16 +80,7 @@ export function toJsonl(rows: Iterable<unknown>): string {
  * (written beside it and renamed over it), so a reader never sees half the rows.
  */
 export async function writeJsonl(path: string, rows: Iterable<unknown>): Promise<void> {
-  const text = toJsonl(rows);
-  await mkdir(dirname(path), { recursive: true });
-  const temp = `${path}.${process.pid}.tmp`;
-  try {
-    await writeFile(temp, text, 'utf8');
-    await rename(temp, path);
-  } catch (e) {
-    await rm(temp, { force: true }).catch(() => {});
-    throw e;
-  }
+  await writeFileAtomically(path, toJsonl(rows));
 }
 
 // Parquet INT64 columns arrive as bigint; JSON has no bigint, so write them as numbers when exact

@@ -1,8 +1,7 @@
-import { mkdir, rename, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
 import type { Table } from 'apache-arrow';
 import type { CompressionCodec, KeyValue } from 'hyparquet';
 import { ByteWriter, parquetWrite } from 'hyparquet-writer';
+import { writeFileAtomically } from '../atomic-file.js';
 import { DataFormatError } from '../errors.js';
 import { arrowTableToRows } from './arrow-table.js';
 import {
@@ -117,21 +116,13 @@ export function rowsToParquetBuffer(
   return new Uint8Array(writer.getBuffer());
 }
 
-async function writeAtomically(path: string, bytes: Uint8Array): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  // Readers never see a half-written file: write beside it, then rename over.
-  const temp = `${path}.${process.pid}.${Date.now()}.tmp`;
-  await writeFile(temp, bytes);
-  await rename(temp, path);
-}
-
 /** Writes row objects as a snappy-compressed Parquet file. */
 export async function writeParquet(
   path: string,
   rows: readonly Record<string, unknown>[],
   options: ParquetWriteOptions = {},
 ): Promise<void> {
-  await writeAtomically(path, rowsToParquetBuffer(rows, options));
+  await writeFileAtomically(path, rowsToParquetBuffer(rows, options));
 }
 
 /** Writes an Arrow Table as Parquet, keeping its (nested) schema and nullability. */
@@ -142,5 +133,5 @@ export async function writeParquetTable(
 ): Promise<void> {
   const fields = table.schema.fields.map((f) => fromArrowField(f));
   const rows = arrowTableToRows(table, { int64: 'bigint' });
-  await writeAtomically(path, rowsToParquetBuffer(rows, { ...options, fields }));
+  await writeFileAtomically(path, rowsToParquetBuffer(rows, { ...options, fields }));
 }
