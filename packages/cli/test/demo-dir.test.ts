@@ -1,69 +1,27 @@
 // The demo's folder is its own (claimDemoDir): a project folder is refused before anything is
 // written, byte for byte as it was; an empty folder, a demo's, or a demo's from before the marker
 // are claimed; a link inside one is refused. On real temp folders and links.
-import { createHash } from 'node:crypto';
 import {
-  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
-  readFileSync,
-  readlinkSync,
   realpathSync,
   rmSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import type { SymlinkRefusedError } from '@flowgrpo/core';
 import { OutputDirNotEmptyError } from '@flowgrpo/trainer';
 import { afterAll, describe, expect, it } from 'vitest';
+import { snapshot, thrown, thrownSync } from '../../../test-utils/folder-snapshot.js';
 import { claimDemoDir, DEMO_MARKER } from '../src/demo/demo-dir.js';
 import { runDemo } from '../src/demo/pipeline.js';
 
 // Real paths: the errors name them so; a link-free temp root compares equal to them.
 const root = realpathSync(mkdtempSync(join(tmpdir(), 'flowgrpo-demo-dir-')));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-/** Every entry under `dir`: a file's sha256, a link's target, a folder's name — what could be lost. */
-function snapshot(dir: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  const walk = (d: string) => {
-    for (const name of readdirSync(d)) {
-      const p = join(d, name);
-      const stat = lstatSync(p);
-      const key = relative(dir, p);
-      if (stat.isSymbolicLink()) out[key] = `link → ${readlinkSync(p)}`;
-      else if (stat.isDirectory()) {
-        out[key] = 'folder';
-        walk(p);
-      } else out[key] = createHash('sha256').update(readFileSync(p)).digest('hex');
-    }
-  };
-  walk(dir);
-  return out;
-}
-
-/** The error `f` throws (or the promise rejects with). */
-async function thrown(f: () => unknown): Promise<unknown> {
-  try {
-    await f();
-  } catch (e) {
-    return e;
-  }
-  throw new Error('nothing was thrown');
-}
-
-/** The error `f` throws, synchronously. */
-function thrownSync(f: () => unknown): unknown {
-  try {
-    f();
-  } catch (e) {
-    return e;
-  }
-  throw new Error('nothing was thrown');
-}
 
 describe("the demo's folder", () => {
   it('runDemo into a project folder is refused before anything; empty, a demo, or an earlier demo: claimed', async () => {

@@ -1,21 +1,19 @@
-import { createHash } from 'node:crypto';
 import {
   cpSync,
   existsSync,
-  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
   realpathSync,
   rmSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { snapshot } from '../../../test-utils/folder-snapshot.js';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';
 import { questionRows, sftConfig, tinyModel, writeConfig, writeJsonl } from './train-fixtures.js';
@@ -32,25 +30,6 @@ let model: string;
 beforeAll(async () => {
   model = await tinyModel(join(tmp, 'tiny'));
 });
-
-/** Every entry under `dir`: a file's sha256, a link's target, a folder's name — what could be lost. */
-function snapshot(dir: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  const walk = (d: string) => {
-    for (const name of readdirSync(d)) {
-      const p = join(d, name);
-      const stat = lstatSync(p);
-      const key = relative(dir, p);
-      if (stat.isSymbolicLink()) out[key] = `link → ${readlinkSync(p)}`;
-      else if (stat.isDirectory()) {
-        out[key] = 'folder';
-        walk(p);
-      } else out[key] = createHash('sha256').update(readFileSync(p)).digest('hex');
-    }
-  };
-  walk(dir);
-  return out;
-}
 
 /** A folder of its own with a copy of the tiny model in `model/`. */
 function project(name: string): { dir: string; model: string } {

@@ -6,22 +6,21 @@
 import { createHash } from 'node:crypto';
 import {
   existsSync,
-  lstatSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
   realpathSync,
   rmSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import { PathOutsideFolderError, SymlinkRefusedError } from '@flowgrpo/core';
 import { ArtifactsDirNotEmptyError, createTinyQwen2, type TinyModel } from '@flowgrpo/models';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { snapshot, thrown, thrownSync } from '../../../test-utils/folder-snapshot.js';
 import {
   buildTrainingArtifacts,
   claimOutputDir,
@@ -49,35 +48,6 @@ beforeAll(async () => {
     intermediateSize: 48,
   });
 });
-
-/** Every entry under `dir`: a file's sha256, a link's target, a folder's name — what could be lost. */
-function snapshot(dir: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  const walk = (d: string) => {
-    for (const name of readdirSync(d)) {
-      const p = join(d, name);
-      const stat = lstatSync(p);
-      const key = relative(dir, p);
-      if (stat.isSymbolicLink()) out[key] = `link → ${readlinkSync(p)}`;
-      else if (stat.isDirectory()) {
-        out[key] = 'folder';
-        walk(p);
-      } else out[key] = createHash('sha256').update(readFileSync(p)).digest('hex');
-    }
-  };
-  walk(dir);
-  return out;
-}
-
-/** The error `f` throws (or the promise rejects with). */
-async function thrown(f: () => unknown): Promise<unknown> {
-  try {
-    await f();
-  } catch (e) {
-    return e;
-  }
-  throw new Error('nothing was thrown');
-}
 
 const fresh = { resume_from_checkpoint: false, overwrite_output_dir: false, trainer: 'grpo' };
 
@@ -236,16 +206,6 @@ describe('no symbolic link where a run writes', () => {
     expect(existsSync(join(root, 'escaped.json'))).toBe(false);
   });
 });
-
-/** The error `f` throws, synchronously. */
-function thrownSync(f: () => unknown): unknown {
-  try {
-    f();
-  } catch (e) {
-    return e;
-  }
-  throw new Error('nothing was thrown');
-}
 
 describe("HF's rule: a folder that is not a run", () => {
   it('holding files: refused unless overwrite_output_dir; a foreign config.json: refused even then', () => {
