@@ -1,5 +1,5 @@
 import { join, resolve } from 'node:path';
-import { ConfigError, createRng, type SampleRow, type Trajectory } from '@flowgrpo/core';
+import { ConfigError, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import {
   type AgentProgram,
   createPolicyGateway,
@@ -32,6 +32,7 @@ import type { RunDirectory } from '../run/run-dir.js';
 import { RunLifecycle } from '../run/run-lifecycle.js';
 import type { StepClock } from '../run/step-clock.js';
 import { freshGRPOState } from '../trainers/grpo-state.js';
+import { rolloutJobs } from '../trainers/rollout-jobs.js';
 import { RunBook } from '../trainers/run-book.js';
 import { type PolicyStep, type StepRollouts, stepRecord } from '../trainers/step-record.js';
 import { NonFiniteGuard } from '../update/non-finite-guard.js';
@@ -307,15 +308,13 @@ export class MultiRoleGRPOTrainer {
     step: StepClock,
   ): Promise<ProgramRun[] | undefined> {
     const c = this.config;
-    const G = c.num_generations;
-    const base = createRng(`${c.seed}:rollouts:${batch}`).nextUint32();
-    const jobs = rows.flatMap((row, q) => Array.from({ length: G }, (_, g) => ({ row, q, g })));
+    const jobs = rolloutJobs(c.seed, batch, rows, c.num_generations);
     try {
       return await step.time('rollout', () =>
-        mapConcurrent(jobs, c.rollout_concurrency, async ({ row, q, g }) => ({
+        mapConcurrent(jobs, c.rollout_concurrency, async ({ row, q, g, seed }) => ({
           row,
           q,
-          ...(await this.#rollout(gateway, roles, row, `b${batch}.q${q}.g${g}`, base + q * G + g)),
+          ...(await this.#rollout(gateway, roles, row, `b${batch}.q${q}.g${g}`, seed)),
         })),
       );
     } catch (e) {

@@ -1,12 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { PolicyEngine, RolloutAgent } from '@flowgrpo/agent';
-import {
-  ConfigError,
-  createRng,
-  expectAbortListeners,
-  type SampleRow,
-  type Trajectory,
-} from '@flowgrpo/core';
+import { ConfigError, expectAbortListeners, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import {
   DecoderArtifacts,
@@ -50,6 +44,7 @@ import { LoraPolicy } from '../update/lora-policy.js';
 import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import { type ScoredBatch, scoreBatch } from '../update/scored-batch.js';
 import { freshGRPOState } from './grpo-state.js';
+import { rolloutJobs } from './rollout-jobs.js';
 import { RunBook } from './run-book.js';
 import { stepRecord } from './step-record.js';
 
@@ -335,13 +330,11 @@ export class GRPOTrainer {
     step: StepClock,
   ): Promise<Trajectory[] | undefined> {
     const c = this.config;
-    const G = c.num_generations;
-    const base = createRng(`${c.seed}:rollouts:${batch}`).nextUint32();
-    const jobs = rows.flatMap((row, q) => Array.from({ length: G }, (_, g) => ({ row, q, g })));
+    const jobs = rolloutJobs(c.seed, batch, rows, c.num_generations);
     try {
       return await step.time('rollout', () =>
-        mapConcurrent(jobs, c.rollout_concurrency, ({ row, q, g }) =>
-          runOne(agent, row, base + q * G + g, this.#o.signal, {
+        mapConcurrent(jobs, c.rollout_concurrency, ({ row, q, g, seed }) =>
+          runOne(agent, row, seed, this.#o.signal, {
             queryId: String(row.id),
             groupId: `batch-${batch}/q-${q}`,
             index: g,
