@@ -116,7 +116,7 @@ describe('flowgrpo demo (smoke budget)', () => {
         expect(Math.abs(adv.reduce((x, y) => x + y, 0))).toBeLessThan(1e-9);
     }
     const manifest = readArtifactsManifest(join(out, 'artifacts', 'sft'));
-    const ck = await loadCheckpoint(result.grpo.checkpoint!, manifest.config);
+    const ck = await loadCheckpoint(join(out, 'runs', 'grpo', 'checkpoint-3'), manifest.config);
     expect(ck.trainer.global_step).toBe(3);
     // PEFT's init has B = 0: a non-zero B means the updates reached the adapter. They can only
     // if some group's rewards differed (else every advantage is 0, as GRPO intends); with this
@@ -126,5 +126,24 @@ describe('flowgrpo demo (smoke budget)', () => {
     const signal = metrics.some((m) => m.frac_reward_zero_std! < 1);
     expect(moved).toBe(signal);
     if (!signal) console.warn('[demo smoke] no group had reward variance: nothing to learn from');
+  });
+
+  it('evaluates GRPO on the validation questions and keeps the best checkpoint for the table', () => {
+    // The smoke budget evaluates at step 2 (eval_steps 2) and at the end (step 3); the kept
+    // checkpoint is the first with the highest validation accuracy (HF's strict improvement),
+    // read back here from the run's own metrics.jsonl.
+    const evals = readFileSync(join(out, 'runs', 'grpo', 'metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, number>)
+      .filter((m) => 'eval/accuracy' in m);
+    expect(evals.map((m) => m.step)).toEqual([2, 3]);
+    const best = evals.reduce((a, b) => (b['eval/accuracy']! > a['eval/accuracy']! ? b : a));
+    expect(result.grpo.bestStep).toBe(best.step);
+    expect(result.grpo.validationAccuracy).toBe(best['eval/accuracy']);
+    expect(result.grpo.checkpoint).toBe(join(out, 'runs', 'grpo', `checkpoint-${best.step}`));
+    // save_total_limit 1 keeps the last checkpoint; the best is kept beside it.
+    expect(existsSync(result.grpo.checkpoint!)).toBe(true);
+    expect(existsSync(join(out, 'runs', 'grpo', 'checkpoint-3'))).toBe(true);
   });
 });

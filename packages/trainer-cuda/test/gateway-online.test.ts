@@ -319,6 +319,11 @@ it('refuses the GRPO keys it cannot act on, each with why, before opening anythi
   await expect(evalSteps).rejects.toMatchObject({
     hint: expect.stringContaining('flowgrpo eval --adapter'),
   });
+  // load_best_model_at_end: there is nothing to evaluate, so no best to keep.
+  await expect(start({ load_best_model_at_end: true })).rejects.toMatchObject({
+    key: 'load_best_model_at_end',
+    message: expect.stringContaining('OnlineGRPOTrainer was given no eval dataset'),
+  });
   expect(
     () =>
       new MultiRoleGRPOTrainer({

@@ -194,6 +194,10 @@ async function trainLocked(
         io.stdout(
           `eval accuracy: ${(100 * r.eval.accuracy).toFixed(1)}% (n=${r.eval.n}, 95% CI ${(100 * r.eval.accuracy_ci95[0]).toFixed(1)}–${(100 * r.eval.accuracy_ci95[1]).toFixed(1)})\n`,
         );
+      if (r.bestCheckpoint !== undefined)
+        io.stdout(
+          `best checkpoint: ${r.bestCheckpoint} (${rc.config.metric_for_best_model} ${r.bestMetric!.toFixed(4)})\n`,
+        );
     }
     io.stdout(`checkpoint: ${result.checkpoint ?? '(none)'}\nreport: ${result.report}\n`);
     if (result.stopped === 'aborted') {

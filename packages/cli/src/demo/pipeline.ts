@@ -1,5 +1,5 @@
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import type { PolicyEngine } from '@flowgrpo/agent';
 import type { Trajectory } from '@flowgrpo/core';
 import type { DeviceRequest } from '@flowgrpo/models';
@@ -54,7 +54,8 @@ import { claimDemoDir } from './demo-dir.js';
 //   3. demonstrations: an imperfect scripted teacher run through the real FlowRollout
 //   4. SFT warm start (every weight: the model starts from random), until the validation loss on
 //      held-out demonstrations stops improving; the best checkpoint is kept
-//   5. Flow-GRPO from the SFT model (a LoRA adapter), with the judge's outcome reward only
+//   5. Flow-GRPO from the SFT model (a LoRA adapter), with the judge's outcome reward only; the
+//      checkpoint that answers SFT's validation questions best is kept (HF's load_best_model_at_end)
 //   6. base, SFT and GRPO evaluated greedily on the held-out questions, side by side
 //
 // The planner runs inside FlowRollout with rule-based executor, verifier and generator, and the
@@ -94,7 +95,16 @@ export interface DemoResult {
   sft: { steps: number; bestEvalLoss: number | undefined; stopped: string; checkpoint: string };
   /** The RFT baseline (with `rft: true`): how many demonstrations it kept, and its SFT run. */
   rft?: DemoResult['sft'] & { demonstrations: number; validation: number };
-  grpo: { steps: number; checkpoint: string | undefined };
+  /**
+   * The GRPO run: its steps, the checkpoint evaluated (the best on the validation questions), and
+   * that checkpoint's step and validation accuracy.
+   */
+  grpo: {
+    steps: number;
+    checkpoint: string | undefined;
+    bestStep?: number;
+    validationAccuracy?: number;
+  };
   timings: Record<string, number>;
   seed: number;
   task: DemoTaskName;
@@ -133,6 +143,7 @@ export function demoSettings(budget: DemoBudget) {
       maxSteps: by(60, 6, 3),
       queries: by(8, 8, 4),
       generations: by(8, 8, 4),
+      evalSteps: by(5, 3, 2),
       lr: 5e-4,
       r: 16,
     },
@@ -387,6 +398,13 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       rollout_concurrency: 64,
       lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
       save_total_limit: 1,
+      // The policy kept is the one that answers the SFT's validation questions best (greedy,
+      // every eval_steps and at the end), as SFT keeps its best validation loss: a late update
+      // that breaks the format on one machine's rounding does not become the result. The
+      // validation questions come from the training half, apart from GRPO's and the test's.
+      eval_steps: s.grpo.evalSteps,
+      load_best_model_at_end: true,
+      metric_for_best_model: 'eval/accuracy',
       seed,
     },
     artifacts: join(out, 'artifacts', 'sft'),
@@ -394,11 +412,13 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     agent: (policy) => demoAgent(policy, almanac),
     reward: demoTrainingReward(task),
     trainDataset: questionRows(grpoQuestions),
+    evalDataset: questionRows(demoQuestions.slice(0, s.validation)),
     device,
     progress,
     ...(o.signal && { signal: o.signal }),
   });
   const grpo = await grpoTrainer.train();
+  const grpoAdapter = grpo.bestCheckpoint ?? grpo.checkpoint;
   lap('grpo_s', start);
 
   // 6. Base, SFT, GRPO on the held-out questions (greedy).
@@ -433,7 +453,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
     ...(rft
       ? [await evalPolicy('rft (sft on correct traces)', join(out, 'artifacts', 'rft'))]
       : []),
-    await evalPolicy('grpo', join(out, 'artifacts', 'sft'), grpo.checkpoint),
+    await evalPolicy('grpo', join(out, 'artifacts', 'sft'), grpoAdapter),
   ];
   lap('eval_s', start);
   total();
@@ -454,7 +474,8 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       `seed ${seed}${budget === 'full' ? '' : ` (${budget} budget)`}; ${testQuestions.length} held-out questions (levels 1–3); ` +
         `teacher accuracy ${(100 * teacherOnTest.accuracy).toFixed(1)}% on them`,
       `SFT: ${sft.globalStep} steps (${sft.stopped}), best validation loss ${sft.bestEvalLoss?.toFixed(4)}; ` +
-        `GRPO: ${grpo.globalStep} steps${task.formatGate ? ' on judge × format (a malformed rollout earns 0)' : task.formatWeight ? ` on judge + ${task.formatWeight} × format` : ''}; total ${timings.total_s.toFixed(0)} s`,
+        `GRPO: ${grpo.globalStep} steps${task.formatGate ? ' on judge × format (a malformed rollout earns 0)' : task.formatWeight ? ` on judge + ${task.formatWeight} × format` : ''}` +
+        `${grpo.bestCheckpoint ? `, ${basename(grpo.bestCheckpoint)} kept (best validation accuracy, ${(100 * grpo.bestMetric!).toFixed(1)}%)` : ''}; total ${timings.total_s.toFixed(0)} s`,
       `machine: ${machine.cpu}; ONNX Runtime ${machine.onnxruntime}, float kernels ${machine.isa}${machine.amx ? ' (AMX present)' : ''} — another instruction set rounds differently (docs/demo.md, "Reproducing")`,
       ...(rft
         ? [
@@ -497,7 +518,14 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
         validation: rft.validation,
       },
     }),
-    grpo: { steps: grpo.globalStep, checkpoint: grpo.checkpoint },
+    grpo: {
+      steps: grpo.globalStep,
+      checkpoint: grpoAdapter,
+      ...(grpo.bestCheckpoint && {
+        bestStep: Number(/checkpoint-(\d+)$/.exec(grpo.bestCheckpoint)![1]),
+        validationAccuracy: grpo.bestMetric!,
+      }),
+    },
     timings,
     seed,
     task: taskName,

@@ -46,6 +46,12 @@ export interface TrainerState {
   nan_steps_skipped: number;
   /** The metrics logged so far, one record per logged step. */
   log_history: Record<string, number>[];
+  /**
+   * HF's: the best evaluation so far by metric_for_best_model and its checkpoint (GRPO with
+   * load_best_model_at_end); absent otherwise.
+   */
+  best_metric?: number;
+  best_model_checkpoint?: string;
   /** Anything else the trainer wants back (e.g. best eval metric). */
   extra?: Record<string, unknown>;
   config: Record<string, unknown>;

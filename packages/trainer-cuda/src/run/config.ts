@@ -146,6 +146,17 @@ export const GRPOConfigSchema = z
     /** Reward that counts as a correct answer for accuracy metrics. */
     success_threshold: z.number().default(1),
     /**
+     * HF's: keep the checkpoint whose evaluation is best by `metric_for_best_model` (every
+     * eval_steps and the final one) and hand it back as the run's result (`bestCheckpoint`;
+     * trainer_state.json's `best_model_checkpoint` and `best_metric`). It never leaves rotation.
+     * Needs an eval dataset and eval_steps > 0; choose the eval set apart from the test set.
+     */
+    load_best_model_at_end: z.boolean().default(false),
+    /** HF's: an evaluation metric, with or without its `eval/` or `eval_` prefix. */
+    metric_for_best_model: z.string().default('eval/accuracy'),
+    /** HF's: whether a larger metric is better (default: unless its name ends with `loss`). */
+    greater_is_better: z.boolean().optional(),
+    /**
      * flowgrpo: stop the run (ROLLOUTS_FAILED) when every rollout of this many consecutive steps
      * failed — a broken setup, not a hard batch.
      */

@@ -282,7 +282,7 @@ export class RunLifecycle {
   /** saveCheckpoint for a run with an adapter per role (roles-checkpoint.ts). */
   async saveRolesCheckpoint(
     save: Parameters<typeof saveRolesCheckpoint>[1],
-    rotate: { limit: number },
+    rotate: { limit: number; keep?: string | undefined },
   ): Promise<string> {
     return this.#saved(
       save.trainer.global_step,

@@ -18,6 +18,7 @@ import { scoreChecked } from '../eval/checked-reward.js';
 import { type EvalResult, evaluate } from '../eval/evaluate.js';
 import { mapConcurrent } from '../eval/map-concurrent.js';
 import { type RolloutFailures, tallyFailures, thrownFailure } from '../eval/rollout-failures.js';
+import { type BestModelRule, bestModelRule } from '../run/best-model.js';
 import type { TrainerState } from '../run/checkpoint.js';
 import {
   type GRPOConfig,
@@ -106,6 +107,9 @@ export interface MultiRoleTrainResult {
   stopped: 'max_steps' | 'aborted';
   /** The final evaluation (with an evalDataset). */
   eval?: EvalResult;
+  /** With load_best_model_at_end: the checkpoint of the best evaluation, and its metric. */
+  bestCheckpoint?: string;
+  bestMetric?: number;
 }
 
 /** One run of the agent program: its question, its recorded calls and answer, why it failed. */
@@ -138,6 +142,7 @@ const FOLDER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 export class MultiRoleGRPOTrainer {
   readonly config: GRPOConfig;
   readonly #o: MultiRoleGRPOTrainerOptions;
+  readonly #bestModel: BestModelRule | undefined;
 
   constructor(o: MultiRoleGRPOTrainerOptions) {
     this.config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
@@ -154,6 +159,10 @@ export class MultiRoleGRPOTrainer {
         );
     if (o.trainDataset.length === 0)
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
+    this.#bestModel = bestModelRule(this.config, {
+      name: 'MultiRoleGRPOTrainer',
+      hasEvalDataset: (o.evalDataset?.length ?? 0) > 0,
+    });
   }
 
   async train(): Promise<MultiRoleTrainResult> {
@@ -234,10 +243,11 @@ export class MultiRoleGRPOTrainer {
       config: c,
       run,
       state,
-      save: (limit) => this.#checkpoint(life, roles, state, limit),
+      save: (rotate) => this.#checkpoint(life, roles, state, rotate),
       ...(o.evalDataset && {
         evaluate: (name) => this.#evaluate(run, gateway, roles, name),
       }),
+      ...(this.#bestModel && { bestModel: this.#bestModel }),
       title: 'Multi-role GRPO run',
       log: () => {},
       ...(o.onLog && { onLog: (r) => o.onLog!(r as Record<string, number>) }),
@@ -296,6 +306,7 @@ export class MultiRoleGRPOTrainer {
       report: end.report,
       stopped,
       ...(end.eval && { eval: end.eval }),
+      ...(end.best && { bestCheckpoint: end.best.checkpoint, bestMetric: end.best.metric }),
     };
   }
 
@@ -436,7 +447,7 @@ export class MultiRoleGRPOTrainer {
     life: RunLifecycle,
     roles: readonly ServedRole[],
     state: TrainerState,
-    limit: number,
+    rotate: { limit: number; keep?: string },
   ): Promise<string> {
     const parts: Record<string, RoleCheckpointPart> = {};
     for (const role of roles)
@@ -446,7 +457,7 @@ export class MultiRoleGRPOTrainer {
           lora: role.policy.lora!,
           state: await role.policy.exportState(),
         };
-    return life.saveRolesCheckpoint({ roles: parts, trainer: state }, { limit });
+    return life.saveRolesCheckpoint({ roles: parts, trainer: state }, rotate);
   }
 
   /** One run of the agent program under rollout `id`; a failed run keeps the calls it made. */

@@ -12,6 +12,7 @@ import {
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
 import { readArtifactsManifest } from '@flowgrpo/models';
 import { type RolloutFailures, tallyFailures } from '../eval/rollout-failures.js';
+import { bestModelRule } from '../run/best-model.js';
 import type { TrainerState } from '../run/checkpoint.js';
 import {
   type GRPOConfig,
@@ -113,6 +114,8 @@ function checkOptions(c: GRPOConfig, roles: Record<string, RoleSpec>): void {
         hint: 'remove eval_steps; evaluate a saved checkpoint with flowgrpo eval --adapter <role>=<output_dir>/checkpoint-<step>/<role>, or have your agents run held-out tasks outside a rollout',
       },
     );
+  // load_best_model_at_end needs evaluations this trainer cannot run (refused with the reason).
+  bestModelRule(c, { name: 'OnlineGRPOTrainer', hasEvalDataset: false });
   if (!Object.values(roles).some((r) => r.trainable))
     throw new ConfigError('no role is trainable', { key: 'roles' });
   for (const [name, r] of Object.entries(roles))
@@ -164,7 +167,7 @@ export class OnlineGRPOTrainer {
       config,
       run: life.run,
       state,
-      save: (limit) => this.#save(limit),
+      save: ({ limit }) => this.#save(limit),
       title: 'Online GRPO run',
       log: o.log ?? (() => {}),
       ...(o.onLog && { onLog: (r) => o.onLog!(r as Record<string, number>) }),

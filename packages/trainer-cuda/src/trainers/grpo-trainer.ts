@@ -24,6 +24,7 @@ import { scoreTrajectory } from '../eval/checked-reward.js';
 import { type EvalResult, evaluate, runOne } from '../eval/evaluate.js';
 import { mapConcurrent } from '../eval/map-concurrent.js';
 import { countRolloutFailures, type RolloutFailures } from '../eval/rollout-failures.js';
+import { type BestModelRule, bestModelRule } from '../run/best-model.js';
 import type { TrainerState } from '../run/checkpoint.js';
 import {
   checkArtifactsLora,
@@ -110,6 +111,12 @@ export interface TrainResult {
   checkpoint: string | undefined;
   metrics: MetricsRecord[];
   eval?: EvalResult;
+  /**
+   * With load_best_model_at_end: the checkpoint of the best evaluation (the final one included)
+   * and its metric — the adapter to use, as HF loads it at the end.
+   */
+  bestCheckpoint?: string;
+  bestMetric?: number;
   report: string;
   stopped: 'max_steps' | 'aborted';
 }
@@ -119,6 +126,7 @@ export { NonFiniteLossError } from '../update/non-finite-guard.js';
 export class GRPOTrainer {
   readonly config: GRPOConfig;
   readonly #o: GRPOTrainerOptions;
+  readonly #bestModel: BestModelRule | undefined;
   #life: RunLifecycle | undefined;
   #policy: LoraPolicy | undefined;
   #engine: PolicyEngine | undefined;
@@ -132,6 +140,10 @@ export class GRPOTrainer {
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
     const manifest = readArtifactsManifest(options.artifacts);
     checkArtifactsLora(this.config.lora, manifest.lora);
+    this.#bestModel = bestModelRule(this.config, {
+      name: 'GRPOTrainer',
+      hasEvalDataset: (options.evalDataset?.length ?? 0) > 0,
+    });
   }
 
   /** The run directory, open while train() runs. */
@@ -257,8 +269,9 @@ export class GRPOTrainer {
       config: c,
       run: this.#run,
       state,
-      save: (limit) => this.#checkpoint(state, limit),
+      save: (rotate) => this.#checkpoint(state, rotate),
       ...(o.evalDataset && { evaluate: (name) => this.evaluate(o.evalDataset!, name) }),
+      ...(this.#bestModel && { bestModel: this.#bestModel }),
       title: 'GRPO run',
       log: (line) => progress.log(line),
       ...(o.onLog && { onLog: o.onLog }),
@@ -317,6 +330,7 @@ export class GRPOTrainer {
       checkpoint: end.checkpoint,
       metrics: this.#run.readMetrics(),
       ...(end.eval && { eval: end.eval }),
+      ...(end.best && { bestCheckpoint: end.best.checkpoint, bestMetric: end.best.metric }),
       report: end.report,
       stopped,
     };
@@ -451,7 +465,10 @@ export class GRPOTrainer {
   }
 
   /** checkpoint-<step>: the adapter, its optimizer state and the run's state; `limit` kept. */
-  async #checkpoint(state: TrainerState, limit: number): Promise<string> {
+  async #checkpoint(
+    state: TrainerState,
+    rotate: { limit: number; keep?: string },
+  ): Promise<string> {
     const policy = this.#policy!;
     return this.#life!.saveCheckpoint(
       {
@@ -461,7 +478,7 @@ export class GRPOTrainer {
         trainer: state,
         ...(this.#o.baseModel && { baseModel: this.#o.baseModel }),
       },
-      { limit },
+      rotate,
     );
   }
 }

@@ -8,6 +8,7 @@ import {
 } from '../eval/rollout-failures.js';
 import { writeReport } from '../report/report.js';
 import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
+import { type BestModelRule, isBetterMetric } from '../run/best-model.js';
 import { checkpointName, type TrainerState } from '../run/checkpoint.js';
 import type { GRPOConfig } from '../run/config.js';
 import type { MetricsRecord, RunDirectory } from '../run/run-dir.js';
@@ -24,8 +25,9 @@ import { StepClock } from '../run/step-clock.js';
 //                 the run (alarms.stop_on), as may max_failed_rollout_steps steps in a row whose
 //                 every rollout failed
 //   eval / save   when the step crossed a multiple of eval_steps / save_steps (no evaluation at the
-//                 last step: the final one follows)
-//   finish        a checkpoint of the last step unless it is saved, the final evaluation, report.html
+//                 last step: the final one follows); with load_best_model_at_end, an evaluation
+//                 better than every one before saves its step's checkpoint, which rotation keeps
+//   finish        the final evaluation, a checkpoint of the last step unless it is saved, report.html
 //
 // The trainer says how to write its policies (one adapter, or a folder per role) and how to
 // evaluate them; the book says when.
@@ -34,10 +36,15 @@ export interface RunBookOptions {
   config: GRPOConfig;
   run: RunDirectory;
   state: TrainerState;
-  /** Writes checkpoint-<global_step> of the trained policies, then keeps the `limit` latest (0: all). */
-  save: (limit: number) => Promise<string>;
+  /**
+   * Writes checkpoint-<global_step> of the trained policies, then keeps the `limit` latest (0:
+   * all) and `keep` (the best checkpoint) whatever the limit.
+   */
+  save: (rotate: { limit: number; keep?: string }) => Promise<string>;
   /** Evaluates the trained policies on the eval dataset; absent when the run has none. */
   evaluate?: (name: string) => Promise<EvalResult>;
+  /** load_best_model_at_end's rule (best-model.ts); absent when the run keeps no best model. */
+  bestModel?: BestModelRule;
   /** report.html's title. */
   title: string;
   /** Lines about the run: failed rollouts, a step without an update, stopping. */
@@ -165,36 +172,77 @@ export class RunBook {
     return logged;
   }
 
-  /** Evaluates and checkpoints when the step crossed a multiple of eval_steps / save_steps. */
+  /**
+   * Evaluates and checkpoints when the step crossed a multiple of eval_steps / save_steps; a
+   * new best evaluation (load_best_model_at_end) is checkpointed whatever save_steps says.
+   */
   async evalSave(clock: StepClock): Promise<void> {
     const c = this.#o.config;
     const step = this.state.global_step;
     const evaluate = this.#o.evaluate;
-    if (evaluate && clock.crossed(c.eval_steps, step) && step < c.max_steps)
-      this.#o.run.logMetrics({ step, ...evalMetrics(await evaluate(`step-${step}`)) });
-    if (clock.crossed(c.save_steps, step)) await this.#save(c.save_total_limit);
+    let best = false;
+    if (evaluate && clock.crossed(c.eval_steps, step) && step < c.max_steps) {
+      const metrics = evalMetrics(await evaluate(`step-${step}`));
+      this.#o.run.logMetrics({ step, ...metrics });
+      best = this.#recordIfBest(metrics);
+    }
+    if (best || clock.crossed(c.save_steps, step)) await this.#save(c.save_total_limit);
   }
 
   /**
-   * The end of a run: a checkpoint of the last step unless it is saved, the final evaluation
-   * (a run that reached max_steps), report.html.
+   * The evaluation of this step's policies against the best so far: a better one becomes
+   * trainer_state's best_metric / best_model_checkpoint before its checkpoint is written, so that
+   * the checkpoint's own trainer_state names itself (a resumed run keeps it through rotation).
    */
-  async finish(
-    stopped: 'max_steps' | 'aborted',
-  ): Promise<{ checkpoint: string; eval?: EvalResult; report: string }> {
+  #recordIfBest(metrics: Record<string, number>): boolean {
+    const rule = this.#o.bestModel;
+    if (!rule) return false;
+    const value = metrics[rule.metric]!;
+    if (!isBetterMetric(rule, value, this.state.best_metric)) return false;
+    const step = this.state.global_step;
+    this.state.best_metric = value;
+    this.state.best_model_checkpoint = join(this.#o.run.dir, checkpointName(step));
+    this.#o.log(`step ${step}: ${rule.metric} ${value.toFixed(4)}, the best so far`);
+    return true;
+  }
+
+  /**
+   * The end of a run: the final evaluation (a run that reached max_steps), a checkpoint of the
+   * last step unless it is saved, report.html. With load_best_model_at_end, `best` is the
+   * checkpoint of the best evaluation, the final one included.
+   */
+  async finish(stopped: 'max_steps' | 'aborted'): Promise<{
+    checkpoint: string;
+    eval?: EvalResult;
+    best?: { checkpoint: string; metric: number };
+    report: string;
+  }> {
     const step = this.state.global_step;
     if (stopped === 'aborted') this.#o.log('stopping: writing a final checkpoint');
+    // Evaluated before the checkpoint is written, so that a final evaluation that is the best
+    // is named by the checkpoint's own trainer_state.
+    let finalEval: EvalResult | undefined;
+    if (this.#o.evaluate && stopped === 'max_steps') {
+      finalEval = await this.#o.evaluate('final');
+      const metrics = evalMetrics(finalEval);
+      this.#o.run.logMetrics({ step, ...metrics });
+      this.#recordIfBest(metrics);
+    }
     const checkpoint =
       this.#checkpoint && basename(this.#checkpoint) === checkpointName(step)
         ? this.#checkpoint
         : await this.#save(this.#o.config.save_total_limit);
-    let finalEval: EvalResult | undefined;
-    if (this.#o.evaluate && stopped === 'max_steps') {
-      finalEval = await this.#o.evaluate('final');
-      this.#o.run.logMetrics({ step, ...evalMetrics(finalEval) });
-    }
+    const { best_model_checkpoint: bestDir, best_metric: bestMetric } = this.state;
+    const best =
+      this.#o.bestModel && bestDir !== undefined && bestMetric !== undefined
+        ? { checkpoint: bestDir, metric: bestMetric }
+        : undefined;
+    if (best)
+      this.#o.log(
+        `best checkpoint: ${basename(best.checkpoint)} (${this.#o.bestModel!.metric} ${best.metric.toFixed(4)})`,
+      );
     const report = await this.writeReport(finalEval);
-    return { checkpoint, ...(finalEval && { eval: finalEval }), report };
+    return { checkpoint, ...(finalEval && { eval: finalEval }), ...(best && { best }), report };
   }
 
   /** report.html from metrics.jsonl so far, the last step's rollouts and the final evaluation. */
@@ -211,7 +259,8 @@ export class RunBook {
   }
 
   async #save(limit: number): Promise<string> {
-    this.#checkpoint = await this.#o.save(limit);
+    const keep = this.state.best_model_checkpoint;
+    this.#checkpoint = await this.#o.save({ limit, ...(keep !== undefined && { keep }) });
     return this.#checkpoint;
   }
 }
