@@ -189,6 +189,31 @@ describe('flowgrpo train: GRPO', () => {
     const saved = JSON.parse(readFileSync(join(run, 'config.json'), 'utf8'));
     expect(saved).toMatchObject({ trainer: 'grpo', num_generations: 2, max_steps: 2 });
   });
+
+  it('load_best_model_at_end: evaluates eval_file every eval_steps and prints the best checkpoint', async () => {
+    const dir = join(tmp, 'grpo-best');
+    mkdirSync(dir);
+    const cfg = writeConfig(
+      join(dir, 'run.json'),
+      grpoConfig(dir, model, {
+        eval_file: join(dir, 'train-rows.jsonl'),
+        eval_steps: 1,
+        load_best_model_at_end: true,
+        save_total_limit: 1,
+      }),
+    );
+    const io = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg, '--device', 'cpu'], io), io.err).toBe(0);
+    const run = join(dir, 'run-grpo');
+    // The evaluations at steps 1 and 2 (the final one), from metrics.jsonl: the first best wins.
+    const evals = metrics(run).filter((r) => 'eval/accuracy' in r);
+    expect(evals.map((r) => r.step)).toEqual([1, 2]);
+    const best = evals[1]!['eval/accuracy']! > evals[0]!['eval/accuracy']! ? evals[1]! : evals[0]!;
+    const line = `best checkpoint: ${join(run, `checkpoint-${best.step}`)} (eval/accuracy ${best['eval/accuracy']!.toFixed(4)})`;
+    expect(io.out).toContain(line);
+    // save_total_limit 1 keeps the last checkpoint, and the best beside it.
+    expect(checkpointSteps(run)).toEqual([...new Set([best.step!, 2])]);
+  });
 });
 
 describe('flowgrpo train: errors', () => {
