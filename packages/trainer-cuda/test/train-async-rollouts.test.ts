@@ -35,8 +35,8 @@ describe('max_staleness', () => {
     ).train();
     // Recorded with commit bc74516 (before this key existed) on the same config, and identical
     // there to every digit of every non-timing metric. The rewards (shares of quotes in the
-    // sampled text) are compared exactly; loss and grad_norm to 1e-4 relative, which any change
-    // of the loop would break and another CPU's kernel rounding would not.
+    // sampled text) are compared exactly; loss and grad_norm to 1e-4 relative: a change of the
+    // loop moves them far more, another CPU's kernels may round their last bits differently.
     const recorded = [
       [0.005681818181818182, 5.587935447692871e-9, 0.00435437960550189],
       [0, 2.235730562460958e-6, 3.065439886995591e-5],
