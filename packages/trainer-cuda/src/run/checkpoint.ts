@@ -29,6 +29,17 @@ import type { TrainStepState } from '../optimizer-step/train-step-runner.js';
 
 export const TRAINER_STATE = 'trainer_state.json';
 export const OPTIMIZER_STATE = 'optimizer.safetensors';
+export const ROLLOUT_POLICIES = 'rollout_policies.safetensors';
+
+/**
+ * An adapter a batch started from, kept while later batches are sampled from it (max_staleness,
+ * async-rollouts.ts): its global_step is the policy version of those batches' rollouts.
+ */
+export interface RolloutPolicy {
+  batch: number;
+  step: number;
+  params: LoraParams;
+}
 
 export interface TrainerState {
   /** Optimizer steps done (TRL's global_step). */
@@ -85,6 +96,8 @@ export async function saveCheckpoint(
     model?: ModelWeights;
     /** Files copied into the checkpoint as they are (e.g. tokenizer.json). */
     extraFiles?: readonly string[];
+    /** The adapters the batches after this step are sampled from (max_staleness ≥ 1). */
+    rolloutPolicies?: readonly RolloutPolicy[];
   },
 ): Promise<string> {
   const dir = join(outputDir, checkpointName(o.trainer.global_step));
@@ -103,6 +116,7 @@ export async function saveCheckpoint(
     }
     for (const f of o.extraFiles ?? []) copyFileSync(f, join(tmp, basename(f)));
     await writeOptimizerState(tmp, o.state);
+    if (o.rolloutPolicies?.length) await writeRolloutPolicies(tmp, o.rolloutPolicies);
     await writeFile(join(tmp, TRAINER_STATE), `${JSON.stringify(o.trainer, null, 2)}\n`);
   });
   return dir;
@@ -115,6 +129,8 @@ export interface LoadedCheckpoint {
   params: LoraParams;
   optimizer: { step: number; m: Record<string, ort.Tensor>; v: Record<string, ort.Tensor> };
   trainer: TrainerState;
+  /** The adapters batches after it are sampled from (a run with max_staleness ≥ 1). */
+  rolloutPolicies: RolloutPolicy[];
 }
 
 /** trainer_state.json of a checkpoint folder (a CheckpointError when missing or corrupt). */
@@ -159,7 +175,54 @@ export async function loadCheckpoint(
     throw new CheckpointError(`parameters: ${(cause as Error).message}`, { path: dir }, { cause });
   }
   const optimizer = await readOptimizerState(dir, adapter.params, trainer.global_step);
-  return { dir, lora: adapter.lora, params: adapter.params, optimizer, trainer };
+  const rolloutPolicies = existsSync(join(dir, ROLLOUT_POLICIES))
+    ? await readRolloutPolicies(dir, adapter.params)
+    : [];
+  return { dir, lora: adapter.lora, params: adapter.params, optimizer, trainer, rolloutPolicies };
+}
+
+/**
+ * rollout_policies.safetensors: each kept adapter's tensors as `batch-<b>.<param>` (flat), and
+ * which batch and step each one is in the metadata.
+ */
+async function writeRolloutPolicies(dir: string, policies: readonly RolloutPolicy[]) {
+  const tensors = policies.flatMap((p) =>
+    [...p.params].map(
+      ([name, data]) =>
+        [
+          `batch-${p.batch}.${name}`,
+          { dtype: 'F32' as const, shape: [data.length], data },
+        ] as const,
+    ),
+  );
+  const index = policies.map((p) => ({ batch: p.batch, step: p.step }));
+  await writeSafetensors(join(dir, ROLLOUT_POLICIES), tensors, {
+    metadata: { format: 'pt', policies: JSON.stringify(index) },
+  });
+}
+
+async function readRolloutPolicies(dir: string, like: LoraParams): Promise<RolloutPolicy[]> {
+  const fail = (message: string, cause?: unknown) =>
+    new CheckpointError(`${ROLLOUT_POLICIES}: ${message}`, { path: dir }, { cause });
+  let file: Awaited<ReturnType<typeof readSafetensors>>;
+  let index: { batch: number; step: number }[];
+  try {
+    file = await readSafetensors(join(dir, ROLLOUT_POLICIES));
+    index = JSON.parse(file.metadata?.policies ?? '[]');
+  } catch (cause) {
+    throw fail((cause as Error).message, cause);
+  }
+  return index.map(({ batch, step }) => {
+    const params: LoraParams = new Map();
+    for (const [name, p] of like) {
+      const t = file.tensors.get(`batch-${batch}.${name}`);
+      if (!t) throw fail(`lacks ${name} of the adapter batch ${batch} was sampled from`);
+      const data = Float32Array.from(tensorToFloat32(t));
+      if (data.length !== p.length) throw fail(`batch-${batch}.${name} has the wrong size`);
+      params.set(name, data);
+    }
+    return { batch, step, params };
+  });
 }
 
 /** optimizer.safetensors: AdamW's moments (m.<param>, v.<param>) and its step. */

@@ -143,6 +143,13 @@ export const GRPOConfigSchema = z
      */
     vllm_importance_sampling_correction: z.boolean().default(false),
     vllm_importance_sampling_cap: z.number().positive().default(2),
+    /**
+     * TRL's AsyncGRPO key: the next batches' rollouts are sampled while the current update runs,
+     * from an adapter at most this many optimizer steps older than the one trained on them, and
+     * weighted by min(π_old / π_sampler, vllm_importance_sampling_cap) (async-rollouts.ts). 0: the
+     * synchronous loop (sample, then update).
+     */
+    max_staleness: z.number().int().nonnegative().default(0),
     /** Reward that counts as a correct answer for accuracy metrics. */
     success_threshold: z.number().default(1),
     /**

@@ -257,6 +257,7 @@ export class RunLifecycle {
     state: TrainerState;
     params: LoraParams | P;
     optimizer?: LoadedCheckpoint['optimizer'];
+    rolloutPolicies?: LoadedCheckpoint['rolloutPolicies'];
   }> {
     const ck = this.resumed;
     if (ck)
@@ -264,6 +265,7 @@ export class RunLifecycle {
         state: { ...ck.trainer, config: fresh.config },
         params: ck.params,
         optimizer: ck.optimizer,
+        rolloutPolicies: ck.rolloutPolicies,
       };
     return { state: fresh, params: await init() };
   }

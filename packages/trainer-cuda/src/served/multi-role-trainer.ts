@@ -132,9 +132,9 @@ interface ScoredRuns extends StepRollouts {
 }
 
 /** GRPO keys this trainer cannot act on, and why. */
-const UNUSED_KEYS = ['max_turns', 'top_k', 'generate_workers'] as const;
+const UNUSED_KEYS = ['max_turns', 'top_k', 'generate_workers', 'max_staleness'] as const;
 const UNUSED_WHY =
-  'MultiRoleGRPOTrainer does not use these keys: the agent program decides its own turns, and the roles sample on the gateway (no top_k, no generate workers)';
+  'MultiRoleGRPOTrainer does not use these keys: the agent program decides its own turns, and the roles sample on the gateway (no top_k, no generate workers, no rollouts sampled ahead of the update)';
 
 /** A role's name is its folder in checkpoints and adapters/. */
 const FOLDER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;

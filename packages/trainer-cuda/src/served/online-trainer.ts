@@ -87,9 +87,15 @@ export interface OnlineGRPOTrainerOptions {
 }
 
 /** GRPO keys this trainer cannot act on, and why. */
-const UNUSED_KEYS = ['max_turns', 'top_k', 'generate_workers', 'max_failed_rollout_steps'] as const;
+const UNUSED_KEYS = [
+  'max_turns',
+  'top_k',
+  'generate_workers',
+  'max_failed_rollout_steps',
+  'max_staleness',
+] as const;
 const UNUSED_WHY =
-  'OnlineGRPOTrainer does not use these keys: the agents run their own rollouts (their turns, sampling on the gateway and failures are theirs; a failed episode is one the agent does not reward)';
+  'OnlineGRPOTrainer does not use these keys: the agents run their own rollouts (their turns, sampling on the gateway, when they run and failures are theirs; a failed episode is one the agent does not reward)';
 
 /** A role's name is its folder in checkpoints and adapters/ (as MultiRoleGRPOTrainer's). */
 const FOLDER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;

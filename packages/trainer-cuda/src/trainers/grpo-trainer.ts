@@ -25,7 +25,7 @@ import { type EvalResult, evaluate, runOne } from '../eval/evaluate.js';
 import { mapConcurrent } from '../eval/map-concurrent.js';
 import { countRolloutFailures, type RolloutFailures } from '../eval/rollout-failures.js';
 import { type BestModelRule, bestModelRule } from '../run/best-model.js';
-import type { TrainerState } from '../run/checkpoint.js';
+import type { RolloutPolicy, TrainerState } from '../run/checkpoint.js';
 import {
   checkArtifactsLora,
   type GRPOConfig,
@@ -35,7 +35,7 @@ import {
   policyOptions,
 } from '../run/config.js';
 import { type Progress, silentProgress } from '../run/progress.js';
-import { querySampler } from '../run/query-sampler.js';
+import { type QuerySampler, querySampler } from '../run/query-sampler.js';
 import type { MetricsRecord, RunDirectory } from '../run/run-dir.js';
 import { RunLifecycle } from '../run/run-lifecycle.js';
 import type { RunLock } from '../run/run-lock.js';
@@ -44,6 +44,12 @@ import { type GrpoUpdateResult, grpoUpdate, noUpdate } from '../update/grpo-upda
 import { LoraPolicy } from '../update/lora-policy.js';
 import { NonFiniteGuard } from '../update/non-finite-guard.js';
 import { type ScoredBatch, scoreBatch } from '../update/scored-batch.js';
+import {
+  AsyncRollouts,
+  checkMaxStaleness,
+  rolloutLookahead,
+  trajectoryStaleness,
+} from './async-rollouts.js';
 import { freshGRPOState } from './grpo-state.js';
 import { rolloutJobs } from './rollout-jobs.js';
 import { RunBook } from './run-book.js';
@@ -54,7 +60,8 @@ import { stepRecord } from './step-record.js';
 //
 //   for each rollout batch:
 //     1. rollout   Q queries × G rollouts through the agent (the policy is the planner; tools and
-//                  fixed roles run as in the app)
+//                  fixed roles run as in the app) — or, with max_staleness ≥ 1, the batch the
+//                  sampler drew while the earlier updates ran (async-rollouts.ts)
 //     2. score     rewards → group-relative advantages, broadcast to every turn → filters
 //                  (zero-variance groups, truncated turns) → token-exact rows: a ScoredBatch
 //                  (scored-batch.ts)
@@ -98,6 +105,14 @@ export interface GRPOTrainerOptions {
   lock?: RunLock;
 }
 
+/** A batch's questions and rollouts (their staleness when sampled ahead: max_staleness). */
+interface DrawnBatch {
+  rows: SampleRow[];
+  trajectories: Trajectory[];
+  /** Per trajectory: optimizer steps between its adapter and the one trained on it. */
+  staleness?: number[];
+}
+
 /** A batch's rollouts, scored: each reward function result, the failures, the ScoredBatch. */
 interface ScoredRollouts {
   scored: RewardResult<object>[];
@@ -132,6 +147,8 @@ export class GRPOTrainer {
   #engine: PolicyEngine | undefined;
   #local: LocalPolicyEngine | undefined;
   #artifacts: DecoderArtifacts | undefined;
+  /** The sampler running ahead of the updates (max_staleness ≥ 1), while train() runs. */
+  #ahead: AsyncRollouts | undefined;
 
   constructor(options: GRPOTrainerOptions) {
     this.config = parseConfig(GRPOConfigSchema, options.config, 'GRPO config');
@@ -140,6 +157,7 @@ export class GRPOTrainer {
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
     const manifest = readArtifactsManifest(options.artifacts);
     checkArtifactsLora(this.config.lora, manifest.lora);
+    checkMaxStaleness(this.config, { remoteEngine: options.rolloutEngine !== undefined });
     this.#bestModel = bestModelRule(this.config, {
       name: 'GRPOTrainer',
       hasEvalDataset: (options.evalDataset?.length ?? 0) > 0,
@@ -161,7 +179,8 @@ export class GRPOTrainer {
   }
 
   async train(): Promise<TrainResult> {
-    expectAbortListeners(this.#o.signal, 4 * this.config.rollout_concurrency);
+    // (+ 1: a sampler running ahead listens too, max_staleness.)
+    expectAbortListeners(this.#o.signal, 4 * this.config.rollout_concurrency + 1);
     const c = this.config;
     const o = this.#o;
     const progress = o.progress ?? silentProgress;
@@ -196,10 +215,12 @@ export class GRPOTrainer {
   ): Promise<TrainResult> {
     const c = this.config;
     const o = this.#o;
-    const { state, params, optimizer } = await life.start(freshGRPOState(c), async () =>
-      typeof o.adapter === 'string'
-        ? (await loadLoraAdapter(o.adapter, manifest.config)).params
-        : (o.adapter ?? initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`)),
+    const { state, params, optimizer, rolloutPolicies } = await life.start(
+      freshGRPOState(c),
+      async () =>
+        typeof o.adapter === 'string'
+          ? (await loadLoraAdapter(o.adapter, manifest.config)).params
+          : (o.adapter ?? initLoraParams(manifest.config, manifest.lora!, `${c.seed}:lora`)),
     );
     this.#run.writeJson('config.json', { trainer: 'grpo', ...c, artifacts: resolve(o.artifacts) });
 
@@ -214,7 +235,7 @@ export class GRPOTrainer {
     this.#policy = policy;
     try {
       const agent = await this.#openRolloutEngine(manifest, policy, state.global_step);
-      return await this.#loop(agent, policy, state);
+      return await this.#loop(agent, policy, state, rolloutPolicies ?? []);
     } finally {
       await this.close();
     }
@@ -257,7 +278,12 @@ export class GRPOTrainer {
   }
 
   // ---- the loop: rollout → score → update → metrics → log → eval / save ----------------------
-  async #loop(agent: RolloutAgent, policy: LoraPolicy, state: TrainerState): Promise<TrainResult> {
+  async #loop(
+    agent: RolloutAgent,
+    policy: LoraPolicy,
+    state: TrainerState,
+    rolloutPolicies: readonly RolloutPolicy[],
+  ): Promise<TrainResult> {
     const c = this.config;
     const o = this.#o;
     const progress = this.#progress;
@@ -276,6 +302,8 @@ export class GRPOTrainer {
       log: (line) => progress.log(line),
       ...(o.onLog && { onLog: o.onLog }),
     });
+    const ahead = this.#startSampler(agent, state, rolloutPolicies);
+    this.#ahead = ahead;
     let stopped: TrainResult['stopped'] = 'max_steps';
     while (state.global_step < c.max_steps) {
       if (o.signal?.aborted) {
@@ -284,21 +312,26 @@ export class GRPOTrainer {
       }
       const step = book.startStep();
       const batch = state.batches;
-      const rows = questions.take(state.global_step, batch, c.queries_per_step);
 
-      // 1. Rollouts: Q groups of G, at most rollout_concurrency at once.
-      const trajectories = await this.#rolloutPhase(agent, rows, batch, step);
-      if (!trajectories) {
+      // 1. Rollouts: Q groups of G, at most rollout_concurrency at once — sampled now, or by
+      //    the sampler while the earlier updates ran (max_staleness).
+      const drawn = ahead
+        ? await this.#sampledAhead(ahead, questions, policy, state, step)
+        : await this.#sampleNow(agent, questions, state, step);
+      if (!drawn) {
         stopped = 'aborted';
         break;
       }
+      const { rows, trajectories, staleness } = drawn;
       // 2. Rewards → advantages → filters → rows.
       const scored = await this.#scorePhase(trajectories, step);
-      // 3. μ updates of the policy on them, then the rollout engine gets the new adapter.
+      // 3. μ updates of the policy on them, then the rollout engine gets the new adapter (the
+      //    sampler takes it itself, `lookahead` batches on).
       const update = await this.#updatePhase(policy, scored, book, guard, {
         batch,
         queryIds: rows.map((row) => String(row.id)),
         step,
+        offPolicy: ahead !== undefined,
       });
       // 4. Metrics: TRL's names, then flowgrpo's (step-record.ts, every GRPO trainer's).
       const record = stepRecord({
@@ -313,6 +346,7 @@ export class GRPOTrainer {
         questions: questions.metrics,
         counters: book.counters,
         seconds: step.seconds,
+        ...(staleness && { staleness }),
       });
       // 5. Log (alarms, the stopping rules), write the rollouts.
       await book.log(record, scored.failures, trajectories, step);
@@ -323,6 +357,8 @@ export class GRPOTrainer {
       // 6. Evaluate and checkpoint when their intervals are crossed.
       await book.evalSave(step);
     }
+    // Batches sampled past the run's last step are discarded.
+    await ahead?.close();
     bar.stop();
     const end = await book.finish(stopped);
     return {
@@ -336,27 +372,92 @@ export class GRPOTrainer {
     };
   }
 
-  /** The batch's rollouts; undefined when the run was aborted during them. */
+  /** This batch's questions and their rollouts, sampled now; undefined when aborted. */
+  async #sampleNow(
+    agent: RolloutAgent,
+    questions: QuerySampler,
+    state: TrainerState,
+    step: StepClock,
+  ): Promise<DrawnBatch | undefined> {
+    const batch = state.batches;
+    const rows = questions.take(state.global_step, batch, this.config.queries_per_step);
+    const trajectories = await step.time('rollout', () =>
+      this.#rolloutPhase(agent, rows, batch, this.#o.signal),
+    );
+    return trajectories && { rows, trajectories };
+  }
+
+  /**
+   * This batch's rollouts as the sampler drew them (its adapter is given to the batch
+   * `lookahead` on first), with their staleness against the adapter this update starts from;
+   * undefined when aborted. The run's own questions advance past the same rows, so that its
+   * state (checkpoints, epoch) reads as the synchronous run's.
+   */
+  async #sampledAhead(
+    ahead: AsyncRollouts,
+    questions: QuerySampler,
+    policy: LoraPolicy,
+    state: TrainerState,
+    step: StepClock,
+  ): Promise<DrawnBatch | undefined> {
+    const batch = state.batches;
+    ahead.started(batch, state.global_step, policy.params);
+    const sampled = await step.time('wait_rollout', () => ahead.next(batch));
+    step.seconds.rollout = sampled.rolloutSeconds;
+    step.seconds.wait_train = sampled.waitTrainSeconds;
+    const trajectories = sampled.trajectories;
+    if (!trajectories) return undefined;
+    const rows = questions.take(sampled.version, batch, this.config.queries_per_step);
+    return { rows, trajectories, staleness: trajectoryStaleness(trajectories, state.global_step) };
+  }
+
+  /**
+   * With max_staleness ≥ 1, the sampler that draws the batches ahead (async-rollouts.ts) from
+   * questions of its own — the same ones in the same order as the run's, from a copy of its
+   * cursor; undefined for the synchronous loop.
+   */
+  #startSampler(
+    agent: RolloutAgent,
+    state: TrainerState,
+    policies: readonly RolloutPolicy[],
+  ): AsyncRollouts | undefined {
+    const c = this.config;
+    const lookahead = rolloutLookahead(c);
+    if (lookahead === 0) return undefined;
+    const questions = querySampler(this.#o.trainDataset, c, structuredClone(state));
+    return new AsyncRollouts({
+      lookahead,
+      firstBatch: state.batches,
+      policies,
+      take: (version, batch) => questions.take(version, batch, c.queries_per_step),
+      sample: (p, rows, batch, signal) => {
+        this.#local!.generator.setLora(p.params);
+        return this.#rolloutPhase(agent, rows, batch, signal);
+      },
+      concurrency: c.rollout_concurrency,
+      ...(this.#o.signal && { signal: this.#o.signal }),
+    });
+  }
+
+  /** The batch's rollouts; undefined when `signal` aborted them. */
   async #rolloutPhase(
     agent: RolloutAgent,
     rows: readonly SampleRow[],
     batch: number,
-    step: StepClock,
+    signal: AbortSignal | undefined,
   ): Promise<Trajectory[] | undefined> {
     const c = this.config;
     const jobs = rolloutJobs(c.seed, batch, rows, c.num_generations);
     try {
-      return await step.time('rollout', () =>
-        mapConcurrent(jobs, c.rollout_concurrency, ({ row, q, g, seed }) =>
-          runOne(agent, row, seed, this.#o.signal, {
-            queryId: String(row.id),
-            groupId: `batch-${batch}/q-${q}`,
-            index: g,
-          }),
-        ),
+      return await mapConcurrent(jobs, c.rollout_concurrency, ({ row, q, g, seed }) =>
+        runOne(agent, row, seed, signal, {
+          queryId: String(row.id),
+          groupId: `batch-${batch}/q-${q}`,
+          index: g,
+        }),
       );
     } catch (e) {
-      if (this.#o.signal?.aborted) return undefined;
+      if (signal?.aborted) return undefined;
       throw e;
     }
   }
@@ -389,7 +490,7 @@ export class GRPOTrainer {
     scored: ScoredRollouts,
     book: RunBook,
     guard: NonFiniteGuard,
-    o: { batch: number; queryIds: string[]; step: StepClock },
+    o: { batch: number; queryIds: string[]; step: StepClock; offPolicy: boolean },
   ): Promise<GrpoUpdateResult> {
     const state = book.state;
     const result: GrpoUpdateResult =
@@ -401,6 +502,8 @@ export class GRPOTrainer {
             guard,
             at: { batch: o.batch, queryIds: o.queryIds },
             time: (phase, f) => o.step.time(phase, f),
+            // Rollouts from an earlier adapter: always weighed against the sampler's log-probs.
+            ...(o.offPolicy && { importanceCorrection: true }),
           });
     book.advance(
       {
@@ -409,7 +512,8 @@ export class GRPOTrainer {
       },
       scored.failures,
     );
-    await o.step.time('sync', () => this.#sync(policy.params, state.global_step));
+    // The sampler running ahead copies the adapters it samples from itself.
+    if (!o.offPolicy) await o.step.time('sync', () => this.#sync(policy.params, state.global_step));
     return result;
   }
 
@@ -426,23 +530,38 @@ export class GRPOTrainer {
     const c = this.config;
     const progress = this.#o.progress ?? silentProgress;
     const bar = progress.start('eval', dataset.length);
-    const result = await evaluate({
-      agent: this.#o.agent(greedy(this.#engine)),
-      dataset,
-      reward: this.#o.reward,
-      concurrency: c.rollout_concurrency,
-      successThreshold: c.success_threshold,
-      seed: c.seed,
-      name,
-      ...(this.#o.signal && { signal: this.#o.signal }),
-      onProgress: (done, _total, correct) => bar.update(done, { acc: correct / done }),
-    });
+    const engine = this.#engine;
+    const run = () =>
+      evaluate({
+        agent: this.#o.agent(greedy(engine)),
+        dataset,
+        reward: this.#o.reward,
+        concurrency: c.rollout_concurrency,
+        successThreshold: c.success_threshold,
+        seed: c.seed,
+        name,
+        ...(this.#o.signal && { signal: this.#o.signal }),
+        onProgress: (done, _total, correct) => bar.update(done, { acc: correct / done }),
+      });
+    // With a sampler running ahead the engine holds an earlier adapter: evaluation takes it
+    // between two batches, with the adapter trained so far.
+    const ahead = this.#ahead;
+    const policy = this.#policy;
+    const result =
+      ahead && policy
+        ? await ahead.exclusive(() => {
+            this.#local!.generator.setLora(policy.params);
+            return run();
+          })
+        : await run();
     bar.stop();
     this.#run.writeJson(join('eval', `${name}.json`), result);
     return result;
   }
 
   async close(): Promise<void> {
+    await this.#ahead?.close();
+    this.#ahead = undefined;
     await this.#policy?.release();
     this.#policy = undefined;
     await this.#artifacts?.release();
@@ -477,6 +596,7 @@ export class GRPOTrainer {
         state: await policy.exportState(),
         trainer: state,
         ...(this.#o.baseModel && { baseModel: this.#o.baseModel }),
+        ...(this.#ahead && { rolloutPolicies: this.#ahead.policiesFor(state.batches) }),
       },
       rotate,
     );

@@ -60,6 +60,11 @@ export interface StepRecordInput {
   counters: { nanStepsSkipped: number; emptyBatches: number };
   /** Seconds per phase (timing/<phase>_s). */
   seconds: Readonly<Record<string, number>>;
+  /**
+   * Per trajectory, with rollouts sampled ahead (max_staleness): optimizer steps between the
+   * adapter it was sampled from and the one trained on it (async/staleness_*, verl's and TRL's).
+   */
+  staleness?: readonly number[];
 }
 
 export function stepRecord(o: StepRecordInput): MetricsRecord {
@@ -91,6 +96,10 @@ export function stepRecord(o: StepRecordInput): MetricsRecord {
     nan_steps_skipped: o.counters.nanStepsSkipped,
     empty_batches: o.counters.emptyBatches,
     ...Object.fromEntries(Object.entries(o.seconds).map(([k, v]) => [`timing/${k}_s`, v])),
+    ...(o.staleness && {
+      'async/staleness_mean': mean(o.staleness),
+      'async/staleness_max': o.staleness.reduce((a, b) => Math.max(a, b), 0),
+    }),
     ...o.questions,
   };
 }

@@ -21,6 +21,16 @@ import type { ScoredBatch } from './scored-batch.js';
 //   token weights   the loss type's aggregation over the whole batch, times the truncated
 //                   importance weights min(π_old / π_sampled, cap) when the tokens were sampled
 //                   by another engine or an earlier adapter
+//
+//                     wₖ = min(π_old(yₖ) / π_sampler(yₖ), vllm_importance_sampling_cap), detached
+//                     Lₖ = wₖ · PPO-clip(π_θ(yₖ) / π_old(yₖ), A)  (+ β·KLₖ)
+//
+//                   π_sampler is the per-token log-prob the sampler returned with the token (from
+//                   vLLM, or from the adapter a batch sampled ahead came from: max_staleness,
+//                   async-rollouts.ts); π_old is the adapter this update starts from, computed
+//                   here first. TRL's vllm_importance_sampling_correction / _cap (truncated IS),
+//                   verl's rollout-IS ("TIS"), and AReaL's decoupled PPO objective with π_old as
+//                   its proximal policy and the sampler as its behaviour policy (arXiv 2505.24298)
 //   μ updates       num_iterations optimizer steps against the same old log-probs (never past
 //                   max_steps), each through the train_step graph (lora-policy.ts), each checked
 //                   by the non-finite guard
