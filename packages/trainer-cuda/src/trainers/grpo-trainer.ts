@@ -33,6 +33,8 @@ import {
   parseConfig,
   policyOptions,
 } from '../run/config.js';
+import { checkGrpoMemory } from '../run/memory-check.js';
+import { describeEstimate, type MemoryEstimate } from '../run/memory-estimate.js';
 import { type Progress, silentProgress } from '../run/progress.js';
 import { querySampler } from '../run/query-sampler.js';
 import type { MetricsRecord, RunDirectory } from '../run/run-dir.js';
@@ -95,6 +97,11 @@ export interface GRPOTrainerOptions {
   baseModel?: string;
   /** A lock on output_dir the caller already holds (claimOutputDir), kept after the run. */
   lock?: RunLock;
+  /**
+   * Bytes the memory preflight compares its estimate with (default: what the machine, and its
+   * cgroup's limit, have free): for tests, and for a caller who knows better.
+   */
+  availableMemory?: number;
 }
 
 /** A batch's rollouts, scored: each reward function result, the failures, the ScoredBatch. */
@@ -115,6 +122,9 @@ export interface TrainResult {
 }
 
 export { NonFiniteLossError } from '../update/non-finite-guard.js';
+
+/** The first questions whose length the memory preflight reads (encoding every one would be slow). */
+const PROMPT_SAMPLE_ROWS = 16;
 
 export class GRPOTrainer {
   readonly config: GRPOConfig;
@@ -154,6 +164,11 @@ export class GRPOTrainer {
     const o = this.#o;
     const progress = o.progress ?? silentProgress;
     const manifest = readArtifactsManifest(o.artifacts);
+    // ---- memory: refused here, before output_dir or a session, when the peak will not fit ------
+    if (!c.skip_memory_check) {
+      const estimate = this.memoryEstimate(manifest);
+      for (const line of describeEstimate(estimate)) progress.log(line);
+    }
 
     // ---- output_dir (lock, HF's rules), then resume or start ----------------------------------
     const life = await RunLifecycle.open({
@@ -176,6 +191,35 @@ export class GRPOTrainer {
       life.close();
       this.#life = undefined;
     }
+  }
+
+  /**
+   * The run's estimated peak memory (run/memory-check.ts); throws InsufficientMemoryError when it
+   * exceeds the memory available. A row is taken as the longest of the first questions (as the
+   * tokenizer encodes them; the agent's template is not counted) and every turn's completion.
+   */
+  memoryEstimate(
+    manifest: ReturnType<typeof readArtifactsManifest> = readArtifactsManifest(this.#o.artifacts),
+  ): MemoryEstimate {
+    const o = this.#o;
+    const promptTokens = Math.max(
+      0,
+      ...o.trainDataset
+        .slice(0, PROMPT_SAMPLE_ROWS)
+        .map((row) => o.tokenizer.encode(row.question).length),
+    );
+    return checkGrpoMemory(
+      this.config,
+      {
+        config: manifest.config,
+        lora: manifest.lora,
+        headChunk: manifest.vocabChunks?.size ?? manifest.config.vocabSize,
+        maxPositions: manifest.maxPositions,
+        promptTokens,
+        localRollouts: !o.rolloutEngine,
+      },
+      o.availableMemory,
+    );
   }
 
   async #train(
