@@ -67,6 +67,7 @@ export {
 export { type AvailableMemory, availableMemory } from './run/memory-available.js';
 export {
   checkGrpoMemory,
+  checkSamplingMemory,
   checkSftMemory,
   type GrpoMemoryConfig,
   type GrpoMemoryFacts,

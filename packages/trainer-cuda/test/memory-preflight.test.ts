@@ -25,10 +25,11 @@ import {
   vocabChunks,
 } from '@flowgrpo/models';
 import { afterAll, describe, expect, it } from 'vitest';
-import { thrown } from '../../../test-utils/folder-snapshot.js';
+import { thrown, thrownSync } from '../../../test-utils/folder-snapshot.js';
 import {
   availableMemory,
   buildTrainingArtifacts,
+  checkSamplingMemory,
   estimateMemory,
   InsufficientMemoryError,
   type SFTConfigInput,
@@ -220,6 +221,30 @@ describe('a run that will not fit is refused before anything is written', () => 
     ).train();
     expect(skipped.globalStep).toBe(1);
   }, 120_000);
+});
+
+describe('sampling alone (flowgrpo generate)', () => {
+  it('is refused naming --max-new-tokens and a value that fits, and --skip-memory-check', () => {
+    const config = tinyQwen2Config({ seed: 0, vocabSize: 32000, hiddenSize: 512, layers: 8 });
+    const o = {
+      config,
+      rows: 1,
+      promptTokens: 16,
+      newTokens: 2048,
+      maxPositions: 4096,
+      flags: { newTokens: '--max-new-tokens', skip: '--skip-memory-check' },
+    };
+    const need = checkSamplingMemory(o, Number.POSITIVE_INFINITY);
+    const short = checkSamplingMemory({ ...o, newTokens: 64 }, Number.POSITIVE_INFINITY);
+    const kv = (e: typeof need) => e.terms.find((t) => t.name === 'KV cache')!.bytes;
+    // 2,064 positions × 8 layers × 4 kv heads × 128 (head dim) × (k, v) × 4 bytes, twice.
+    expect(kv(need)).toBe(2064 * 8 * 4 * 128 * 2 * 4 * 2);
+    const e = thrownSync(() => checkSamplingMemory(o, (need.bytes + short.bytes) / 2));
+    expect(InsufficientMemoryError.isInstance(e)).toBe(true);
+    expect((e as InsufficientMemoryError).hint).toMatch(
+      /^lower --max-new-tokens \(2048; \d+ fits\); or pass --skip-memory-check if the estimate is wrong/,
+    );
+  });
 });
 
 describe('the memory available', () => {

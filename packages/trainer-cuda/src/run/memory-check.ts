@@ -21,7 +21,13 @@ export class InsufficientMemoryError extends FlowGrpoError {
   static override readonly code = 'INSUFFICIENT_MEMORY';
   readonly estimate: MemoryEstimate;
   readonly available: AvailableMemory;
-  constructor(estimate: MemoryEstimate, available: AvailableMemory, fixes: readonly string[]) {
+  constructor(
+    estimate: MemoryEstimate,
+    available: AvailableMemory,
+    fixes: readonly string[],
+    /** How to run anyway: the config key, or a command's flag. */
+    skip = 'set skip_memory_check: true',
+  ) {
     const largest = [...estimate.terms]
       .sort((a, b) => b.bytes - a.bytes)
       .slice(0, 3)
@@ -30,7 +36,7 @@ export class InsufficientMemoryError extends FlowGrpoError {
       `the run needs about ${formatBytes(estimate.bytes)} of memory at its peak (${largest.join(', ')}), ` +
         `more than the ${formatBytes(available.bytes)} available (${available.source}; ${formatBytes(available.total)} in all)`,
       {
-        hint: `${[...fixes, 'or set skip_memory_check: true if the estimate is wrong'].join('; ')} (docs/performance.md, "The memory preflight")`,
+        hint: `${[...fixes, `or ${skip} if the estimate is wrong`].join('; ')} (docs/performance.md, "The memory preflight")`,
       },
     );
     this.estimate = estimate;
@@ -152,9 +158,10 @@ function refuseOver(
   estimate: MemoryEstimate,
   available: AvailableMemory,
   fixes: () => string[],
+  skip?: string,
 ): MemoryEstimate {
   if (estimate.bytes > available.bytes)
-    throw new InsufficientMemoryError(estimate, available, fixes());
+    throw new InsufficientMemoryError(estimate, available, fixes(), skip);
   return estimate;
 }
 
@@ -239,4 +246,47 @@ export function checkSftMemory(
       );
     return fixes;
   });
+}
+
+/**
+ * Sampling alone (`flowgrpo generate`): the model as loaded, one sampling session, `rows` prompts
+ * of `promptTokens` with `newTokens` to generate. Throws InsufficientMemoryError naming
+ * `flags.newTokens` and the value that fits; `flags.skip` runs anyway.
+ */
+export function checkSamplingMemory(
+  o: {
+    config: DecoderConfig;
+    rows: number;
+    promptTokens: number;
+    newTokens: number;
+    maxPositions: number;
+    flags: { newTokens: string; skip: string };
+  },
+  availableBytes?: number,
+): MemoryEstimate {
+  const available = availableOf(availableBytes);
+  const est = (newTokens: number) =>
+    estimateMemory({
+      config: o.config,
+      headChunk: o.config.vocabSize,
+      sessions: { trainStep: false, logprobs: false, sampling: 1 },
+      sampling: {
+        rows: o.rows,
+        seqLen: Math.min(o.maxPositions, o.promptTokens + newTokens),
+      },
+      hostWeights: true,
+    });
+  return refuseOver(
+    est(o.newTokens),
+    available,
+    () => {
+      const fits = firstFitting(halvings(o.newTokens, 1), (v) => est(v).bytes <= available.bytes);
+      return [
+        fits !== undefined
+          ? `lower ${o.flags.newTokens} (${o.newTokens}; ${fits} fits)`
+          : 'use a smaller model or a machine with more memory (the weights alone do not fit: they are float32)',
+      ];
+    },
+    `pass ${o.flags.skip}`,
+  );
 }

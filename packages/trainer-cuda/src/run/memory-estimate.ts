@@ -89,6 +89,11 @@ export interface MemoryShape {
   microBatch?: { rows: number; seqLen: number } | undefined;
   /** The batch sampled at once: rows decoded together and the longest sequence (prompt + new). */
   sampling?: { rows: number; seqLen: number } | undefined;
+  /**
+   * The process holds the model's weights itself too (float32, as loadDecoderModel reads them to
+   * build the artifacts: `flowgrpo generate`).
+   */
+  hostWeights?: boolean;
 }
 
 /** One term of the estimate: its name, its size, and what it counts. */
@@ -180,6 +185,13 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       what: `frozen weights as the sampling session${sampling > 1 ? `s (${sampling})` : ''} hold them`,
     });
   }
+
+  if (shape.hostWeights)
+    terms.push({
+      name: 'model weights',
+      bytes: F32 * (w.linear + w.head + w.embed),
+      what: 'the model as loaded to build the graphs (float32)',
+    });
 
   // What is trained: the parameters, their gradients, AdamW's moments, the host copies.
   const trained = shape.full
