@@ -232,6 +232,7 @@ describe('sampling alone (flowgrpo generate)', () => {
       promptTokens: 16,
       newTokens: 2048,
       maxPositions: 4096,
+      hostWeights: true,
       flags: { newTokens: '--max-new-tokens', skip: '--skip-memory-check' },
     };
     const need = checkSamplingMemory(o, Number.POSITIVE_INFINITY);

@@ -164,6 +164,7 @@ export const generateCommand: Command = {
         promptTokens: tokenizer.encode(prompt, { addBos: args.values['no-bos'] !== true }).length,
         newTokens: maxNewTokens,
         maxPositions,
+        hostWeights: true,
         flags: { newTokens: '--max-new-tokens', skip: '--skip-memory-check' },
       });
     const dir = await mkdtemp(join(tmpdir(), 'flowgrpo-generate-'));

@@ -249,9 +249,10 @@ export function checkSftMemory(
 }
 
 /**
- * Sampling alone (`flowgrpo generate`): the model as loaded, one sampling session, `rows` prompts
- * of `promptTokens` with `newTokens` to generate. Throws InsufficientMemoryError naming
- * `flags.newTokens` and the value that fits; `flags.skip` runs anyway.
+ * Sampling alone (`flowgrpo generate`, `flowgrpo serve`): one sampling session (and with
+ * `hostWeights` the model as loaded), `rows` prompts of `promptTokens` with `newTokens` to
+ * generate. Throws InsufficientMemoryError naming `flags.newTokens` and the value that fits;
+ * `flags.skip` runs anyway.
  */
 export function checkSamplingMemory(
   o: {
@@ -260,6 +261,7 @@ export function checkSamplingMemory(
     promptTokens: number;
     newTokens: number;
     maxPositions: number;
+    hostWeights: boolean;
     flags: { newTokens: string; skip: string };
   },
   availableBytes?: number,
@@ -274,7 +276,7 @@ export function checkSamplingMemory(
         rows: o.rows,
         seqLen: Math.min(o.maxPositions, o.promptTokens + newTokens),
       },
-      hostWeights: true,
+      hostWeights: o.hostWeights,
     });
   return refuseOver(
     est(o.newTokens),
