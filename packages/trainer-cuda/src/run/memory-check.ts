@@ -209,6 +209,26 @@ export function checkGrpoMemory(
       fixes.push(
         `lower max_completion_length (${c.max_completion_length}; ${completion} fits) or max_turns`,
       );
+    if (fixes.length === 0) {
+      // No one knob is enough: one row per micro-batch, and the completion length that then fits.
+      const oneRow = (v: number) => ({
+        max_completion_length: v,
+        max_tokens_per_microbatch: Math.min(
+          c.max_tokens_per_microbatch,
+          grpoMemoryShape({ ...c, max_completion_length: v }, f).microBatch!.seqLen,
+        ),
+      });
+      const both = firstFitting(
+        [c.max_completion_length, ...halvings(c.max_completion_length, 16)],
+        (v) => fits(oneRow(v)),
+      );
+      if (both !== undefined) {
+        const o = oneRow(both);
+        fixes.push(
+          `lower max_tokens_per_microbatch to ${o.max_tokens_per_microbatch} (one row per micro-batch)${both < c.max_completion_length ? ` and max_completion_length to ${both}` : ''}: that fits`,
+        );
+      }
+    }
     if (fixes.length === 0)
       fixes.push(
         'no smaller micro-batch, concurrency or length fits: use a smaller model or a machine with more memory (frozen weights are float32)',

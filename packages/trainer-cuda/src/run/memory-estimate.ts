@@ -182,7 +182,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
     terms.push({
       name: 'sampling weights',
       bytes: sampling * (F32 * (f.linear * w.linear + f.headWhole * w.head + w.embed) + f.overhead),
-      what: `frozen weights as the sampling session${sampling > 1 ? `s (${sampling})` : ''} hold them`,
+      what: `frozen weights as the sampling session${sampling > 1 ? `s (${sampling}) hold` : ' holds'} them`,
     });
   }
 
