@@ -167,7 +167,8 @@ export class GRPOTrainer {
     // ---- memory: refused here, before output_dir or a session, when the peak will not fit ------
     if (!c.skip_memory_check) {
       const estimate = this.memoryEstimate(manifest);
-      for (const line of describeEstimate(estimate)) progress.log(line);
+      // The total only: `flowgrpo train`'s preflight has printed the terms already.
+      progress.log(describeEstimate(estimate)[0]!);
     }
 
     // ---- output_dir (lock, HF's rules), then resume or start ----------------------------------

@@ -222,7 +222,8 @@ export class SFTTrainer {
         },
         o.availableMemory,
       );
-      for (const line of describeEstimate(estimate)) progress.log(line);
+      // The total only: `flowgrpo train`'s preflight has printed the terms already.
+      progress.log(describeEstimate(estimate)[0]!);
     }
     // ---- output_dir (lock, HF's rules), then resume or start ----------------------------------
     const life = await RunLifecycle.open({
