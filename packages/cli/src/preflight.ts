@@ -11,19 +11,28 @@ import {
   ARTIFACTS_MANIFEST,
   ContextLengthExceededError,
   chooseDevice,
+  type DecoderConfig,
   type Device,
   ExecutionProviderUnavailableError,
+  type LoraTargetModule,
   loadDecoderConfig,
   policyPromptIds,
   readArtifactsManifest,
   type Tokenizer,
   TokenOutOfVocabularyError,
+  vocabChunks,
 } from '@flowgrpo/models';
 import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
 import {
+  checkGrpoMemory,
+  checkSftMemory,
+  describeEstimate,
+  type GRPOConfig,
+  type MemoryEstimate,
   outputDirProblems,
   outputOverlaps,
   type RunInput,
+  type SFTConfig,
   type SFTExample,
   sftRows,
 } from '@flowgrpo/trainer';
@@ -48,8 +57,9 @@ import { readQueryRows, readSftExamples, rowNames } from './run-data.js';
 // completion tokens to spare (SFT: the first examples as the trainer tokenizes them), the tools'
 // requirements, and that output_dir can be written — never over what the run reads, through a
 // link, or into a folder that holds someone else's files (the trainer's own rules,
-// output-dir-checks.ts). Every problem is collected, so one run reports all of them at once, each
-// with its code and its fix.
+// output-dir-checks.ts), and that the run's estimated peak memory fits the memory there is
+// (@flowgrpo/trainer's memory preflight: the estimate is printed, term by term). Every problem is
+// collected, so one run reports all of them at once, each with its code and its fix.
 
 /** One thing preflight found wrong: its own code, what and where, and the fix. */
 export interface PreflightProblem {
@@ -132,6 +142,16 @@ export interface PreflightPlan {
   rolloutServers?: { base_urls: string[]; api_key_env?: string | undefined } | undefined;
   /** How long each server has to answer (default ENDPOINT_TIMEOUT_MS). */
   endpointTimeoutMs?: number;
+  /**
+   * The trainer's config, for the memory preflight (absent, or skip_memory_check: not checked).
+   * GRPO: `localRollouts` false when a remote server samples (no KV cache in this process).
+   */
+  memory?:
+    | { trainer: 'grpo'; config: GRPOConfig; localRollouts: boolean }
+    | { trainer: 'sft'; config: SFTConfig }
+    | undefined;
+  /** Bytes the memory preflight compares with (default: what the machine has free); for tests. */
+  availableMemory?: number | undefined;
 }
 
 export interface PreflightResult {
@@ -272,8 +292,62 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
       }
     }
 
+  if (model && plan.memory && !plan.memory.config.skip_memory_check) {
+    try {
+      const estimate = memoryEstimate(plan, plan.memory, model, rows, tokenizer || undefined);
+      if (estimate) io.stderr(`${describeEstimate(estimate).join('\n')}\n`);
+    } catch (e) {
+      problem(e, 'memory');
+    }
+  }
+
   if (problems.length > 0 || !device) throw new PreflightError(problems);
   return { device: device.device };
+}
+
+/**
+ * The run's estimated peak memory (throws InsufficientMemoryError when it exceeds the memory
+ * available), from the model and the artifacts the run will open: an artifacts folder's own LoRA,
+ * vocabulary chunks and positions, or what the build from a HF folder will give them. GRPO's
+ * prompt: the longest of the first questions, as the trainer takes it; undefined (not checked)
+ * when the tokenizer or the rows could not be read — those problems are reported already.
+ */
+function memoryEstimate(
+  plan: PreflightPlan,
+  memory: NonNullable<PreflightPlan['memory']>,
+  model: ModelFacts,
+  rows: ReadonlyMap<string, SampleRow[]>,
+  tokenizer: Tokenizer | undefined,
+): MemoryEstimate | undefined {
+  const { config, artifacts } = model;
+  const lora = (l: { r: number; target_modules: readonly LoraTargetModule[] }) => ({
+    r: l.r,
+    targetModules: l.target_modules,
+  });
+  const facts = {
+    config,
+    lora: artifacts ? artifacts.lora : lora(memory.config.lora),
+    headChunk: artifacts ? artifacts.headChunk : vocabChunks(config.vocabSize).size,
+    maxPositions: model.maxPositions,
+  };
+  if (memory.trainer === 'sft')
+    return checkSftMemory(
+      memory.config,
+      // Full fine-tuning builds its graphs with max_length + 1 positions.
+      memory.config.use_peft ? facts : { ...facts, maxPositions: memory.config.max_length + 1 },
+      plan.availableMemory,
+    );
+  const questions = rows.get('train_file');
+  if (!tokenizer || !questions) return undefined;
+  const promptTokens = Math.max(
+    0,
+    ...questions.slice(0, PROMPT_CHECK_ROWS).map((r) => tokenizer.encode(r.question).length),
+  );
+  return checkGrpoMemory(
+    memory.config,
+    { ...facts, promptTokens, localRollouts: memory.localRollouts },
+    plan.availableMemory,
+  );
 }
 
 /** The preflight plan of a `flowgrpo train` run config. */
@@ -301,6 +375,14 @@ export function trainPlan(rc: RunConfig, device: DeviceName | undefined): Prefli
       rc.config.use_peft && {
         sft: { maxLength: rc.config.max_length, assistantOnly: rc.config.assistant_only_loss },
       }),
+    memory:
+      rc.kind === 'grpo'
+        ? {
+            trainer: 'grpo',
+            config: rc.config,
+            localRollouts: rc.run.rollout.engine === 'local',
+          }
+        : { trainer: 'sft', config: rc.config },
     ...(rc.kind === 'grpo' && {
       agent: {
         spec: rc.run.agent,
@@ -389,10 +471,21 @@ function fixOf(e: FlowGrpoError): string | undefined {
   return typeof fix === 'string' ? fix : undefined;
 }
 
-/** The model's vocabulary and the positions its graphs have (or a build would get). */
-async function modelFacts(
-  plan: PreflightPlan,
-): Promise<{ vocabSize: number; maxPositions: number }> {
+/**
+ * The model's config, vocabulary and the positions its graphs have (or a build would get); for
+ * an artifacts folder, also its LoRA and its LM head's vocabulary chunk (the memory preflight's).
+ */
+interface ModelFacts {
+  config: DecoderConfig;
+  vocabSize: number;
+  maxPositions: number;
+  artifacts?: {
+    lora: { r: number; targetModules: readonly LoraTargetModule[] } | undefined;
+    headChunk: number;
+  };
+}
+
+async function modelFacts(plan: PreflightPlan): Promise<ModelFacts> {
   const kind = modelKind(plan.model);
   if (kind === 'artifacts' && plan.hfModelOnly)
     throw new ConfigError(
@@ -402,10 +495,16 @@ async function modelFacts(
     );
   if (kind === 'artifacts') {
     const m = readArtifactsManifest(plan.model);
-    return { vocabSize: m.config.vocabSize, maxPositions: m.maxPositions };
+    return {
+      config: m.config,
+      vocabSize: m.config.vocabSize,
+      maxPositions: m.maxPositions,
+      artifacts: { lora: m.lora, headChunk: m.vocabChunks?.size ?? m.config.vocabSize },
+    };
   }
   const config = await loadDecoderConfig(plan.model);
   return {
+    config,
     vocabSize: config.vocabSize,
     // As ensureArtifacts builds them (model-artifacts.ts).
     maxPositions: plan.maxPositions ?? Math.min(config.maxPositionEmbeddings, 32768),

@@ -97,7 +97,7 @@ describe('flowgrpo generate (tiny Qwen2 HF folder)', () => {
   it('samples reproducibly with a seed, --json ids and logprobs', async () => {
     const dir = join(tmp, 'tiny');
     await createTinyQwen2(dir, { seed: 1, hiddenSize: 32, layers: 2, heads: 4, kvHeads: 2 });
-    const gen = async (seed: string) => {
+    const gen = async (seed: string, extra: string[] = []) => {
       const io = captureIO(ROOT);
       const code = await runCli(
         [
@@ -115,6 +115,7 @@ describe('flowgrpo generate (tiny Qwen2 HF folder)', () => {
           '--threads',
           '1',
           '--json',
+          ...extra,
         ],
         io,
       );
@@ -127,6 +128,8 @@ describe('flowgrpo generate (tiny Qwen2 HF folder)', () => {
     expect(a.ids.length).toBeGreaterThan(0);
     expect(a).toEqual(b);
     expect(a.logprobs).toHaveLength(a.ids.length);
+    // The memory preflight passes a tiny model silently; skipped, the output is the same.
+    expect(await gen('3', ['--skip-memory-check'])).toEqual(a);
   });
 
   it('usage errors exit 2 with the usage; a missing model is "file not found", exit 1', async () => {

@@ -272,6 +272,45 @@ describe('flowgrpo train: SFT preflight', () => {
   });
 });
 
+describe('flowgrpo train: memory preflight', () => {
+  it('--dry-run prints the estimated peak, term by term', async () => {
+    const dir = join(tmp, 'memory-dry');
+    mkdirSync(dir);
+    const cfg = writeConfig(join(dir, 'run.json'), grpoConfig(dir, model));
+    const io = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg, '--dry-run'], io), io.err).toBe(0);
+    expect(io.err).toMatch(/^estimated peak memory: \d+ MiB$/m);
+    for (const term of ['runtime', 'train_step weights', 'sampling weights', 'KV cache'])
+      expect(io.err).toMatch(new RegExp(`^  ${term}: \\d+ MiB \\(`, 'm'));
+    expect(existsSync(join(dir, 'run-grpo'))).toBe(false);
+  });
+
+  it('a batch that cannot fit is refused before anything is built or written, unless skip_memory_check', async () => {
+    // 100,000 rows of 2,048 tokens in one micro-batch: terabytes of activations on any machine.
+    const huge = { max_length: 2048, per_device_train_batch_size: 100000 };
+    const r = await train('memory-huge', (dir) =>
+      sftConfig(dir, model, { ...huge, max_tokens_per_microbatch: 1e9 }),
+    );
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(
+      /\[INSUFFICIENT_MEMORY\] memory: the run needs about [\d.]+ GiB of memory at its peak \(activations [\d.]+ GiB, .*\), more than the [\d.]+ (GiB|MiB) available/,
+    );
+    expect(r.err).toMatch(/lower max_tokens_per_microbatch \(1000000000; \d+ fits\)/);
+    expect(r.err).toContain('skip_memory_check: true');
+    expect(existsSync(r.out)).toBe(false);
+
+    const dir = join(tmp, 'memory-skip');
+    mkdirSync(dir);
+    const cfg = writeConfig(
+      join(dir, 'run.json'),
+      sftConfig(dir, model, { ...huge, max_tokens_per_microbatch: 1e9, skip_memory_check: true }),
+    );
+    const io = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg, '--dry-run'], io), io.err).toBe(0);
+    expect(io.err).not.toContain('estimated peak memory');
+  });
+});
+
 describe('flowgrpo eval: preflight', () => {
   it('a missing data file and a prompt that does not fit, at once, before any graph is built', async () => {
     const dir = join(tmp, 'eval');

@@ -34,7 +34,10 @@ export {
   ContextLengthExceededError,
   TokenOutOfVocabularyError,
 } from './generation/errors.js';
-export type { FusedGenerationOptions } from './generation/fused-generator.js';
+export {
+  type FusedGenerationOptions,
+  ONE_THREAD_MAX_WEIGHT_BYTES,
+} from './generation/fused-generator.js';
 export type { GenerationBackend } from './generation/generation-backend.js';
 export type {
   DecoderGenerateOptions,
@@ -148,7 +151,7 @@ export {
   type WeightDType,
   weightAsFloat32,
 } from './models/weights/index.js';
-export { expectedTensorShapes } from './models/weights/tensor-names.js';
+export { EMBED_TOKENS, expectedTensorShapes, LM_HEAD } from './models/weights/tensor-names.js';
 export { ortBinaryDir } from './runtime/devices.js';
 // Runtime: ONNX Runtime sessions on CUDA, WebGPU or CPU, in-process or on a worker thread.
 export {

@@ -11,6 +11,9 @@
 // machine has not the memory free) and in vocabulary chunks of several sizes, against PyTorch
 // eager with the loss whole and in row chunks (bench/anchors/torch-train-step.py).
 // `vocab-chunk-price` (a minute or two) prices the chunking itself at shape b's small vocabulary.
+//
+// Each flowgrpo row carries the memory preflight's estimate of the same step (run/memory-estimate.ts:
+// one train_step session, one micro-batch of B × T) beside the measured peak, and their ratio.
 
 import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -19,7 +22,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { CreateSessionOptions, DecoderConfig } from '@flowgrpo/models';
 import { DEFAULT_VOCAB_CHUNK_SIZE, LORA_TARGET_MODULES, vocabChunks } from '@flowgrpo/models';
-import { buildTrainingArtifacts } from '../src/index.js';
+import { buildTrainingArtifacts, estimateMemory } from '../src/index.js';
 import { ANCHORS, loadAverage, median } from './anchors.js';
 import { qwen05, randomWeights } from './models.js';
 import type { BenchSection } from './table.js';
@@ -89,6 +92,20 @@ async function torchStep(
   return m && hwm ? { ms: Number(m[1]), peakMiB: Number(hwm[1]) / 1024 } : undefined;
 }
 
+/** The memory preflight's estimate of one train step of `config` at B × T, in MiB. */
+function estimatedMiB(config: DecoderConfig, B: number, T: number, chunkSize?: number): number {
+  return (
+    estimateMemory({
+      config,
+      lora: { r: 16, targetModules: LORA_TARGET_MODULES },
+      headChunk: vocabChunks(config.vocabSize, chunkSize).size,
+      sessions: { trainStep: true, logprobs: false, sampling: 0 },
+      microBatch: { rows: B, seqLen: T },
+    }).bytes /
+    2 ** 20
+  );
+}
+
 async function ourStep(
   dir: string,
   B: number,
@@ -152,8 +169,10 @@ export async function benchTrainMemory(): Promise<BenchSection> {
           torch.peakMiB.toFixed(0),
           '1.00',
           '1.00',
+          '—',
         ]);
       }
+      const estimate = estimatedMiB(config, B, T);
       for (const v of VARIANTS) {
         const tries: { ms: number; peakMiB: number }[] = [];
         for (let i = 0; i < v.reps; i++) tries.push(await ourStep(dir, B, T, v.options));
@@ -166,6 +185,7 @@ export async function benchTrainMemory(): Promise<BenchSection> {
           peak.toFixed(0),
           torch ? (torch.ms / ms).toFixed(2) : '—',
           torch ? (peak / torch.peakMiB).toFixed(2) : '—',
+          `${estimate.toFixed(0)} (${(estimate / peak).toFixed(2)}×)`,
         ]);
       }
     }
@@ -175,13 +195,22 @@ export async function benchTrainMemory(): Promise<BenchSection> {
   notes.push(
     `shape a: hidden 256, 4 layers, vocab 4096, batch 4 × 256; b: hidden 896, 2 layers (Qwen2.5-0.5B), vocab 8192, batch 1 × 512. ` +
       `Peak = the process's VmHWM (its peak resident set) over a warm-up and 4 steps, each side in a fresh process; ` +
-      `flowgrpo rows: the median over their processes; ORT's default is one thread per core (2 here). ` +
+      `flowgrpo rows: the median over their processes; ORT's default is one thread per core (2 here); ` +
+      "the estimate is the memory preflight's for the default session settings. " +
       `Load average at the end: ${loadAverage()}`,
   );
   return {
     title:
       'training memory and speed vs PyTorch: LoRA train step (forward + backward), fresh process each',
-    header: ['shape', 'run', 'tokens/s', 'peak MiB', '× torch tok/s', '× torch peak'],
+    header: [
+      'shape',
+      'run',
+      'tokens/s',
+      'peak MiB',
+      '× torch tok/s',
+      '× torch peak',
+      'estimate MiB (× peak)',
+    ],
     rows,
     notes,
   };
@@ -248,8 +277,18 @@ function buildVocabStep(config: DecoderConfig, dir: string, size: number, T: num
 
 type Measured = { ms: number; peakMiB: number };
 
-/** One table row: tokens/s and peak, and both as ratios to `ref` where there is one. */
-function vocabRow(shape: string, tokens: number, label: string, r: Measured, ref?: Measured) {
+/**
+ * One table row: tokens/s and peak, both as ratios to `ref` where there is one, and the memory
+ * preflight's estimate of a flowgrpo row (`estimate`, MiB) beside its peak.
+ */
+function vocabRow(
+  shape: string,
+  tokens: number,
+  label: string,
+  r: Measured,
+  ref?: Measured,
+  estimate?: number,
+) {
   return [
     shape,
     label,
@@ -257,10 +296,19 @@ function vocabRow(shape: string, tokens: number, label: string, r: Measured, ref
     r.peakMiB.toFixed(0),
     ref ? (ref.ms / r.ms).toFixed(2) : '—',
     ref ? (r.peakMiB / ref.peakMiB).toFixed(2) : '—',
+    estimate === undefined ? '—' : `${estimate.toFixed(0)} (${(estimate / r.peakMiB).toFixed(2)}×)`,
   ];
 }
 
-const VOCAB_HEADER = ['shape', 'run', 'tokens/s', 'peak MiB', '× ref tok/s', '× ref peak'];
+const VOCAB_HEADER = [
+  'shape',
+  'run',
+  'tokens/s',
+  'peak MiB',
+  '× ref tok/s',
+  '× ref peak',
+  'estimate MiB (× peak)',
+];
 
 /**
  * `vocab-chunk-price`: the chunking's own price at a small vocabulary, where the default builds
@@ -287,7 +335,16 @@ export async function benchVocabChunkPrice(): Promise<BenchSection> {
     })) as [Measured, Measured];
     const shape = `b (vocab ${config.vocabSize}, ${B} × ${T})`;
     const { count } = vocabChunks(config.vocabSize, SMALL_VOCAB_CHUNK);
-    rows.push(vocabRow(shape, B * T, 'flowgrpo, LM head whole (the default here)', whole, whole));
+    rows.push(
+      vocabRow(
+        shape,
+        B * T,
+        'flowgrpo, LM head whole (the default here)',
+        whole,
+        whole,
+        estimatedMiB(config, B, T),
+      ),
+    );
     rows.push(
       vocabRow(
         shape,
@@ -295,6 +352,7 @@ export async function benchVocabChunkPrice(): Promise<BenchSection> {
         `flowgrpo, ${count} vocabulary chunks of ${SMALL_VOCAB_CHUNK}`,
         chunked,
         whole,
+        estimatedMiB(config, B, T, SMALL_VOCAB_CHUNK),
       ),
     );
   } finally {
@@ -356,7 +414,7 @@ export async function benchTrainMemoryVocab(): Promise<BenchSection> {
       const dir = join(tmp, String(size));
       buildVocabStep(config, dir, size, T);
       const ours = await ourStep(dir, B, T, { intraOpThreads: 2 }, 2);
-      rows.push(vocabRow(shape, tokens, label, ours, chunked));
+      rows.push(vocabRow(shape, tokens, label, ours, chunked, estimatedMiB(config, B, T, size)));
       rmSync(dir, { recursive: true, force: true });
     }
   } finally {

@@ -64,6 +64,27 @@ export {
   type SFTConfigInput,
   SFTConfigSchema,
 } from './run/config.js';
+export { type AvailableMemory, availableMemory } from './run/memory-available.js';
+export {
+  checkGrpoMemory,
+  checkSamplingMemory,
+  checkSftMemory,
+  type GrpoMemoryConfig,
+  type GrpoMemoryFacts,
+  grpoMemoryShape,
+  InsufficientMemoryError,
+  type RunMemoryFacts,
+  type SftMemoryConfig,
+  sftMemoryShape,
+} from './run/memory-check.js';
+export {
+  describeEstimate,
+  estimateMemory,
+  formatBytes,
+  type MemoryEstimate,
+  type MemoryShape,
+  type MemoryTerm,
+} from './run/memory-estimate.js';
 export {
   OutputDirNotEmptyError,
   OutputOverlapsInputError,

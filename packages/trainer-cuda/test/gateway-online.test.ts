@@ -312,6 +312,10 @@ it('refuses the GRPO keys it cannot act on, each with why, before opening anythi
   await expect(start({ max_turns: 3, top_k: 5 })).rejects.toThrow(
     /max_turns = 3, top_k = 5: OnlineGRPOTrainer does not use these keys: the agents run their own rollouts/,
   );
+  // No memory preflight here: skipping it would skip nothing.
+  await expect(start({ skip_memory_check: true })).rejects.toThrow(
+    /skip_memory_check = true: the gateway trainers run no memory preflight/,
+  );
   // eval_steps: no dataset of its own; the error says what to use instead.
   const evalSteps = start({ eval_steps: 2 });
   await expect(evalSteps).rejects.toBeInstanceOf(ConfigError);

@@ -10,7 +10,7 @@ import {
   loadDecoderModel,
   loadTokenizer,
 } from '@flowgrpo/models';
-import { buildTrainingArtifacts } from '@flowgrpo/trainer';
+import { buildTrainingArtifacts, checkSamplingMemory } from '@flowgrpo/trainer';
 import { type Command, numberOption, stringOption, UsageError } from '../command.js';
 import { resolveModelArg } from '../hub-names.js';
 import { terminalSafe, terminalSafeJson } from '../terminal-text.js';
@@ -31,6 +31,9 @@ const usage = `Usage:
     --threads N          CPU threads per op (default 1: one stream runs fastest on one thread)
     --no-bos             do not prepend BOS to the prompt
     --json               print {text, completion, prompt_ids, ids, logprobs, finish_reason}
+    --skip-memory-check  generate even when the estimated peak memory exceeds what is free
+  Before the graphs are built, the run's peak memory is estimated (the weights, the session's
+  copies of them, the KV cache) and a run that will not fit is refused (INSUFFICIENT_MEMORY).
   Prints the prompt followed by the completion (as llama2.c's run.c does), and on stderr the
   device it ran on, e.g. "device: cpu (2 threads)".`;
 
@@ -101,6 +104,7 @@ export const generateCommand: Command = {
     threads: { type: 'string' },
     'no-bos': { type: 'boolean' },
     json: { type: 'boolean' },
+    'skip-memory-check': { type: 'boolean' },
   },
   async run(args, io) {
     const modelArg = stringOption(args, 'model');
@@ -151,6 +155,18 @@ export const generateCommand: Command = {
     // what it did (never a software WebGPU adapter) and the CPU gets its fused graph.
     const auto = requested === 'auto' ? await chooseDevice('auto') : undefined;
     const device = auto?.device ?? requested;
+    const maxPositions = Math.min(weights.config.maxPositionEmbeddings, 32768);
+    // Memory, before anything is built: the model as loaded, the session's copies, the cache.
+    if (args.values['skip-memory-check'] !== true)
+      checkSamplingMemory({
+        config: weights.config,
+        rows: 1,
+        promptTokens: tokenizer.encode(prompt, { addBos: args.values['no-bos'] !== true }).length,
+        newTokens: maxNewTokens,
+        maxPositions,
+        hostWeights: true,
+        flags: { newTokens: '--max-new-tokens', skip: '--skip-memory-check' },
+      });
     const dir = await mkdtemp(join(tmpdir(), 'flowgrpo-generate-'));
     try {
       // On the CPU the fused generate graph (its decode loop runs inside ONNX Runtime); on a GPU
@@ -159,7 +175,7 @@ export const generateCommand: Command = {
       const graph = device === 'cpu' ? 'generate' : 'decode';
       buildTrainingArtifacts(weights, dir, {
         graphs: [graph],
-        maxPositions: Math.min(weights.config.maxPositionEmbeddings, 32768),
+        maxPositions,
       });
       // One stream: one thread measured fastest (docs/performance.md), more only when asked.
       const intraOpThreads = threads ?? (device === 'cpu' ? 1 : undefined);

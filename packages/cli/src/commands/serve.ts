@@ -17,9 +17,12 @@ import {
   LORA_TARGET_MODULES,
   type LoraConfig,
   type LoraTargetModule,
+  loadDecoderConfig,
   loadTokenizer,
+  readArtifactsManifest,
 } from '@flowgrpo/models';
 import {
+  checkSamplingMemory,
   claimOutputDir,
   type GRPOConfig,
   GRPOConfigSchema,
@@ -48,6 +51,9 @@ import {
 } from '../model-artifacts.js';
 import { metricsLine } from '../run-progress.js';
 import { readJsonFile, requireFolder } from '../user-paths.js';
+
+/** Requests one decode run batches (LocalPolicyEngine's default maxBatchSize). */
+const DECODE_BATCH = 64;
 
 const usage = `Usage:
   flowgrpo serve --model PATH [options]
@@ -82,6 +88,10 @@ const usage = `Usage:
     --max-concurrency N       generations at once (default 256); more wait, up to --max-queue
     --max-queue N             waiting requests before 429 (default 4096)
     --max-tokens N            max_tokens when a request leaves it out (default 1024)
+    --skip-memory-check       serve even when the estimated peak memory exceeds what is free
+                              (checked before the graphs are built: the weights as the decode
+                              session holds them, and the KV cache of a full decode batch —
+                              64 requests, or --max-concurrency if fewer — at --max-tokens each)
     --chat-template-kwargs J  JSON variables for the chat template, e.g. '{"enable_thinking": false}'
     --record FILE             append each rollout, when its reward is posted, as a JSON line
                               (the trainer's Trajectory: token ids, logprobs, reward); never a
@@ -307,6 +317,7 @@ export const serveCommand: Command = {
     'max-concurrency': { type: 'string' },
     'max-queue': { type: 'string' },
     'max-tokens': { type: 'string' },
+    'skip-memory-check': { type: 'boolean' },
     'chat-template-kwargs': { type: 'string' },
     record: { type: 'string' },
     device: { type: 'string' },
@@ -477,6 +488,22 @@ export const serveCommand: Command = {
         // and never goes inside or around what the server reads.
         refuseOverlap({ key: '--artifacts-dir', path: dir }, model);
         mkdirSync(dirname(dir), { recursive: true });
+      }
+      if (args.values['skip-memory-check'] !== true) {
+        // Before the build: the decode session's weights and one full decode batch's KV cache
+        // (LocalPolicyEngine batches up to 64 requests; each at the default max_tokens — a
+        // request's prompt is not known here).
+        const built = modelKind(model) === 'artifacts' ? readArtifactsManifest(model) : undefined;
+        const config = built?.config ?? (await loadDecoderConfig(model));
+        checkSamplingMemory({
+          config,
+          rows: Math.min(DECODE_BATCH, maxConc ?? 256),
+          promptTokens: 0,
+          newTokens: maxTokens ?? 1024,
+          maxPositions: built?.maxPositions ?? Math.min(config.maxPositionEmbeddings, 32768),
+          hostWeights: false,
+          flags: { newTokens: '--max-tokens', skip: '--skip-memory-check' },
+        });
       }
       const { dir: artifacts, manifest } = await ensureArtifacts(model, dir, {
         ...(lora && { lora }),

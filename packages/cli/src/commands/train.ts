@@ -77,7 +77,8 @@ Options:
   --device D      overrides "device"
   --resume        continue from the latest checkpoint in output_dir (resume_from_checkpoint: true)
   --overwrite     replace the run in output_dir (overwrite_output_dir: true)
-  --dry-run       run the checks below, print the device, and stop (nothing built or written)
+  --dry-run       run the checks below, print the device and the memory estimate, and stop
+                  (nothing built or written)
 
 Before anything is built or written the run is checked (preflight): the model and tokenizer, the
 data files (every row), the device (which one auto picked, and why), that the agent's first
@@ -85,8 +86,9 @@ prompts fit the model's positions with max_completion_length to spare, the tools
 output_dir (never the model, tokenizer or data folder, nor inside or around one; no symbolic
 link where the run writes; a folder that is not a run must be empty, or --overwrite writes
 beside its files), and that every server the run names (agent.engine, judge, rollout.base_urls)
-answers GET /models within 5 s. Every problem is reported at once, each with its fix
-(docs/troubleshooting.md).
+answers GET /models within 5 s, and that the run's estimated peak memory (printed, term by term)
+fits the memory available (skip_memory_check: true skips it). Every problem is reported at once,
+each with its fix (docs/troubleshooting.md).
 
 Ctrl-C stops after the current step and writes a checkpoint (exit code 130); --resume goes on.`;
 

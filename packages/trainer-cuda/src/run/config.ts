@@ -70,6 +70,12 @@ const common = {
   max_nan_steps_in_a_row: positiveInt.default(3),
   /** ORT intra-op threads for the training sessions (default: ORT's choice). */
   intra_op_threads: positiveInt.optional(),
+  /**
+   * flowgrpo: run even when the memory preflight estimates a peak above the memory available
+   * (run/memory-check.ts) — for an estimate that is wrong. Named after HF's
+   * `skip_memory_metrics`; the check itself has no HF or TRL counterpart.
+   */
+  skip_memory_check: z.boolean().default(false),
   /** flowgrpo: reward-integrity alarms' thresholds and windows (run/alarms.ts). */
   alarms: AlarmsConfigSchema.default(AlarmsConfigSchema.parse({})),
 };

@@ -133,6 +133,9 @@ interface ScoredRuns extends StepRollouts {
 
 /** GRPO keys this trainer cannot act on, and why. */
 const UNUSED_KEYS = ['max_turns', 'top_k', 'generate_workers', 'max_staleness'] as const;
+/** skip_memory_check would skip nothing here: set, it is refused rather than ignored. */
+const NO_MEMORY_CHECK =
+  'the gateway trainers run no memory preflight (GRPOTrainer, SFTTrainer, flowgrpo train, generate and serve do)';
 const UNUSED_WHY =
   'MultiRoleGRPOTrainer does not use these keys: the agent program decides its own turns, and the roles sample on the gateway (no top_k, no generate workers, no rollouts sampled ahead of the update)';
 
@@ -147,6 +150,7 @@ export class MultiRoleGRPOTrainer {
   constructor(o: MultiRoleGRPOTrainerOptions) {
     this.config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
     refuseUnusedKeys(this.config, 'GRPO config', UNUSED_KEYS, UNUSED_WHY);
+    refuseUnusedKeys(this.config, 'GRPO config', ['skip_memory_check'], NO_MEMORY_CHECK);
     this.#o = o;
     if (!Object.values(o.roles).some((r) => r.trainable))
       throw new ConfigError('no role is trainable', { key: 'roles' });

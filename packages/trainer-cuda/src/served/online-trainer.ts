@@ -94,6 +94,9 @@ const UNUSED_KEYS = [
   'max_failed_rollout_steps',
   'max_staleness',
 ] as const;
+/** skip_memory_check would skip nothing here: set, it is refused rather than ignored. */
+const NO_MEMORY_CHECK =
+  'the gateway trainers run no memory preflight (GRPOTrainer, SFTTrainer, flowgrpo train, generate and serve do)';
 const UNUSED_WHY =
   'OnlineGRPOTrainer does not use these keys: the agents run their own rollouts (their turns, sampling on the gateway, when they run and failures are theirs; a failed episode is one the agent does not reward)';
 
@@ -111,6 +114,7 @@ export function rolloutGroupKey(r: RecordedRollout): string {
 /** Refuses what this trainer cannot do, before output_dir or any session is opened. */
 function checkOptions(c: GRPOConfig, roles: Record<string, RoleSpec>): void {
   refuseUnusedKeys(c, 'GRPO config', UNUSED_KEYS, UNUSED_WHY);
+  refuseUnusedKeys(c, 'GRPO config', ['skip_memory_check'], NO_MEMORY_CHECK);
   // Evaluation needs tasks the trainer runs itself; here the agents choose the tasks.
   if (c.eval_steps > 0)
     throw new ConfigError(

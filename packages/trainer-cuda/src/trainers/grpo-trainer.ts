@@ -34,6 +34,8 @@ import {
   parseConfig,
   policyOptions,
 } from '../run/config.js';
+import { checkGrpoMemory } from '../run/memory-check.js';
+import { describeEstimate, type MemoryEstimate } from '../run/memory-estimate.js';
 import { type Progress, silentProgress } from '../run/progress.js';
 import { type QuerySampler, querySampler } from '../run/query-sampler.js';
 import type { MetricsRecord, RunDirectory } from '../run/run-dir.js';
@@ -103,6 +105,11 @@ export interface GRPOTrainerOptions {
   baseModel?: string;
   /** A lock on output_dir the caller already holds (claimOutputDir), kept after the run. */
   lock?: RunLock;
+  /**
+   * Bytes the memory preflight compares its estimate with (default: what the machine, and its
+   * cgroup's limit, have free): for tests, and for a caller who knows better.
+   */
+  availableMemory?: number;
 }
 
 /** A batch's questions and rollouts (their staleness when sampled ahead: max_staleness). */
@@ -137,6 +144,9 @@ export interface TrainResult {
 }
 
 export { NonFiniteLossError } from '../update/non-finite-guard.js';
+
+/** The first questions whose length the memory preflight reads (encoding every one would be slow). */
+const PROMPT_SAMPLE_ROWS = 16;
 
 export class GRPOTrainer {
   readonly config: GRPOConfig;
@@ -185,6 +195,12 @@ export class GRPOTrainer {
     const o = this.#o;
     const progress = o.progress ?? silentProgress;
     const manifest = readArtifactsManifest(o.artifacts);
+    // ---- memory: refused here, before output_dir or a session, when the peak will not fit ------
+    if (!c.skip_memory_check) {
+      const estimate = this.memoryEstimate(manifest);
+      // The total only: `flowgrpo train`'s preflight has printed the terms already.
+      progress.log(describeEstimate(estimate)[0]!);
+    }
 
     // ---- output_dir (lock, HF's rules), then resume or start ----------------------------------
     const life = await RunLifecycle.open({
@@ -207,6 +223,35 @@ export class GRPOTrainer {
       life.close();
       this.#life = undefined;
     }
+  }
+
+  /**
+   * The run's estimated peak memory (run/memory-check.ts); throws InsufficientMemoryError when it
+   * exceeds the memory available. A row is taken as the longest of the first questions (as the
+   * tokenizer encodes them; the agent's template is not counted) and every turn's completion.
+   */
+  memoryEstimate(
+    manifest: ReturnType<typeof readArtifactsManifest> = readArtifactsManifest(this.#o.artifacts),
+  ): MemoryEstimate {
+    const o = this.#o;
+    const promptTokens = Math.max(
+      0,
+      ...o.trainDataset
+        .slice(0, PROMPT_SAMPLE_ROWS)
+        .map((row) => o.tokenizer.encode(row.question).length),
+    );
+    return checkGrpoMemory(
+      this.config,
+      {
+        config: manifest.config,
+        lora: manifest.lora,
+        headChunk: manifest.vocabChunks?.size ?? manifest.config.vocabSize,
+        maxPositions: manifest.maxPositions,
+        promptTokens,
+        localRollouts: !o.rolloutEngine,
+      },
+      o.availableMemory,
+    );
   }
 
   async #train(

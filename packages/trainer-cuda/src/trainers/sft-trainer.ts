@@ -9,6 +9,7 @@ import {
   loadHfModel,
   loadLoraAdapter,
   readArtifactsManifest,
+  vocabChunks,
 } from '@flowgrpo/models';
 import { writeReport } from '../report/report.js';
 import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
@@ -23,6 +24,8 @@ import {
   SFTConfigSchema,
 } from '../run/config.js';
 import { EpochCursor } from '../run/data-order.js';
+import { checkSftMemory } from '../run/memory-check.js';
+import { describeEstimate } from '../run/memory-estimate.js';
 import { type Progress, silentProgress } from '../run/progress.js';
 import type { MetricsRecord } from '../run/run-dir.js';
 import { RunLifecycle } from '../run/run-lifecycle.js';
@@ -79,6 +82,11 @@ export interface SFTTrainerOptions {
   baseModel?: string;
   /** A lock on output_dir the caller already holds (claimOutputDir), kept after the run. */
   lock?: RunLock;
+  /**
+   * Bytes the memory preflight compares its estimate with (default: what the machine, and its
+   * cgroup's limit, have free): for tests, and for a caller who knows better.
+   */
+  availableMemory?: number;
 }
 
 export interface SFTResult {
@@ -198,6 +206,24 @@ export class SFTTrainer {
       manifest = readArtifactsManifest(o.artifacts);
       checkArtifactsLora(c.lora, manifest.lora);
       modelConfig = manifest.config;
+    }
+    // ---- memory: refused here, before output_dir or a session, when the peak will not fit ------
+    if (!c.skip_memory_check) {
+      const estimate = checkSftMemory(
+        c,
+        {
+          config: modelConfig,
+          lora: manifest?.lora,
+          // Full fine-tuning builds its graphs here, with the default vocabulary chunks.
+          headChunk:
+            manifest?.vocabChunks?.size ??
+            (full ? vocabChunks(modelConfig.vocabSize).size : modelConfig.vocabSize),
+          maxPositions: manifest?.maxPositions ?? c.max_length + 1,
+        },
+        o.availableMemory,
+      );
+      // The total only: `flowgrpo train`'s preflight has printed the terms already.
+      progress.log(describeEstimate(estimate)[0]!);
     }
     // ---- output_dir (lock, HF's rules), then resume or start ----------------------------------
     const life = await RunLifecycle.open({

@@ -1,0 +1,314 @@
+import { availableParallelism } from 'node:os';
+import { FlowGrpoError } from '@flowgrpo/core';
+import type { DecoderConfig, LoraTargetModule } from '@flowgrpo/models';
+import { expectedTensorShapes, ONE_THREAD_MAX_WEIGHT_BYTES } from '@flowgrpo/models';
+import { type AvailableMemory, availableMemory } from './memory-available.js';
+import {
+  estimateMemory,
+  formatBytes,
+  type MemoryEstimate,
+  type MemoryShape,
+} from './memory-estimate.js';
+
+// The memory preflight of a training run: before output_dir is touched or a session opened, the
+// GRPO and SFT trainers estimate the run's peak (memory-estimate.ts) from its config and compare
+// it with the memory available (memory-available.ts). A run that will not fit is refused with the
+// estimate, the memory there is and the knob that would make it fit, where a smaller value of
+// one does; `skip_memory_check: true` runs it anyway (an estimate can be wrong).
+
+/** The estimated peak is above the memory available: refused before anything was built or written. */
+export class InsufficientMemoryError extends FlowGrpoError {
+  static override readonly code = 'INSUFFICIENT_MEMORY';
+  readonly estimate: MemoryEstimate;
+  readonly available: AvailableMemory;
+  constructor(
+    estimate: MemoryEstimate,
+    available: AvailableMemory,
+    fixes: readonly string[],
+    /** How to run anyway: the config key, or a command's flag. */
+    skip = 'set skip_memory_check: true',
+  ) {
+    const largest = [...estimate.terms]
+      .sort((a, b) => b.bytes - a.bytes)
+      .slice(0, 3)
+      .map((t) => `${t.name} ${formatBytes(t.bytes)}`);
+    super(
+      `the run needs about ${formatBytes(estimate.bytes)} of memory at its peak (${largest.join(', ')}), ` +
+        `more than the ${formatBytes(available.bytes)} available (${available.source}; ${formatBytes(available.total)} in all)`,
+      {
+        hint: `${[...fixes, `or ${skip} if the estimate is wrong`].join('; ')} (docs/performance.md, "The memory preflight")`,
+      },
+    );
+    this.estimate = estimate;
+    this.available = available;
+  }
+}
+
+/** What the preflight needs to know of the model and its artifacts besides the run's config. */
+export interface RunMemoryFacts {
+  config: DecoderConfig;
+  lora?: { r: number; targetModules: readonly LoraTargetModule[] } | undefined;
+  /** Columns of the train_step head's widest vocabulary chunk (the vocabulary when whole). */
+  headChunk: number;
+  /** Positions the graphs have: no row is longer. */
+  maxPositions: number;
+}
+
+/** The GRPO run's own facts: its longest prompt, and whether its rollouts run in this process. */
+export interface GrpoMemoryFacts extends RunMemoryFacts {
+  /** The longest prompt expected, in tokens (the trainer: the longest of the first questions). */
+  promptTokens: number;
+  /** false: rollouts on another engine (vLLM, SGLang): no sampling session, no KV cache here. */
+  localRollouts: boolean;
+}
+
+/** The GRPO keys the estimate reads. */
+export interface GrpoMemoryConfig {
+  max_tokens_per_microbatch: number;
+  max_completion_length: number;
+  max_turns: number;
+  num_generations: number;
+  queries_per_step: number;
+  rollout_concurrency: number;
+  generate_workers?: number | undefined;
+  intra_op_threads?: number | undefined;
+}
+
+/** The SFT keys the estimate reads. */
+export interface SftMemoryConfig {
+  max_tokens_per_microbatch: number;
+  max_length: number;
+  per_device_train_batch_size: number;
+  use_peft: boolean;
+}
+
+/** The largest micro-batch: as many rows of `seqLen` as the token budget holds (one at least). */
+function microBatch(budget: number, seqLen: number, rows: number) {
+  return { rows: Math.max(1, Math.min(rows, Math.floor(budget / seqLen))), seqLen };
+}
+
+/** Worker batchers a local rollout engine opens, each its own session (DecoderGenerator's rule). */
+function generateWorkers(c: GrpoMemoryConfig, config: DecoderConfig): number {
+  if (c.generate_workers !== undefined) return c.generate_workers;
+  if (c.intra_op_threads !== undefined) return 0;
+  let params = 0;
+  for (const shape of expectedTensorShapes(config).values())
+    params += shape.reduce((a, b) => a * b, 1);
+  if (4 * params > ONE_THREAD_MAX_WEIGHT_BYTES) return 0;
+  const cores = availableParallelism();
+  return cores > 1 ? Math.min(cores, 4) : 0;
+}
+
+/**
+ * A GRPO run's shape: the train_step and logprobs sessions, the rollout engine's sessions (one,
+ * plus its worker batchers); a row is the longest prompt and every turn's completion (the last
+ * turn's prompt holds the earlier ones), at most the graphs' positions; the sampling batch is
+ * what the local engine decodes at once (max(num_generations, rollout_concurrency) rows).
+ */
+export function grpoMemoryShape(c: GrpoMemoryConfig, f: GrpoMemoryFacts): MemoryShape {
+  const seqLen = Math.min(f.maxPositions, f.promptTokens + c.max_turns * c.max_completion_length);
+  const rows = c.queries_per_step * c.num_generations * c.max_turns;
+  return {
+    config: f.config,
+    lora: f.lora,
+    headChunk: f.headChunk,
+    sessions: {
+      trainStep: true,
+      logprobs: true,
+      sampling: f.localRollouts ? 1 + generateWorkers(c, f.config) : 0,
+    },
+    microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, rows),
+    ...(f.localRollouts && {
+      sampling: { rows: Math.max(c.num_generations, c.rollout_concurrency), seqLen },
+    }),
+  };
+}
+
+/**
+ * An SFT run's shape: the train_step and logprobs sessions; a row is max_length tokens (at most
+ * the graphs' positions), a batch per_device_train_batch_size of them, cut into micro-batches of
+ * max_tokens_per_microbatch.
+ */
+export function sftMemoryShape(c: SftMemoryConfig, f: RunMemoryFacts): MemoryShape {
+  const seqLen = Math.min(f.maxPositions, c.max_length);
+  return {
+    config: f.config,
+    lora: c.use_peft ? f.lora : undefined,
+    full: !c.use_peft,
+    headChunk: f.headChunk,
+    sessions: { trainStep: true, logprobs: true, sampling: 0 },
+    microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, c.per_device_train_batch_size),
+  };
+}
+
+/** The first value of `values` (decreasing) at which `fits` holds, if any. */
+function firstFitting(values: number[], fits: (v: number) => boolean): number | undefined {
+  return values.find(fits);
+}
+
+/** Halvings of `from` down to `floor` (`from` itself excluded). */
+function halvings(from: number, floor: number): number[] {
+  const out: number[] = [];
+  for (let v = Math.floor(from / 2); v >= Math.max(1, floor); v = Math.floor(v / 2)) out.push(v);
+  return out;
+}
+
+/** Refuses `estimate` when it exceeds `available`, with `fixes`; returns it otherwise. */
+function refuseOver(
+  estimate: MemoryEstimate,
+  available: AvailableMemory,
+  fixes: () => string[],
+  skip?: string,
+): MemoryEstimate {
+  if (estimate.bytes > available.bytes)
+    throw new InsufficientMemoryError(estimate, available, fixes(), skip);
+  return estimate;
+}
+
+/** `availableBytes` given: that figure (tests, callers who know better); else the machine's. */
+function availableOf(availableBytes: number | undefined): AvailableMemory {
+  return availableBytes === undefined
+    ? availableMemory()
+    : { bytes: availableBytes, source: 'as given', total: availableBytes };
+}
+
+/**
+ * The GRPO run's estimate; throws InsufficientMemoryError when it exceeds the memory available,
+ * naming the knobs (micro-batch budget, rollout concurrency, completion length) and the value of
+ * each that would fit.
+ */
+export function checkGrpoMemory(
+  c: GrpoMemoryConfig,
+  f: GrpoMemoryFacts,
+  availableBytes?: number,
+): MemoryEstimate {
+  const available = availableOf(availableBytes);
+  const est = (o: Partial<GrpoMemoryConfig>) => estimateMemory(grpoMemoryShape({ ...c, ...o }, f));
+  const fits = (o: Partial<GrpoMemoryConfig>) => est(o).bytes <= available.bytes;
+  return refuseOver(est({}), available, () => {
+    const fixes: string[] = [];
+    const seqLen = grpoMemoryShape(c, f).microBatch!.seqLen;
+    const budget = firstFitting(halvings(c.max_tokens_per_microbatch, seqLen), (v) =>
+      fits({ max_tokens_per_microbatch: v }),
+    );
+    if (budget !== undefined)
+      fixes.push(
+        `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits)`,
+      );
+    if (f.localRollouts) {
+      const concurrency = firstFitting(halvings(c.rollout_concurrency, 1), (v) =>
+        fits({ rollout_concurrency: v, num_generations: Math.min(c.num_generations, v) }),
+      );
+      if (concurrency !== undefined && concurrency >= c.num_generations)
+        fixes.push(`lower rollout_concurrency (${c.rollout_concurrency}; ${concurrency} fits)`);
+    }
+    const completion = firstFitting(halvings(c.max_completion_length, 16), (v) =>
+      fits({ max_completion_length: v }),
+    );
+    if (completion !== undefined)
+      fixes.push(
+        `lower max_completion_length (${c.max_completion_length}; ${completion} fits) or max_turns`,
+      );
+    if (fixes.length === 0) {
+      // No one knob is enough: one row per micro-batch, and the completion length that then fits.
+      const oneRow = (v: number) => ({
+        max_completion_length: v,
+        max_tokens_per_microbatch: Math.min(
+          c.max_tokens_per_microbatch,
+          grpoMemoryShape({ ...c, max_completion_length: v }, f).microBatch!.seqLen,
+        ),
+      });
+      const both = firstFitting(
+        [c.max_completion_length, ...halvings(c.max_completion_length, 16)],
+        (v) => fits(oneRow(v)),
+      );
+      if (both !== undefined) {
+        const o = oneRow(both);
+        fixes.push(
+          `lower max_tokens_per_microbatch to ${o.max_tokens_per_microbatch} (one row per micro-batch)${both < c.max_completion_length ? ` and max_completion_length to ${both}` : ''}: that fits`,
+        );
+      }
+    }
+    if (fixes.length === 0)
+      fixes.push(
+        'no smaller micro-batch, concurrency or length fits: use a smaller model or a machine with more memory (frozen weights are float32)',
+      );
+    return fixes;
+  });
+}
+
+/** The SFT run's estimate; throws InsufficientMemoryError when it exceeds the memory available. */
+export function checkSftMemory(
+  c: SftMemoryConfig,
+  f: RunMemoryFacts,
+  availableBytes?: number,
+): MemoryEstimate {
+  const available = availableOf(availableBytes);
+  const est = (o: Partial<SftMemoryConfig>) => estimateMemory(sftMemoryShape({ ...c, ...o }, f));
+  const fits = (o: Partial<SftMemoryConfig>) => est(o).bytes <= available.bytes;
+  return refuseOver(est({}), available, () => {
+    const fixes: string[] = [];
+    const seqLen = sftMemoryShape(c, f).microBatch!.seqLen;
+    const mbRows = sftMemoryShape(c, f).microBatch!.rows;
+    const budget = firstFitting(halvings(mbRows * seqLen, seqLen), (v) =>
+      fits({ max_tokens_per_microbatch: v }),
+    );
+    if (budget !== undefined)
+      fixes.push(
+        `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits) or per_device_train_batch_size (${c.per_device_train_batch_size}; gradients accumulate over micro-batches either way)`,
+      );
+    const length = firstFitting(halvings(c.max_length, 16), (v) => fits({ max_length: v }));
+    if (length !== undefined)
+      fixes.push(`lower max_length (${c.max_length}; ${length} fits: longer examples are cut)`);
+    if (fixes.length === 0)
+      fixes.push(
+        'no smaller micro-batch or length fits: use a smaller model or a machine with more memory (frozen weights are float32)',
+      );
+    return fixes;
+  });
+}
+
+/**
+ * Sampling alone (`flowgrpo generate`, `flowgrpo serve`): one sampling session (and with
+ * `hostWeights` the model as loaded), `rows` prompts of `promptTokens` with `newTokens` to
+ * generate. Throws InsufficientMemoryError naming `flags.newTokens` and the value that fits;
+ * `flags.skip` runs anyway.
+ */
+export function checkSamplingMemory(
+  o: {
+    config: DecoderConfig;
+    rows: number;
+    promptTokens: number;
+    newTokens: number;
+    maxPositions: number;
+    hostWeights: boolean;
+    flags: { newTokens: string; skip: string };
+  },
+  availableBytes?: number,
+): MemoryEstimate {
+  const available = availableOf(availableBytes);
+  const est = (newTokens: number) =>
+    estimateMemory({
+      config: o.config,
+      headChunk: o.config.vocabSize,
+      sessions: { trainStep: false, logprobs: false, sampling: 1 },
+      sampling: {
+        rows: o.rows,
+        seqLen: Math.min(o.maxPositions, o.promptTokens + newTokens),
+      },
+      hostWeights: o.hostWeights,
+    });
+  return refuseOver(
+    est(o.newTokens),
+    available,
+    () => {
+      const fits = firstFitting(halvings(o.newTokens, 1), (v) => est(v).bytes <= available.bytes);
+      return [
+        fits !== undefined
+          ? `lower ${o.flags.newTokens} (${o.newTokens}; ${fits} fits)`
+          : 'use a smaller model or a machine with more memory (the weights alone do not fit: they are float32)',
+      ];
+    },
+    `pass ${o.flags.skip}`,
+  );
+}

@@ -1,0 +1,265 @@
+import type { DecoderConfig, LoraTargetModule } from '@flowgrpo/models';
+import { EMBED_TOKENS, expectedTensorShapes, LM_HEAD } from '@flowgrpo/models';
+
+// The peak resident memory of a process that opens a decoder's ONNX Runtime sessions and runs
+// them, as a sum of named terms — what the memory preflight (memory-check.ts) compares with the
+// memory the machine has before anything is built. Every size is float32 (4 bytes): the
+// artifacts hold the frozen weights in float32 today, whatever the checkpoint's dtype.
+//
+// Where the factors come from: bench/train-step-child.ts reports a fresh process's resident set
+// before a session is opened, right after, and its peak (VmHWM) over a train step. Measured on
+// two Qwen2.5-0.5B layers (hidden 896) at vocabularies 8,192 (the head whole) and 32,768 (two
+// chunks), with 2 and 4 layers, at 1–4 rows × 256–1,024 tokens (docs/performance.md, "The memory
+// preflight"), then checked at shapes the factors were not fitted on (test/memory-estimate.test.ts).
+
+const F32 = 4;
+const MiB = 2 ** 20;
+
+/** Node with ONNX Runtime loaded, before any session: 150–168 MiB measured. */
+export const RUNTIME_BYTES = 160 * MiB;
+
+/**
+ * Resident bytes per byte of a frozen weight once a session holds it, and a session's own
+ * overhead, by graph. ORT reads the initializers from weights.data into memory (1×) and each
+ * Gemm / MatMul whose B is a constant keeps a prepacked copy besides: measured as the difference
+ * of the resident set across createSession, over the projections (`linear`, layer counts 2 and 4
+ * told apart) and the LM head matrix (`head`, vocabularies told apart).
+ *   train_step: the projections are used forward and backward, but only one prepacked copy was
+ *     measured (2.0×); the head whole 3× (forward and the backward's dX both prepack it), in
+ *     vocabulary chunks 1× (a chunk is a Slice of it at run time: nothing to prepack).
+ *   logprobs: forward only; the projections were not prepacked (1.0×), the head whole 2×.
+ *   generate / decode: the projections 1.24×, the head (never chunked: sampling needs every
+ *     logit) 2.1×; a larger overhead (the decode loop's buffers).
+ * An untied input embedding is only gathered from: 1× in every graph.
+ */
+export const SESSION_FACTORS = {
+  trainStep: { linear: 2.0, headWhole: 3, headChunked: 1, overhead: 24 * MiB },
+  logprobs: { linear: 1.0, headWhole: 2, headChunked: 1, overhead: 25 * MiB },
+  sampling: { linear: 1.24, headWhole: 2.1, headChunked: 2.1, overhead: 42 * MiB },
+} as const;
+
+/**
+ * Float32 values per token per layer that the train step holds at its peak (the forward's tensors
+ * kept for the backward, plus the backward's transients): fitted as 10 × hidden (the residual
+ * stream, norms, q/k/v/o inputs and outputs), 5 × intermediate (gate, up, their activation and
+ * product, the down projection's input gradient), 1.5 × heads × sequence length (the attention
+ * probabilities, kept for the backward, and a transient of their gradient) and each LoRA
+ * module's r-wide intermediate and its gradient.
+ */
+export const ACTIVATION_FACTORS = {
+  hidden: 10,
+  intermediate: 5,
+  attention: 1.5,
+  loraRank: 2,
+  /** [tokens × head width] float tensors live at the peak: measured 6.5 whole, ~7.5 in chunks. */
+  headWhole: 6.5,
+  headChunked: 7.5,
+  /** What a step allocates whatever its size (measured: the intercept of peak against tokens). */
+  fixed: 22 * MiB,
+} as const;
+
+/**
+ * Copies of the sampling batch's KV cache: the chunk's `past` input and its `present` output
+ * (docs/performance.md, "The KV cache": the cache crosses the binding once per chunk). Counted
+ * from the graph, not measured.
+ */
+export const KV_CACHE_COPIES = 2;
+/** [rows × vocabulary] float tensors of a decode step: logits, probabilities, the top-p sort. */
+export const SAMPLING_LOGIT_COPIES = 3;
+/**
+ * Copies of each trained parameter: the train step's own, its gradient, AdamW's m and v, the
+ * trainer's host copy (handed to the rollout engine) and the engine's.
+ */
+export const TRAINABLE_COPIES = 6;
+
+export interface MemoryShape {
+  config: DecoderConfig;
+  /** The adapter trained; undefined with `full`, or when nothing is trained (generate, serve). */
+  lora?: { r: number; targetModules: readonly LoraTargetModule[] } | undefined;
+  /**
+   * Every weight trained (SFT with use_peft: false): the graphs take the weights as inputs, so
+   * nothing is prepacked, and each weight has the trainable copies instead.
+   */
+  full?: boolean;
+  /** Columns of the train_step / logprobs LM head's widest chunk (the vocabulary when whole). */
+  headChunk: number;
+  /** The sessions the process opens: each holds its own copy of the frozen weights. */
+  sessions: { trainStep: boolean; logprobs: boolean; sampling: number };
+  /** The largest micro-batch of the train step: rows × padded tokens per row. */
+  microBatch?: { rows: number; seqLen: number } | undefined;
+  /** The batch sampled at once: rows decoded together and the longest sequence (prompt + new). */
+  sampling?: { rows: number; seqLen: number } | undefined;
+  /**
+   * The process holds the model's weights itself too (float32, as loadDecoderModel reads them to
+   * build the artifacts: `flowgrpo generate`).
+   */
+  hostWeights?: boolean;
+}
+
+/** One term of the estimate: its name, its size, and what it counts. */
+export interface MemoryTerm {
+  name: string;
+  bytes: number;
+  what: string;
+}
+
+export interface MemoryEstimate {
+  terms: MemoryTerm[];
+  /** The sum of the terms: the estimated peak resident set. */
+  bytes: number;
+}
+
+/** The parameter counts of a decoder: the projections (and the vectors beside them), the head, an untied embedding. */
+function weightCounts(config: DecoderConfig): { linear: number; head: number; embed: number } {
+  let linear = 0;
+  let head = 0;
+  let embed = 0;
+  for (const [name, shape] of expectedTensorShapes(config)) {
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (name === LM_HEAD) head += n;
+    else if (name === EMBED_TOKENS) {
+      if (config.tieWordEmbeddings) head += n;
+      else embed += n;
+    } else linear += n;
+  }
+  return { linear, head, embed };
+}
+
+/** LoRA parameters: r × (in + out) per target module per layer. */
+function loraCount(config: DecoderConfig, lora: NonNullable<MemoryShape['lora']>): number {
+  const h = config.hiddenSize;
+  const q = config.numAttentionHeads * config.headDim;
+  const kv = config.numKeyValueHeads * config.headDim;
+  const f = config.intermediateSize;
+  const features: Record<LoraTargetModule, number> = {
+    q_proj: h + q,
+    k_proj: h + kv,
+    v_proj: h + kv,
+    o_proj: q + h,
+    gate_proj: h + f,
+    up_proj: h + f,
+    down_proj: f + h,
+  };
+  const perLayer = lora.targetModules.reduce((s, m) => s + lora.r * features[m], 0);
+  return perLayer * config.numHiddenLayers;
+}
+
+/** The estimated peak resident memory of `shape`, term by term. */
+export function estimateMemory(shape: MemoryShape): MemoryEstimate {
+  const c = shape.config;
+  const w = weightCounts(c);
+  const whole = shape.headChunk >= c.vocabSize;
+  const terms: MemoryTerm[] = [
+    { name: 'runtime', bytes: RUNTIME_BYTES, what: 'Node and ONNX Runtime loaded' },
+  ];
+
+  // Frozen weights, per session: each session reads its own copy and prepacks its own.
+  const frozen = (f: {
+    linear: number;
+    headWhole: number;
+    headChunked: number;
+    overhead: number;
+  }) =>
+    shape.full
+      ? f.overhead // the weights are inputs: held by the trainable term, never prepacked
+      : F32 * (f.linear * w.linear + (whole ? f.headWhole : f.headChunked) * w.head + w.embed) +
+        f.overhead;
+  const { trainStep, logprobs, sampling } = shape.sessions;
+  if (trainStep)
+    terms.push({
+      name: 'train_step weights',
+      bytes: frozen(SESSION_FACTORS.trainStep),
+      what: 'frozen weights as the train_step session holds them (float32, prepacked copies)',
+    });
+  if (logprobs)
+    terms.push({
+      name: 'logprobs weights',
+      bytes: frozen(SESSION_FACTORS.logprobs),
+      what: 'frozen weights as the logprobs session holds them',
+    });
+  if (sampling > 0) {
+    const f = SESSION_FACTORS.sampling;
+    terms.push({
+      name: 'sampling weights',
+      bytes: sampling * (F32 * (f.linear * w.linear + f.headWhole * w.head + w.embed) + f.overhead),
+      what: `frozen weights as the sampling session${sampling > 1 ? `s (${sampling}) hold` : ' holds'} them`,
+    });
+  }
+
+  if (shape.hostWeights)
+    terms.push({
+      name: 'model weights',
+      bytes: F32 * (w.linear + w.head + w.embed),
+      what: 'the model as loaded to build the graphs (float32)',
+    });
+
+  // What is trained: the parameters, their gradients, AdamW's moments, the host copies.
+  const trained = shape.full
+    ? w.linear + w.head + w.embed
+    : shape.lora && (trainStep || logprobs)
+      ? loraCount(c, shape.lora)
+      : 0;
+  if (trained > 0)
+    terms.push({
+      name: shape.full ? 'trained weights' : 'LoRA',
+      bytes: F32 * TRAINABLE_COPIES * trained,
+      what: `${trained.toLocaleString('en-US')} parameters × ${TRAINABLE_COPIES} (weights, gradients, AdamW m and v, host copies)`,
+    });
+
+  // The sampling batch: every row's KV cache at the longest sequence, and a step's logits.
+  if (sampling > 0 && shape.sampling) {
+    const { rows, seqLen } = shape.sampling;
+    const kv = rows * seqLen * c.numHiddenLayers * c.numKeyValueHeads * c.headDim * 2;
+    terms.push({
+      name: 'KV cache',
+      bytes: F32 * KV_CACHE_COPIES * kv,
+      what: `${rows} rows × ${seqLen} positions × ${c.numHiddenLayers} layers × ${c.numKeyValueHeads} kv heads × ${c.headDim} × (k, v), ${KV_CACHE_COPIES} copies`,
+    });
+    terms.push({
+      name: 'sampling logits',
+      bytes: F32 * SAMPLING_LOGIT_COPIES * rows * c.vocabSize,
+      what: `${rows} rows × ${c.vocabSize} vocabulary, ${SAMPLING_LOGIT_COPIES} copies`,
+    });
+  }
+
+  // The train step's largest micro-batch: per token per layer, then the LM head's chunk.
+  if (trainStep && shape.microBatch) {
+    const { rows, seqLen } = shape.microBatch;
+    const tokens = rows * seqLen;
+    const a = ACTIVATION_FACTORS;
+    const modules = shape.lora?.targetModules.length ?? 0;
+    const perTokenLayer =
+      a.hidden * c.hiddenSize +
+      a.intermediate * c.intermediateSize +
+      a.attention * c.numAttentionHeads * seqLen +
+      a.loraRank * (shape.lora?.r ?? 0) * modules;
+    terms.push({
+      name: 'activations',
+      bytes: F32 * tokens * c.numHiddenLayers * perTokenLayer + a.fixed,
+      what: `${rows} × ${seqLen} tokens × ${c.numHiddenLayers} layers × ${Math.round(perTokenLayer)} floats`,
+    });
+    const width = Math.min(shape.headChunk, c.vocabSize);
+    const copies = whole ? a.headWhole : a.headChunked;
+    terms.push({
+      name: 'LM head',
+      bytes: F32 * copies * tokens * width,
+      what: `${tokens} tokens × ${width} vocabulary columns${whole ? '' : ' (one chunk)'} × ${copies} tensors`,
+    });
+  }
+  return { terms, bytes: terms.reduce((s, t) => s + t.bytes, 0) };
+}
+
+/** Bytes as a short figure: "412 MiB", "17.3 GiB". */
+export function formatBytes(bytes: number): string {
+  return bytes >= 2 ** 30
+    ? `${(bytes / 2 ** 30).toFixed(1)} GiB`
+    : `${Math.round(bytes / MiB).toLocaleString('en-US')} MiB`;
+}
+
+/** The estimate as lines: the total, then each term with its size and what it counts. */
+export function describeEstimate(e: MemoryEstimate): string[] {
+  return [
+    `estimated peak memory: ${formatBytes(e.bytes)}`,
+    ...e.terms.map((t) => `  ${t.name}: ${formatBytes(t.bytes)} (${t.what})`),
+  ];
+}
