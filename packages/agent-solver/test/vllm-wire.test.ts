@@ -565,6 +565,61 @@ describe('OpenAIPolicyEngine against vLLM', () => {
   });
 });
 
+describe('several adapter versions at once (GRPO max_staleness ≥ 1)', () => {
+  // Names of different lengths: the stand-ins' sample() shifts its ids by the adapter's length,
+  // so the ids say which adapter generated.
+  const old = { name: 'policy-v1', path: '/run/adapters/step-1' };
+  const fresh = { name: 'policy-v10', path: '/run/adapters/step-10' };
+
+  it('vLLM: an engine bound to a version names it while a newer one is loaded beside it', async () => {
+    const v = await fakeVllm();
+    const p = engine(v.url);
+    await p.loadAdapter(old, { mode: 'add' });
+    const bound = p.withAdapter(old.name);
+    await p.loadAdapter(fresh, { mode: 'add' });
+    // 'add' sends the load alone (no unload first), with LoadLoRAAdapterRequest's fields.
+    expect(v.seen.map((s) => [s.path, s.body, s.status])).toEqual([
+      ['/v1/load_lora_adapter', { lora_name: old.name, lora_path: old.path }, 200],
+      ['/v1/load_lora_adapter', { lora_name: fresh.name, lora_path: fresh.path }, 200],
+    ]);
+    const r = await bound.generate({ prompt: 'x', maxTokens: 4 });
+    expect(v.seen.at(-1)!.body.model).toBe(old.name);
+    expect(Array.from(r.actionTokens)).toEqual(sample(old.name).ids);
+    expect(r.model).toBe(old.name);
+    // The engine itself names the adapter loaded last.
+    await p.generate({ prompt: 'x', maxTokens: 4 });
+    expect(v.seen.at(-1)!.body.model).toBe(fresh.name);
+    // Unloaded, the version's requests are vLLM's 404 — never another adapter's samples.
+    await p.unloadAdapter(old.name);
+    expect(v.seen.at(-1)!.body).toEqual({ lora_name: old.name });
+    await expect(bound.generate({ prompt: 'x', maxTokens: 4 })).rejects.toSatisfy(
+      (e) => LLMRequestError.isInstance(e) && e.status === 404,
+    );
+    expect([...v.adapters.keys()]).toEqual([fresh.name]);
+    // Every body passed vLLM's checks with no field it would drop; only that last request failed.
+    expect(v.seen.every((x) => x.ignored.length === 0)).toBe(true);
+    expect(v.seen.map((x) => x.status)).toEqual([200, 200, 200, 200, 200, 404]);
+  });
+
+  it("SGLang: the bound version goes in the request's lora_path", async () => {
+    const s = await fakeSglang();
+    const p = engine(s.url, { loraRoutes: 'sglang' });
+    await p.loadAdapter(old, { mode: 'add' });
+    await p.loadAdapter(fresh, { mode: 'add' });
+    const r = await p.withAdapter(old.name).generate({ prompt: 'x', maxTokens: 4 });
+    expect(s.seen.at(-1)!.body).toMatchObject({ model: BASE, lora_path: old.name });
+    expect(s.seen.at(-1)!.adapter).toBe(old.name);
+    expect(r.model).toBe(old.name);
+    await p.unloadAdapter(old.name);
+    expect(s.seen.at(-1)!).toMatchObject({
+      path: '/unload_lora_adapter',
+      body: { lora_name: old.name },
+    });
+    expect(s.seen.every((x) => x.ignored.length === 0)).toBe(true);
+    expect([...s.adapters.keys()]).toEqual([fresh.name]);
+  });
+});
+
 describe('OpenAIPolicyEngine against SGLang', () => {
   it('uses the root LoRA routes and selects the adapter with lora_path', async () => {
     const s = await fakeSglang();

@@ -114,6 +114,28 @@ export class OpenAIPolicyEngine implements PolicyEngine {
   }
 
   async generate(request: PolicyGenerateRequest): Promise<PolicyGenerateResult> {
+    return this.#generate(request, this.adapter?.name);
+  }
+
+  /**
+   * This engine — its servers, balancer, concurrency limit, retries and usage — with every
+   * request naming the adapter `name` instead of the one loaded last: rollouts of one policy
+   * version keep their adapter while a newer one is loaded beside it (GRPO's max_staleness).
+   */
+  withAdapter(name: string): PolicyEngine {
+    return {
+      model: this.model,
+      ...(this.tokenizer && { tokenizer: this.tokenizer }),
+      generate: (request) => this.#generate(request, name),
+    };
+  }
+
+  /** A generation from the adapter `adapter` (a loaded name), or the base model when undefined. */
+  async #generate(
+    request: PolicyGenerateRequest,
+    adapter: string | undefined,
+  ): Promise<PolicyGenerateResult> {
+    const servedModel = adapter ?? this.model;
     const kind = promptKind(request);
     const localTemplate = kind === 'messages' && this.#options.chatTemplate === 'local';
     if (localTemplate && !this.tokenizer?.applyChatTemplate) {
@@ -131,11 +153,11 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     // vLLM picks the adapter by the request's `model` (the adapter's name). SGLang runs its base
     // model for a `model` that names no adapter, whatever it says: the adapter goes in its
     // `lora_path` field (the adapter's name, as loaded), and `model` stays the base model's.
-    const sglangAdapter = this.#options.loraRoutes === 'sglang' ? this.adapter : undefined;
+    const sglangAdapter = this.#options.loraRoutes === 'sglang' ? adapter : undefined;
     const body: Record<string, unknown> = {
       ...this.#options.extraBody,
-      model: sglangAdapter ? this.model : this.servedModel,
-      ...(sglangAdapter && { lora_path: sglangAdapter.name }),
+      model: sglangAdapter ? this.model : servedModel,
+      ...(sglangAdapter && { lora_path: sglangAdapter }),
       max_tokens: request.maxTokens,
       return_tokens_as_token_ids: true,
       return_token_ids: true,
@@ -155,7 +177,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
     const path = useChat ? '/chat/completions' : '/completions';
     let lastServer: PooledServer<OpenAI> | undefined;
     const timeoutMs = request.timeoutMs ?? this.#options.timeoutMs ?? 300_000;
-    const what = `policy ${useChat ? 'chat completion' : 'completion'} (${this.servedModel})`;
+    const what = `policy ${useChat ? 'chat completion' : 'completion'} (${servedModel})`;
     const { wire, server } = await runWithRetries(
       async ({ signal }) => {
         const server = this.pool.pick();
@@ -206,10 +228,10 @@ export class OpenAIPolicyEngine implements PolicyEngine {
       usage,
       // SGLang echoes the base model's name even when the adapter generated.
       model: sglangAdapter
-        ? sglangAdapter.name
+        ? sglangAdapter
         : typeof wire.model === 'string'
           ? wire.model
-          : this.servedModel,
+          : servedModel,
     };
   }
 

@@ -64,6 +64,14 @@ export interface PolicyEngine {
   generate(request: PolicyGenerateRequest): Promise<PolicyGenerateResult>;
   /** Makes later generations use `adapter` (the trainer calls it after each optimizer step). */
   updateAdapter?(adapter: AdapterRef): Promise<void>;
+  // Several adapters served at once, each under its own name (GRPO's max_staleness ≥ 1 keeps one
+  // per policy version a batch is sampled from): an engine offers all three or none.
+  /** Registers `adapter` (a name new to the servers) beside the adapters already loaded. */
+  loadAdapter?(adapter: AdapterRef, options: { mode: 'add' }): Promise<void>;
+  /** Removes the adapter `name` from the servers. */
+  unloadAdapter?(name: string): Promise<void>;
+  /** This engine with every request naming the adapter `name`, whatever is loaded later. */
+  withAdapter?(name: string): PolicyEngine;
 }
 
 /** The server's answer lacks what a policy sample needs (token ids, logprobs), or is inconsistent. */
