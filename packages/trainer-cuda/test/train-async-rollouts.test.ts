@@ -164,7 +164,7 @@ describe('max_staleness', () => {
     }
   }, 240_000);
 
-  it('refuses what it could not keep: a negative or fractional bound, a bound below num_iterations, a remote engine', async () => {
+  it('refuses what it could not keep: a negative or fractional bound, a bound below num_iterations, a remote engine that serves one adapter at a time', async () => {
     for (const max_staleness of [-1, 1.5]) {
       const e = await thrown(() => tinyTrainer(root, learning('bad', { max_staleness })));
       expect(ConfigError.isInstance(e)).toBe(true);
@@ -174,14 +174,19 @@ describe('max_staleness', () => {
       tinyTrainer(root, learning('bad', { max_staleness: 1, num_iterations: 2 })),
     );
     expect((mu as ConfigError).key).toBe('max_staleness, num_iterations');
+    // An engine with updateAdapter alone (no loadAdapter / unloadAdapter / withAdapter) cannot
+    // keep an older version loaded beside the newer one; OpenAIPolicyEngine can
+    // (train-remote-rollouts.test.ts).
     const remote = await thrown(() =>
       tinyTrainer(root, learning('bad', { max_staleness: 1 }), {
-        extra: { rolloutEngine: {} as PolicyEngine },
+        extra: { rolloutEngine: { updateAdapter: async () => {} } as unknown as PolicyEngine },
       }),
     );
     expect(ConfigError.isInstance(remote)).toBe(true);
     expect((remote as ConfigError).key).toBe('max_staleness');
     expect((remote as ConfigError).message).toContain('rolloutEngine');
+    expect((remote as ConfigError).message).toContain('several adapters at once');
+    expect((remote as ConfigError).hint).toContain('max_staleness: 0');
   });
 
   it('counts staleness in optimizer steps (μ = 2, bound 2: one batch ahead, two steps stale); evaluates between batches', async () => {

@@ -1,6 +1,8 @@
+import type { PolicyEngine } from '@flowgrpo/agent';
 import { ConfigError, expectAbortListeners, type SampleRow, type Trajectory } from '@flowgrpo/core';
 import type { RolloutPolicy } from '../run/checkpoint.js';
 import type { GRPOConfig } from '../run/config.js';
+import { servesVersions } from './served-versions.js';
 
 // Rollouts sampled while the update runs (`max_staleness` ≥ 1): TRL's AsyncGRPO, verl's
 // fully-async trainer and AReaL's bounded off-policyness, in one process. The local engine's
@@ -18,6 +20,8 @@ import type { GRPOConfig } from '../run/config.js';
 //               while a batch to come is sampled from it; the trainer updates its own tensors.
 //   one engine  batches are sampled one after the other, each with its adapter set on the engine
 //               for the whole batch; evaluation takes the engine between two batches (exclusive).
+//               A remote engine holds each version as its own adapter on every server, and
+//               the batch's requests name it (served-versions.ts).
 //   versions    every trajectory carries metadata.policy_version (the global_step of its adapter);
 //               its turns carry the sampler's log-probs, which the update weighs against (the
 //               truncated importance ratio of grpo-update.ts, always on here).
@@ -70,21 +74,24 @@ export function rolloutLookahead(c: Pick<GRPOConfig, 'max_staleness' | 'num_iter
 }
 
 /**
- * Refuses a max_staleness the trainer could not keep: with a remote `rolloutEngine` (a server
- * holds the one adapter hot-loaded last, so its rollouts cannot keep an earlier version while
- * the trainer updates), and below num_iterations (a batch's μ updates reach the sampler at once,
- * so no batch could be sampled ahead without being μ steps stale).
+ * Refuses a max_staleness the trainer could not keep: with a `rolloutEngine` that cannot serve
+ * several adapters at once (each batch sampled ahead keeps the adapter of its version on the
+ * servers while newer ones are loaded: served-versions.ts), and below num_iterations (a batch's
+ * μ updates reach the sampler at once, so no batch could be sampled ahead without being μ steps
+ * stale).
  */
 export function checkMaxStaleness(
   c: Pick<GRPOConfig, 'max_staleness' | 'num_iterations'>,
-  o: { remoteEngine: boolean },
+  o: { rolloutEngine: PolicyEngine | undefined },
 ): void {
   if (c.max_staleness === 0) return;
-  if (o.remoteEngine)
+  if (o.rolloutEngine && !servesVersions(o.rolloutEngine))
     throw new ConfigError(
-      `GRPO config: max_staleness = ${c.max_staleness}: a rolloutEngine serves the one adapter hot-loaded last, so rollouts sampled ahead could not keep the adapter of their version`,
+      `GRPO config: max_staleness = ${c.max_staleness}: this rolloutEngine cannot serve several adapters at once (it has no loadAdapter, unloadAdapter and withAdapter), so rollouts sampled ahead could not keep the adapter of their version`,
       { key: 'max_staleness' },
-      { hint: 'set max_staleness: 0 with rolloutEngine, or sample on the local engine' },
+      {
+        hint: 'set max_staleness: 0, or sample on OpenAIPolicyEngine (vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, SGLang, flowgrpo serve) or on the local engine',
+      },
     );
   if (c.max_staleness < c.num_iterations)
     throw new ConfigError(

@@ -55,6 +55,7 @@ import {
 import { freshGRPOState } from './grpo-state.js';
 import { rolloutJobs } from './rollout-jobs.js';
 import { RunBook } from './run-book.js';
+import { ServedVersions, servesVersions } from './served-versions.js';
 import { stepRecord } from './step-record.js';
 
 // Flow-GRPO on a local decoder, in one loop that reads like llama2.c's train.py — six phases
@@ -94,7 +95,9 @@ export interface GRPOTrainerOptions {
   device?: DeviceRequest;
   /**
    * A rollout engine other than the local decode graph (e.g. OpenAIPolicyEngine over vLLM): the
-   * adapter is saved after every update and hot-loaded with its `updateAdapter`.
+   * adapter is saved after every update and hot-loaded with its `updateAdapter` — or, with
+   * max_staleness ≥ 1, each version a batch is sampled from is loaded under its own name
+   * (served-versions.ts).
    */
   rolloutEngine?: PolicyEngine;
   progress?: Progress;
@@ -159,6 +162,10 @@ export class GRPOTrainer {
   #artifacts: DecoderArtifacts | undefined;
   /** The sampler running ahead of the updates (max_staleness ≥ 1), while train() runs. */
   #ahead: AsyncRollouts | undefined;
+  /** With a rolloutEngine and max_staleness ≥ 1: the versions loaded on its servers. */
+  #versions: ServedVersions | undefined;
+  /** The run's state while train() runs (the version an evaluation is served from). */
+  #state: TrainerState | undefined;
 
   constructor(options: GRPOTrainerOptions) {
     this.config = parseConfig(GRPOConfigSchema, options.config, 'GRPO config');
@@ -167,7 +174,7 @@ export class GRPOTrainer {
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
     const manifest = readArtifactsManifest(options.artifacts);
     checkArtifactsLora(this.config.lora, manifest.lora);
-    checkMaxStaleness(this.config, { remoteEngine: options.rolloutEngine !== undefined });
+    checkMaxStaleness(this.config, { rolloutEngine: options.rolloutEngine });
     this.#bestModel = bestModelRule(this.config, {
       name: 'GRPOTrainer',
       hasEvalDataset: (options.evalDataset?.length ?? 0) > 0,
@@ -294,8 +301,19 @@ export class GRPOTrainer {
   ): Promise<RolloutAgent> {
     const c = this.config;
     const o = this.#o;
-    if (o.rolloutEngine) this.#engine = o.rolloutEngine;
-    else {
+    if (o.rolloutEngine) {
+      this.#engine = o.rolloutEngine;
+      // Sampled ahead: every batch loads the version it is sampled from itself, under its own
+      // name; nothing is hot-loaded under the synchronous loop's single name.
+      if (rolloutLookahead(c) > 0 && servesVersions(o.rolloutEngine)) {
+        this.#versions = new ServedVersions({
+          engine: o.rolloutEngine,
+          folder: (s) => this.#adapterFolder(s),
+          save: (dir, params) => this.#saveAdapter(dir, params),
+        });
+        return this.#samplingAgent(o.rolloutEngine);
+      }
+    } else {
       this.#artifacts = await DecoderArtifacts.open(o.artifacts, {
         graphs: [samplingGraph(manifest, o.device ?? 'cpu')],
         device: o.device ?? 'cpu',
@@ -313,8 +331,14 @@ export class GRPOTrainer {
       this.#engine = this.#local;
     }
     await this.#sync(policy.params, step);
-    return o.agent(
-      trainingSampling(this.#engine, {
+    return this.#samplingAgent(this.#engine);
+  }
+
+  /** The agent sampling `engine` as training does (the run's temperature, top_p, length). */
+  #samplingAgent(engine: PolicyEngine): RolloutAgent {
+    const c = this.config;
+    return this.#o.agent(
+      trainingSampling(engine, {
         temperature: c.temperature,
         topP: c.top_p,
         maxTokens: c.max_completion_length,
@@ -347,6 +371,7 @@ export class GRPOTrainer {
       log: (line) => progress.log(line),
       ...(o.onLog && { onLog: o.onLog }),
     });
+    this.#state = state;
     const ahead = this.#startSampler(agent, state, rolloutPolicies);
     this.#ahead = ahead;
     let stopped: TrainResult['stopped'] = 'max_steps';
@@ -402,8 +427,9 @@ export class GRPOTrainer {
       // 6. Evaluate and checkpoint when their intervals are crossed.
       await book.evalSave(step);
     }
-    // Batches sampled past the run's last step are discarded.
+    // Batches sampled past the run's last step are discarded, and their versions unloaded.
     await ahead?.close();
+    await this.#versions?.releaseAll();
     bar.stop();
     const end = await book.finish(stopped);
     return {
@@ -470,14 +496,24 @@ export class GRPOTrainer {
     const lookahead = rolloutLookahead(c);
     if (lookahead === 0) return undefined;
     const questions = querySampler(this.#o.trainDataset, c, structuredClone(state));
+    const versions = this.#versions;
+    // The version the previous batch was sampled from, held until the next batch holds its own:
+    // batches sampled from the same version keep it loaded in between.
+    let held: number | undefined;
     return new AsyncRollouts({
       lookahead,
       firstBatch: state.batches,
       policies,
       take: (version, batch) => questions.take(version, batch, c.queries_per_step),
-      sample: (p, rows, batch, signal) => {
-        this.#local!.generator.setLora(p.params);
-        return this.#rolloutPhase(agent, rows, batch, signal);
+      sample: async (p, rows, batch, signal) => {
+        if (!versions) {
+          this.#local!.generator.setLora(p.params);
+          return this.#rolloutPhase(agent, rows, batch, signal);
+        }
+        const engine = await versions.acquire(p.step, p.params);
+        if (held !== undefined) await versions.release(held);
+        held = p.step;
+        return this.#rolloutPhase(this.#samplingAgent(engine), rows, batch, signal);
       },
       concurrency: c.rollout_concurrency,
       ...(this.#o.signal && { signal: this.#o.signal }),
@@ -575,8 +611,7 @@ export class GRPOTrainer {
     const c = this.config;
     const progress = this.#o.progress ?? silentProgress;
     const bar = progress.start('eval', dataset.length);
-    const engine = this.#engine;
-    const run = () =>
+    const run = (engine: PolicyEngine = this.#engine!) =>
       evaluate({
         agent: this.#o.agent(greedy(engine)),
         dataset,
@@ -589,14 +624,25 @@ export class GRPOTrainer {
         onProgress: (done, _total, correct) => bar.update(done, { acc: correct / done }),
       });
     // With a sampler running ahead the engine holds an earlier adapter: evaluation takes it
-    // between two batches, with the adapter trained so far.
+    // between two batches, with the adapter trained so far — set on the local engine, or loaded
+    // on the servers as its own version.
     const ahead = this.#ahead;
     const policy = this.#policy;
+    const versions = this.#versions;
+    const step = this.#state?.global_step;
     const result =
       ahead && policy
-        ? await ahead.exclusive(() => {
-            this.#local!.generator.setLora(policy.params);
-            return run();
+        ? await ahead.exclusive(async () => {
+            if (!versions || step === undefined) {
+              this.#local!.generator.setLora(policy.params);
+              return run();
+            }
+            const served = await versions.acquire(step, policy.params);
+            try {
+              return await run(served);
+            } finally {
+              await versions.release(step);
+            }
           })
         : await run();
     bar.stop();
@@ -607,6 +653,12 @@ export class GRPOTrainer {
   async close(): Promise<void> {
     await this.#ahead?.close();
     this.#ahead = undefined;
+    // Reached with versions still held only when the run failed: the error that ended it is the
+    // one to report, and an adapter left on a server costs its memory until the trainer's next
+    // run or the server's restart.
+    await this.#versions?.releaseAll().catch(() => {});
+    this.#versions = undefined;
+    this.#state = undefined;
     await this.#policy?.release();
     this.#policy = undefined;
     await this.#artifacts?.release();
@@ -621,11 +673,20 @@ export class GRPOTrainer {
     }
     const engine = this.#engine!;
     if (!engine.updateAdapter) return;
-    const dir = this.#run.path(join('adapters', `step-${step}`));
+    const dir = this.#adapterFolder(step);
+    await this.#saveAdapter(dir, params);
+    await engine.updateAdapter({ name: 'flowgrpo-policy', path: dir });
+  }
+
+  /** adapters/step-<step>: the PEFT folder a server loads the adapter of global_step `step` from. */
+  #adapterFolder(step: number): string {
+    return this.#run.path(join('adapters', `step-${step}`));
+  }
+
+  async #saveAdapter(dir: string, params: LoraParams): Promise<void> {
     await saveLoraAdapter(dir, this.#policy!.config, this.#policy!.lora!, params, {
       ...(this.#o.baseModel && { baseModel: this.#o.baseModel }),
     });
-    await engine.updateAdapter({ name: 'flowgrpo-policy', path: dir });
   }
 
   /** checkpoint-<step>: the adapter, its optimizer state and the run's state; `limit` kept. */
