@@ -2,7 +2,9 @@
 // 127.0.0.1, @flowgrpo/agent/testing) behind one OpenAIPolicyEngine, on the tiny demo setup of
 // the other GRPOTrainer tests. The servers answer every completion with a text chosen by the
 // request's seed (so the run, its requests included, is the same whatever server the balancer
-// picks), and refuse one that names an adapter they have not loaded, as vLLM does (404).
+// picks), and refuse one that names an adapter they have not loaded, as vLLM does (404). The
+// last test samples for real: two of our own gateways (`flowgrpo serve`'s LocalPolicyHost over the
+// tiny model's artifacts), hot-loading the adapters the trainer sends.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +17,7 @@ import {
   reply,
 } from '@flowgrpo/agent/testing';
 import type { SampleRow } from '@flowgrpo/core';
+import { createPolicyGateway, LocalPolicyHost } from '@flowgrpo/gateway';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { makeQuestions, questionRows } from '../src/demo/index.js';
 import type { GRPOConfigInput, TrainResult } from '../src/index.js';
@@ -245,5 +248,92 @@ describe('rolloutEngine', () => {
     for (const srv of servers)
       for (const q of srv.requestsTo('completions'))
         expect(q.body.model).toBe('flowgrpo-policy-v0');
+  }, 120_000);
+
+  it('max_staleness 1 against two `flowgrpo serve` gateways: real samples from the version each batch names, hot-loaded and unloaded', async () => {
+    const { model, artifacts } = await tinySetup(root);
+    const seen: string[][] = [];
+    const gateways = [];
+    for (let i = 0; i < 2; i++) {
+      const host = await LocalPolicyHost.open({
+        artifacts,
+        tokenizer: model.tokenizer,
+        baseModel: 'tiny',
+      });
+      // What each server saw: its adapter loads and unloads, and the model of every generation.
+      const log: string[] = [];
+      seen.push(log);
+      const load = host.loadAdapter.bind(host);
+      const unload = host.unloadAdapter.bind(host);
+      const engineOf = host.engine.bind(host);
+      host.loadAdapter = (name, path, o) => {
+        log.push(`load ${name}`);
+        return load(name, path, o);
+      };
+      host.unloadAdapter = (name) => {
+        log.push(`unload ${name}`);
+        return unload(name);
+      };
+      host.engine = (name) => {
+        log.push(`generate ${name}`);
+        return engineOf(name);
+      };
+      const gw = await createPolicyGateway({ host });
+      gateways.push({ gw, host });
+    }
+    try {
+      const tok = model.tokenizer;
+      const engine = new OpenAIPolicyEngine({
+        model: 'tiny',
+        baseURLs: gateways.map((g) => g.gw.baseURL),
+        tokenizer: { encode: (t) => tok.encode(t), decode: (ids) => tok.decode(ids) },
+        retry: { maxRetries: 0 },
+      });
+      const r = await (
+        await tinyTrainer(
+          root,
+          config('serve', { max_steps: 4, max_staleness: 1, queries_per_step: 4 }),
+          {
+            extra: { rolloutEngine: engine },
+          },
+        )
+      ).train();
+      const got = steps(r);
+      // As with the local engine: batch b ≥ 1 sampled from the adapter batch b − 1 started from.
+      expect(got.map((m) => m['async/staleness_max'])).toEqual([0, 1, 1, 1]);
+      // The servers' log-probs are their decode graph's for the adapter the batch named: on batch
+      // 0 (version 0 = the adapter trained on) they agree with the trainer's to the graphs'
+      // precision (measured 1.4e-6); later batches come from the version before the trained one,
+      // so they differ by far more (measured 0.02–0.07) — the gateways did sample the old version.
+      expect(got[0]!['logprob_mismatch/max']).toBeLessThanOrEqual(1e-4);
+      for (const m of got.slice(1)) expect(m['logprob_mismatch/max']).toBeGreaterThan(1e-3);
+      const name = (v: number) => `flowgrpo-policy-v${v}`;
+      for (const log of seen) {
+        // Both servers loaded and unloaded the same versions in the same order: 0 (batches 0
+        // and 1), 1, 2, 3 (batches 2, 3 and the discarded batch 4, unless the run ended first).
+        expect(log.filter((l) => !l.startsWith('generate'))).toEqual(
+          seen[0]!.filter((l) => !l.startsWith('generate')),
+        );
+        expect(log.slice(0, 2)).toEqual([`load ${name(0)}`, `generate ${name(0)}`]);
+        // Every generation named a version loaded on that server at the time, the newest one.
+        const loaded: string[] = [];
+        for (const l of log) {
+          const [op, n] = l.split(' ') as [string, string];
+          if (op === 'load') loaded.push(n);
+          else if (op === 'unload') loaded.splice(loaded.indexOf(n), 1);
+          else expect(n, l).toBe(loaded.at(-1));
+        }
+        expect(loaded).toEqual([]);
+        // Batches 0–3 are sampled from versions 0, 0, 1, 2.
+        const generated = new Set(log.filter((l) => l.startsWith('generate')));
+        for (const v of [0, 1, 2]) expect(generated, name(v)).toContain(`generate ${name(v)}`);
+      }
+      for (const g of gateways) expect(g.host.models().map((m) => m.id)).toEqual(['tiny']);
+    } finally {
+      for (const g of gateways) {
+        await g.gw.close();
+        await g.host.close();
+      }
+    }
   }, 120_000);
 });
