@@ -216,6 +216,49 @@ describe('rolloutEngine', () => {
     for (const s of servers) expect(s.requestsTo('completions').length).toBeGreaterThan(0);
   }, 120_000);
 
+  it('max_staleness 1, aborted and resumed: the batch in flight is sampled again from the version the checkpoint kept', async () => {
+    const { engine, servers } = await fleet();
+    const cfg = (more: Partial<GRPOConfigInput> = {}) =>
+      config('resume', { max_steps: 4, max_staleness: 1, save_steps: 1, ...more });
+    const stop = new AbortController();
+    const first = await (
+      await tinyTrainer(root, cfg(), {
+        extra: {
+          rolloutEngine: engine,
+          signal: stop.signal,
+          onLog: (m) => m.step === 2 && stop.abort(),
+        },
+      })
+    ).train();
+    expect(first.globalStep).toBe(2);
+    // The aborted run left nothing loaded (its versions were unloaded as it stopped).
+    for (const s of servers) expect(s.adapters.size).toBe(0);
+    const before = servers.map((s) => s.requests.length);
+    const resumed = await (
+      await tinyTrainer(root, cfg({ resume_from_checkpoint: true }), {
+        extra: { rolloutEngine: engine },
+      })
+    ).train();
+    // (The run's metrics.jsonl holds steps 1 and 2 from before the abort.)
+    expect(
+      steps(resumed)
+        .filter((m) => (m.step as number) > 2)
+        .map((m) => [m.step, m['async/staleness_max']]),
+    ).toEqual([
+      [3, 1],
+      [4, 1],
+    ]);
+    // checkpoint-2 kept the adapter of step 1 that batch 2 is sampled from (async-rollouts.ts):
+    // the resumed run loads it first, as version 1, and batch 2's requests name it.
+    for (const [i, s] of servers.entries()) {
+      const after = s.requests.slice(before[i]);
+      expect(after.find((q) => q.route === 'load_lora_adapter')?.body.lora_name).toBe(
+        'flowgrpo-policy-v1',
+      );
+      expect(s.adapters.size).toBe(0);
+    }
+  }, 120_000);
+
   it('max_staleness 1: a server that fails to load a version fails the step with its error; no request names another adapter', async () => {
     const { engine, servers } = await fleet();
     // The second server refuses version 1 (as vLLM answers a load it cannot do: an error status).
