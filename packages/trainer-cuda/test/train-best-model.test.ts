@@ -109,6 +109,10 @@ describe('GRPOTrainer load_best_model_at_end', () => {
     );
     const lowest = evals.reduce((a, b) => (b['eval/reward']! < a['eval/reward']! ? b : a));
     expect(low.bestCheckpoint).toBe(join(root, 'lowest', `checkpoint-${lowest.step}`));
+    // Whichever step it is — the final one too, whose checkpoint was written before its
+    // evaluation and is written again — the best checkpoint's trainer_state names itself.
+    expect(trainerState(low.bestCheckpoint!).best_model_checkpoint).toBe(low.bestCheckpoint);
+    expect(trainerState(low.bestCheckpoint!).best_metric).toBe(lowest['eval/reward']);
   }, 180_000);
 
   it('refuses, before anything is written, a rule it cannot keep', async () => {

@@ -27,7 +27,8 @@ import { StepClock } from '../run/step-clock.js';
 //   eval / save   when the step crossed a multiple of eval_steps / save_steps (no evaluation at the
 //                 last step: the final one follows); with load_best_model_at_end, an evaluation
 //                 better than every one before saves its step's checkpoint, which rotation keeps
-//   finish        the final evaluation, a checkpoint of the last step unless it is saved, report.html
+//   finish        a checkpoint of the last step unless it is saved, the final evaluation (a best
+//                 one rewrites that checkpoint, naming itself), report.html
 //
 // The trainer says how to write its policies (one adapter, or a folder per role) and how to
 // evaluate them; the book says when.
@@ -207,8 +208,8 @@ export class RunBook {
   }
 
   /**
-   * The end of a run: the final evaluation (a run that reached max_steps), a checkpoint of the
-   * last step unless it is saved, report.html. With load_best_model_at_end, `best` is the
+   * The end of a run: a checkpoint of the last step unless it is saved, the final evaluation (a
+   * run that reached max_steps), report.html. With load_best_model_at_end, `best` is the
    * checkpoint of the best evaluation, the final one included.
    */
   async finish(stopped: 'max_steps' | 'aborted'): Promise<{
@@ -219,19 +220,22 @@ export class RunBook {
   }> {
     const step = this.state.global_step;
     if (stopped === 'aborted') this.#o.log('stopping: writing a final checkpoint');
-    // Evaluated before the checkpoint is written, so that a final evaluation that is the best
-    // is named by the checkpoint's own trainer_state.
+    // The last step is kept before the final evaluation, so that an evaluation that fails (or
+    // is interrupted) costs nothing trained.
+    const limit = this.#o.config.save_total_limit;
+    let checkpoint =
+      this.#checkpoint && basename(this.#checkpoint) === checkpointName(step)
+        ? this.#checkpoint
+        : await this.#save(limit);
     let finalEval: EvalResult | undefined;
     if (this.#o.evaluate && stopped === 'max_steps') {
       finalEval = await this.#o.evaluate('final');
       const metrics = evalMetrics(finalEval);
       this.#o.run.logMetrics({ step, ...metrics });
-      this.#recordIfBest(metrics);
+      // The best: its checkpoint is written again (whole, in place), now naming itself in its
+      // trainer_state, as an evaluation's best checkpoint does.
+      if (this.#recordIfBest(metrics)) checkpoint = await this.#save(limit);
     }
-    const checkpoint =
-      this.#checkpoint && basename(this.#checkpoint) === checkpointName(step)
-        ? this.#checkpoint
-        : await this.#save(this.#o.config.save_total_limit);
     const { best_model_checkpoint: bestDir, best_metric: bestMetric } = this.state;
     const best =
       this.#o.bestModel && bestDir !== undefined && bestMetric !== undefined
