@@ -268,30 +268,6 @@ export async function demoTaskSetup(
   return { almanac, demoQuestions, grpoQuestions, testQuestions, base };
 }
 
-/**
- * A preset's curriculum as the trainer's config: each stage's share of the steps as the step it
- * ends at, and only the kinds GRPO's questions hold (a small budget's few questions can miss a
- * rare kind, and a weight on a kind no row has is refused).
- */
-function kindCurriculum(
-  stages: NonNullable<DemoTaskPreset['grpoCurriculum']>,
-  maxSteps: number,
-  questions: readonly DemoQuestion[],
-) {
-  const kinds = new Set<string>(questions.map((q) => q.kind));
-  return {
-    column: 'kind',
-    stages: stages.map((st) => ({
-      ...(st.untilShare !== undefined && {
-        until_step: Math.max(1, Math.round(st.untilShare * maxSteps)),
-      }),
-      weights: Object.fromEntries(
-        Object.entries(st.weights).filter(([k, w]) => kinds.has(k) && w! > 0),
-      ) as Record<string, number>,
-    })),
-  };
-}
-
 /** Runs the whole demo and writes report.html and results.json into `outDir`. */
 export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const seed = o.seed ?? 1;
@@ -427,9 +403,6 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       // that breaks the format on one machine's rounding does not become the result. The
       // validation questions come from the training half, apart from GRPO's and the test's.
       eval_steps: s.grpo.evalSteps,
-      ...(task.grpoCurriculum && {
-        curriculum: kindCurriculum(task.grpoCurriculum, s.grpo.maxSteps, grpoQuestions),
-      }),
       load_best_model_at_end: true,
       metric_for_best_model: 'eval/accuracy',
       seed,

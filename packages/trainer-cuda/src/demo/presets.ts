@@ -25,12 +25,6 @@ export interface DemoTaskPreset {
   questions: KindWeights;
   /** Question kinds of GRPO's questions, over `questions`; undefined = the same mix. */
   grpoQuestions?: KindWeights;
-  /**
-   * GRPO's curriculum over question kinds (the trainer's `curriculum`, column `kind`): stages in
-   * order, each until a share of the GRPO steps (the last to the end), each asking the kinds it
-   * weighs; undefined = GRPO's questions in one seeded order.
-   */
-  grpoCurriculum?: { untilShare?: number; weights: KindWeights }[];
   teacher: Pick<TeacherOptions, 'prematureStop' | 'overshoot'>;
   /** GRPO steps at the full budget (the other budgets keep theirs). */
   grpoMaxSteps?: number;
@@ -55,35 +49,10 @@ export const DEMO_TASKS: Record<DemoTaskName, DemoTaskPreset> = {
     teacher: { prematureStop: { 2: 0.3, 3: 1 }, overshoot: { year_plus: 0.3 } },
     // Finding a plan no demonstration shows takes more tries than sharpening one it shows: two
     // thirds of GRPO's questions are three-hop, 16 rollouts each, for 100 steps at twice the
-    // default demo's learning rate. "Which year was N years after …" waits for the last 40% of
-    // the steps: there the right move after the offset is to answer, and asked from the start
-    // it pushed the policy away from the event step before any three-hop group was right; never
-    // asked, GRPO's "look up that year's event" took it from SFT's level to 0% (docs/demo.md).
-    grpoQuestions: { event_plus: 12, year_plus: 4 },
-    grpoCurriculum: [
-      {
-        untilShare: 0.6,
-        weights: {
-          year: 1,
-          town: 1,
-          event: 1,
-          event_of_year: 1,
-          event_after_year: 1,
-          event_plus: 12,
-        },
-      },
-      {
-        weights: {
-          year: 1,
-          town: 1,
-          event: 1,
-          event_of_year: 1,
-          event_after_year: 1,
-          event_plus: 8,
-          year_plus: 4,
-        },
-      },
-    ],
+    // default demo's learning rate. "Which year was N years after …" is left out of GRPO's
+    // questions: there the right move after the offset is to answer, and training it pushed the
+    // policy away from the event step before any three-hop group was right (docs/demo.md).
+    grpoQuestions: { event_plus: 12, year_plus: 0 },
     grpoGenerations: 16,
     grpoMaxSteps: 100,
     grpoLearningRate: 1e-3,
