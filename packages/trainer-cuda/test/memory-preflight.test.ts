@@ -11,11 +11,9 @@
 //   InsufficientMemoryError before output_dir exists, its hint naming the knob and a value that
 //   fits; the same config with that smaller micro-batch runs; skip_memory_check runs it anyway;
 // - the available memory under a cgroup limit.
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import {
   createTinyQwen2,
   type DecoderConfig,
@@ -37,6 +35,7 @@ import {
   SFTTrainer,
   sftMemoryShape,
 } from '../src/index.js';
+import { measureTrainStepPeak } from './support/measure-train-step-peak.js';
 import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-memory-preflight-'));
@@ -59,21 +58,14 @@ async function measuredPeak(
     maxPositions: T,
     vocabChunkSize,
   });
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    [
-      '--conditions=@flowgrpo/source',
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'support', 'train-step-peak.ts'),
-      join(dir, 'train_step.onnx'),
-      `${B}x${T}`,
-      String(config.vocabSize),
-    ],
-    { timeout: 300_000 },
+  const { peakMiB } = await measureTrainStepPeak(
+    join(dir, 'train_step.onnx'),
+    B,
+    T,
+    config.vocabSize,
   );
   rmSync(dir, { recursive: true, force: true });
-  return JSON.parse(stdout.trim().split('\n').at(-1)!).peakMiB * MiB;
+  return peakMiB * MiB;
 }
 
 describe('the estimate against the measured peak of a train step', () => {

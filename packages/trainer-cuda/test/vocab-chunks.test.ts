@@ -8,11 +8,9 @@
 // graphs' own float32 error (the two sum in different orders; each is ~1e-7–1e-6 off). The memory
 // bound is one [tokens × vocabulary] float tensor, N·V·4 bytes, which the chunked step must never
 // hold.
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { ConfigError } from '@flowgrpo/core';
 import { evaluate, type Graph, type HostTensor, tensor, WeightsFileWriter } from '@flowgrpo/graph';
 import {
@@ -37,6 +35,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { buildFullTrainingGraphs } from '../src/graphs/full-graphs.js';
 import { buildTrainStepGraph } from '../src/graphs/train-step-graph.js';
 import { buildTrainingArtifacts } from '../src/index.js';
+import { measureTrainStepPeak } from './support/measure-train-step-peak.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-vocab-chunks-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -354,20 +353,12 @@ describe('peak memory of a chunked train step', () => {
       maxPositions: 256,
       vocabChunkSize: 4096,
     });
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [
-        '--conditions=@flowgrpo/source',
-        '--import',
-        'tsx',
-        join(import.meta.dirname, 'support', 'train-step-peak.ts'),
-        join(dir, 'train_step.onnx'),
-        '8x256',
-        String(config.vocabSize),
-      ],
-      { timeout: 300_000 },
+    const { beforeMiB, peakMiB, targets, loss } = await measureTrainStepPeak(
+      join(dir, 'train_step.onnx'),
+      8,
+      256,
+      config.vocabSize,
     );
-    const { beforeMiB, peakMiB, targets, loss } = JSON.parse(stdout.trim().split('\n').at(-1)!);
     expect(targets).toBe(8 * 255);
     expect(Number.isFinite(loss)).toBe(true);
     const oneTensorMiB = (targets * config.vocabSize * 4) / 2 ** 20;

@@ -1,7 +1,7 @@
 // Runs one train step of a train_step graph in this fresh process and prints, as one JSON line,
 // the resident memory before the step (the session loaded: weights, prepacked copies) and the
 // process's peak (VmHWM) after it, so that the step's own peak is their difference
-// (test/vocab-chunks.test.ts). Batch: B rows × T tokens, every position after the first a
+// (measure-train-step-peak.ts runs it for test/vocab-chunks.test.ts and test/memory-preflight.test.ts). Batch: B rows × T tokens, every position after the first a
 // target; LoRA matrices small and non-zero, a mean NLL objective.
 import { readFileSync } from 'node:fs';
 import { createSession } from '@flowgrpo/models';

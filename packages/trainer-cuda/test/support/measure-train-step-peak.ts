@@ -1,0 +1,36 @@
+// Runs train-step-peak.ts in a fresh process (the memory a test measures is that process's
+// alone) and returns what it printed: the resident memory with the session loaded, the peak
+// after one step, and the step's targets and loss.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+export interface TrainStepPeak {
+  beforeMiB: number;
+  peakMiB: number;
+  targets: number;
+  loss: number;
+}
+
+/** One step of the train_step graph `onnx` on `rows` × `tokens` token ids below `vocab`. */
+export async function measureTrainStepPeak(
+  onnx: string,
+  rows: number,
+  tokens: number,
+  vocab: number,
+): Promise<TrainStepPeak> {
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [
+      '--conditions=@flowgrpo/source',
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'train-step-peak.ts'),
+      onnx,
+      `${rows}x${tokens}`,
+      String(vocab),
+    ],
+    { timeout: 300_000 },
+  );
+  return JSON.parse(stdout.trim().split('\n').at(-1)!) as TrainStepPeak;
+}
