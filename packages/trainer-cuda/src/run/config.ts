@@ -150,6 +150,14 @@ export const GRPOConfigSchema = z
     vllm_importance_sampling_correction: z.boolean().default(false),
     vllm_importance_sampling_cap: z.number().positive().default(2),
     /**
+     * TRL's key: the ratio per token or per turn (sequence_*), truncated at the cap or zeroed
+     * above it (*_mask) — applyImportanceWeights. flowgrpo's default is the per-token truncation
+     * it has always applied (TRL's default has changed between versions).
+     */
+    vllm_importance_sampling_mode: z
+      .enum(['token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask'])
+      .default('token_truncate'),
+    /**
      * TRL's AsyncGRPO key: the next batches' rollouts are sampled while the current update runs,
      * from an adapter at most this many optimizer steps older than the one trained on them, and
      * weighted by min(π_old / π_sampler, vllm_importance_sampling_cap) (async-rollouts.ts). 0: the

@@ -2,7 +2,7 @@ import type { LossAggregation } from '@flowgrpo/grpo';
 import { type GRPOConfig, learningRateAt } from '../run/config.js';
 import {
   aggregationWeights,
-  applyTruncatedImportanceWeights,
+  applyImportanceWeights,
   type LoraPolicy,
   type UpdateResult,
   updateHyperParams,
@@ -23,6 +23,8 @@ import type { ScoredBatch } from './scored-batch.js';
 //                   by another engine or an earlier adapter
 //
 //                     wₖ = min(π_old(yₖ) / π_sampler(yₖ), vllm_importance_sampling_cap), detached
+//                   (vllm_importance_sampling_mode token_truncate; per turn, or 0 above the cap,
+//                   with the other modes: applyImportanceWeights)
 //                     Lₖ = wₖ · PPO-clip(π_θ(yₖ) / π_old(yₖ), A)  (+ β·KLₖ)
 //
 //                   π_sampler is the per-token log-prob the sampler returned with the token (from
@@ -111,7 +113,13 @@ export async function grpoUpdate(
     maxLen: c.max_completion_length,
   });
   if (old && correct)
-    applyTruncatedImportanceWeights(pgWeights, old, targets, c.vllm_importance_sampling_cap);
+    applyImportanceWeights(
+      pgWeights,
+      old,
+      targets,
+      c.vllm_importance_sampling_cap,
+      c.vllm_importance_sampling_mode,
+    );
 
   const updates: UpdateResult[] = [];
   const learningRates: number[] = [];

@@ -407,19 +407,46 @@ export function aggregationWeights(
   return tokenWeights({ mask, seqIndex: targets.row }, aggregation, options);
 }
 
+/** TRL's vllm_importance_sampling_mode: the ratio per token or per turn, truncated or masked. */
+export type ImportanceSamplingMode =
+  | 'token_truncate'
+  | 'token_mask'
+  | 'sequence_truncate'
+  | 'sequence_mask';
+
 /**
- * Truncated importance sampling: scales each token's policy-gradient weight by
- * min(π_old / π_sampled, cap), for tokens sampled by another engine or an earlier adapter than
- * the one the old log-probs come from. Tokens with no sampled log-prob (NaN) keep their weight.
+ * Importance sampling for tokens sampled by another engine or an earlier adapter than the one the
+ * old log-probs come from: each token's policy-gradient weight is scaled by ρ = π_old / π_sampled,
+ * TRL's four ways (trl GRPOTrainer._generate_and_score_completions):
+ *
+ *   token_*     ρₖ per token;  sequence_*  ρ = exp Σₖ (log π_old − log π_sampled) over the turn's
+ *               tokens (a turn is one completion here), the same for all of them
+ *   *_truncate  min(ρ, cap) (TIS);  *_mask  ρ, or 0 where ρ > cap (the token or turn leaves the
+ *               loss: a sample its sampler found far less likely than the trained policy does)
+ *
+ * Tokens with no sampled log-prob (NaN) keep their weight and count in no turn's sum.
  */
-export function applyTruncatedImportanceWeights(
+export function applyImportanceWeights(
   pgWeights: Float64Array,
   old: Float32Array,
   targets: Targets,
   cap: number,
+  mode: ImportanceSamplingMode = 'token_truncate',
 ): void {
-  for (let j = 0; j < targets.count; j++) {
-    const s = targets.sampleLogprob[j]!;
-    if (!Number.isNaN(s)) pgWeights[j]! *= Math.min(Math.exp(old[j]! - s), cap);
+  const known = (j: number) => !Number.isNaN(targets.sampleLogprob[j]!);
+  const logRatio = (j: number) => old[j]! - targets.sampleLogprob[j]!;
+  const weigh = (ratio: number) =>
+    mode.endsWith('_truncate') ? Math.min(ratio, cap) : ratio > cap ? 0 : ratio;
+  if (mode.startsWith('token_')) {
+    for (let j = 0; j < targets.count; j++)
+      if (known(j)) pgWeights[j]! *= weigh(Math.exp(logRatio(j)));
+    return;
   }
+  // A turn's tokens may be spread over packed rows: sum by (trajectory, turn).
+  const turnOf = (j: number) => `${targets.trajectory[j]}:${targets.turn[j]}`;
+  const sums = new Map<string, number>();
+  for (let j = 0; j < targets.count; j++)
+    if (known(j)) sums.set(turnOf(j), (sums.get(turnOf(j)) ?? 0) + logRatio(j));
+  for (let j = 0; j < targets.count; j++)
+    if (known(j)) pgWeights[j]! *= weigh(Math.exp(sums.get(turnOf(j))!));
 }
