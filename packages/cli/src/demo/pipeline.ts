@@ -21,6 +21,7 @@ import {
   comparisonTable,
   type EvalResult,
   evaluate,
+  type GRPOConfigInput,
   GRPOTrainer,
   type Progress,
   type SFTResult,
@@ -268,6 +269,71 @@ export async function demoTaskSetup(
   return { almanac, demoQuestions, grpoQuestions, testQuestions, base };
 }
 
+/**
+ * A preset's curriculum as the trainer's config: each stage's share of the steps as the step it
+ * ends at, and only the kinds GRPO's questions hold (a small budget's few questions can miss a
+ * rare kind, and a weight on a kind no row has is refused).
+ */
+function kindCurriculum(
+  stages: NonNullable<DemoTaskPreset['grpoCurriculum']>,
+  maxSteps: number,
+  questions: readonly DemoQuestion[],
+) {
+  const kinds = new Set<string>(questions.map((q) => q.kind));
+  return {
+    column: 'kind',
+    stages: stages.map((st) => ({
+      ...(st.untilShare !== undefined && {
+        until_step: Math.max(1, Math.round(st.untilShare * maxSteps)),
+      }),
+      weights: Object.fromEntries(
+        Object.entries(st.weights).filter(([k, w]) => kinds.has(k) && w! > 0),
+      ) as Record<string, number>,
+    })),
+  };
+}
+
+/**
+ * The demo's GRPO config (step 5): a LoRA adapter on the SFT model, the judge's reward, the
+ * checkpoint that answers SFT's validation questions best kept, and the task preset's own
+ * curriculum and KL. Also the config the bench of asynchronous rollouts trains with
+ * (bench/async-rollouts.ts), so both measure one run.
+ */
+export function demoGrpoConfig(
+  outputDir: string,
+  s: ReturnType<typeof demoSettings>,
+  seed: number,
+  task: DemoTaskPreset,
+  grpoQuestions: readonly DemoQuestion[],
+): GRPOConfigInput {
+  return {
+    output_dir: outputDir,
+    overwrite_output_dir: true,
+    max_steps: s.grpo.maxSteps,
+    queries_per_step: s.grpo.queries,
+    num_generations: s.grpo.generations,
+    learning_rate: s.grpo.lr,
+    loss_type: 'flow',
+    beta: task.grpoBeta ?? 0,
+    temperature: 1,
+    max_completion_length: 96,
+    rollout_concurrency: 64,
+    lora: { r: s.grpo.r, lora_alpha: 2 * s.grpo.r, target_modules: [...LORA_TARGET_MODULES] },
+    save_total_limit: 1,
+    // The policy kept is the one that answers the SFT's validation questions best (greedy,
+    // every eval_steps and at the end), as SFT keeps its best validation loss: a late update
+    // that breaks the format on one machine's rounding does not become the result. The
+    // validation questions come from the training half, apart from GRPO's and the test's.
+    eval_steps: s.grpo.evalSteps,
+    ...(task.grpoCurriculum && {
+      curriculum: kindCurriculum(task.grpoCurriculum, s.grpo.maxSteps, grpoQuestions),
+    }),
+    load_best_model_at_end: true,
+    metric_for_best_model: 'eval/accuracy',
+    seed,
+  };
+}
+
 /** Runs the whole demo and writes report.html and results.json into `outDir`. */
 export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   const seed = o.seed ?? 1;
@@ -384,29 +450,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
   for (const f of ['tokenizer.json', 'tokenizer_config.json'])
     copyFileSync(join(out, 'models', 'base', f), join(out, 'artifacts', 'sft', f));
   const grpoTrainer = new GRPOTrainer({
-    config: {
-      output_dir: join(out, 'runs', 'grpo'),
-      overwrite_output_dir: true,
-      max_steps: s.grpo.maxSteps,
-      queries_per_step: s.grpo.queries,
-      num_generations: s.grpo.generations,
-      learning_rate: s.grpo.lr,
-      loss_type: 'flow',
-      beta: 0,
-      temperature: 1,
-      max_completion_length: 96,
-      rollout_concurrency: 64,
-      lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
-      save_total_limit: 1,
-      // The policy kept is the one that answers the SFT's validation questions best (greedy,
-      // every eval_steps and at the end), as SFT keeps its best validation loss: a late update
-      // that breaks the format on one machine's rounding does not become the result. The
-      // validation questions come from the training half, apart from GRPO's and the test's.
-      eval_steps: s.grpo.evalSteps,
-      load_best_model_at_end: true,
-      metric_for_best_model: 'eval/accuracy',
-      seed,
-    },
+    config: demoGrpoConfig(join(out, 'runs', 'grpo'), s, seed, task, grpoQuestions),
     artifacts: join(out, 'artifacts', 'sft'),
     tokenizer,
     agent: (policy) => demoAgent(policy, almanac),

@@ -25,9 +25,17 @@ export interface DemoTaskPreset {
   questions: KindWeights;
   /** Question kinds of GRPO's questions, over `questions`; undefined = the same mix. */
   grpoQuestions?: KindWeights;
+  /**
+   * GRPO's curriculum over question kinds (the trainer's `curriculum`, column `kind`): stages in
+   * order, each until a share of the GRPO steps (the last to the end), each asking the kinds it
+   * weighs; undefined = GRPO's questions in one seeded order.
+   */
+  grpoCurriculum?: { untilShare?: number; weights: KindWeights }[];
   teacher: Pick<TeacherOptions, 'prematureStop' | 'overshoot'>;
   /** GRPO steps at the full budget (the other budgets keep theirs). */
   grpoMaxSteps?: number;
+  /** GRPO's KL coefficient to the SFT model (the trainer's `beta`); undefined = 0. */
+  grpoBeta?: number;
   /** GRPO's learning rate (every budget); undefined = the demo's 5e-4. */
   grpoLearningRate?: number;
   /** GRPO rollouts per question at the full budget (the other budgets keep theirs). */
@@ -49,10 +57,38 @@ export const DEMO_TASKS: Record<DemoTaskName, DemoTaskPreset> = {
     teacher: { prematureStop: { 2: 0.3, 3: 1 }, overshoot: { year_plus: 0.3 } },
     // Finding a plan no demonstration shows takes more tries than sharpening one it shows: two
     // thirds of GRPO's questions are three-hop, 16 rollouts each, for 100 steps at twice the
-    // default demo's learning rate. "Which year was N years after …" is left out of GRPO's
-    // questions: there the right move after the offset is to answer, and training it pushed the
-    // policy away from the event step before any three-hop group was right (docs/demo.md).
-    grpoQuestions: { event_plus: 12, year_plus: 0 },
+    // default demo's learning rate. "Which year was N years after …" waits for the last 60% of
+    // the steps: there the right move after the offset is to answer, and asked from the start
+    // it pushed the policy away from the event step before any three-hop group was right. Once
+    // the three-hop plan is found, "look up that year's event" spills onto it too, until every
+    // such rollout is wrong and its groups carry no signal; a KL to the SFT model (which answers
+    // there) is what brings it back when the curriculum asks it again (docs/demo.md).
+    grpoQuestions: { event_plus: 12, year_plus: 4 },
+    grpoBeta: 0.04,
+    grpoCurriculum: [
+      {
+        untilShare: 0.4,
+        weights: {
+          year: 1,
+          town: 1,
+          event: 1,
+          event_of_year: 1,
+          event_after_year: 1,
+          event_plus: 12,
+        },
+      },
+      {
+        weights: {
+          year: 1,
+          town: 1,
+          event: 1,
+          event_of_year: 1,
+          event_after_year: 1,
+          event_plus: 8,
+          year_plus: 4,
+        },
+      },
+    ],
     grpoGenerations: 16,
     grpoMaxSteps: 100,
     grpoLearningRate: 1e-3,
