@@ -4,8 +4,9 @@
 // of every workspace package one by one (most of a short `flowgrpo generate` run's start-up
 // before: docs/performance.md, "Whole-process flowgrpo generate"). ONNX Runtime stays external
 // (a native addon), and so does @huggingface/transformers (an optional peer, imported on
-// demand). The trainer's session worker is a second entry, dist/session-worker-main.js, where
-// SessionWorker looks for it (next to the module that starts it).
+// demand). The session worker and the GRPO trainer's policy worker are entries of their own,
+// dist/session-worker-main.js and dist/policy-worker-main.js, where SessionWorker and
+// WorkerLoraPolicy look for them (next to the module that starts them).
 import { cpSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -29,6 +30,14 @@ export async function bundleCli(
       ...extraEntries,
       flowgrpo: join(pkg, 'src', 'bin.ts'),
       'session-worker-main': join(pkg, '..', 'models', 'src', 'runtime', 'session-worker-main.ts'),
+      'policy-worker-main': join(
+        pkg,
+        '..',
+        'trainer-cuda',
+        'src',
+        'update',
+        'policy-worker-main.ts',
+      ),
     },
     outdir,
     bundle: true,

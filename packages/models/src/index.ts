@@ -190,6 +190,7 @@ export {
   SessionWorker,
   SessionWorkerError,
   softwareVulkanAdapter,
+  startModuleWorker,
   toOrtTensor,
   type WorkerRunOptions,
   WorkerSession,

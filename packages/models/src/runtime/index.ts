@@ -37,6 +37,7 @@ export {
 } from './session.js';
 export {
   SessionWorker,
+  startModuleWorker,
   type WorkerRunOptions,
   WorkerSession,
   type WorkerSessionOptions,

@@ -29,11 +29,14 @@ interface Pending {
   reject: (e: Error) => void;
 }
 
-/** Starts session-worker-main in a new thread, from the compiled .js or from the .ts source. */
-function startWorker(): Worker {
-  if (!import.meta.url.endsWith('.ts'))
-    return new Worker(new URL('./session-worker-main.js', import.meta.url));
-  const main = new URL('./session-worker-main.ts', import.meta.url).href;
+/**
+ * Starts the worker module `name` (beside `callerUrl`, the starting module's import.meta.url) in
+ * a new thread: its compiled .js twin, or from TypeScript sources (tsx, vitest) its .ts file
+ * behind a one-line bootstrap that registers tsx's loader first.
+ */
+export function startModuleWorker(callerUrl: string, name: string): Worker {
+  if (!callerUrl.endsWith('.ts')) return new Worker(new URL(`./${name}.js`, callerUrl));
+  const main = new URL(`./${name}.ts`, callerUrl).href;
   const tsx = import.meta.resolve('tsx/esm/api');
   const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(main)}); });`;
   return new Worker(boot, { eval: true });
@@ -80,7 +83,7 @@ export class SessionWorker {
   });
 
   constructor() {
-    this.#worker = startWorker();
+    this.#worker = startModuleWorker(import.meta.url, 'session-worker-main');
     this.#worker.unref();
     this.#worker.on('message', (r: Reply) => {
       const p = this.#pending.get(r.id);

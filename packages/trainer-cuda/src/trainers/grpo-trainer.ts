@@ -45,6 +45,7 @@ import type { StepClock } from '../run/step-clock.js';
 import { type GrpoUpdateResult, grpoUpdate, noUpdate } from '../update/grpo-update.js';
 import { LoraPolicy } from '../update/lora-policy.js';
 import { NonFiniteGuard } from '../update/non-finite-guard.js';
+import { type TrainablePolicy, WorkerLoraPolicy } from '../update/policy-worker.js';
 import { type ScoredBatch, scoreBatch } from '../update/scored-batch.js';
 import {
   AsyncRollouts,
@@ -156,7 +157,7 @@ export class GRPOTrainer {
   readonly #o: GRPOTrainerOptions;
   readonly #bestModel: BestModelRule | undefined;
   #life: RunLifecycle | undefined;
-  #policy: LoraPolicy | undefined;
+  #policy: TrainablePolicy | undefined;
   #engine: PolicyEngine | undefined;
   #local: LocalPolicyEngine | undefined;
   #artifacts: DecoderArtifacts | undefined;
@@ -277,7 +278,10 @@ export class GRPOTrainer {
     this.#run.writeJson('config.json', { trainer: 'grpo', ...c, artifacts: resolve(o.artifacts) });
 
     // ---- the model, its optimizer, the rollout engine -------------------------------------
-    const policy = await LoraPolicy.open({
+    // With rollouts sampled while the update runs, the update runs in its own thread: ONNX
+    // Runtime's run blocks the thread it is on, and this one drives the agents (policy-worker.ts).
+    const policyOpen = rolloutLookahead(c) > 0 ? WorkerLoraPolicy.open : LoraPolicy.open;
+    const policy: TrainablePolicy = await policyOpen({
       artifacts: o.artifacts,
       params,
       device: o.device ?? 'cpu',
@@ -296,7 +300,7 @@ export class GRPOTrainer {
   /** The rollout engine with the policy's adapter, and the agent sampling it as training does. */
   async #openRolloutEngine(
     manifest: ReturnType<typeof readArtifactsManifest>,
-    policy: LoraPolicy,
+    policy: TrainablePolicy,
     step: number,
   ): Promise<RolloutAgent> {
     const c = this.config;
@@ -349,7 +353,7 @@ export class GRPOTrainer {
   // ---- the loop: rollout → score → update → metrics → log → eval / save ----------------------
   async #loop(
     agent: RolloutAgent,
-    policy: LoraPolicy,
+    policy: TrainablePolicy,
     state: TrainerState,
     rolloutPolicies: readonly RolloutPolicy[],
   ): Promise<TrainResult> {
@@ -467,7 +471,7 @@ export class GRPOTrainer {
   async #sampledAhead(
     ahead: AsyncRollouts,
     questions: QuerySampler,
-    policy: LoraPolicy,
+    policy: TrainablePolicy,
     state: TrainerState,
     step: StepClock,
   ): Promise<DrawnBatch | undefined> {
@@ -567,7 +571,7 @@ export class GRPOTrainer {
    * filters — none (the book counts a step all the same).
    */
   async #updatePhase(
-    policy: LoraPolicy,
+    policy: TrainablePolicy,
     scored: ScoredRollouts,
     book: RunBook,
     guard: NonFiniteGuard,

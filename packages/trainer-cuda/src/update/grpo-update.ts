@@ -3,11 +3,11 @@ import { type GRPOConfig, learningRateAt } from '../run/config.js';
 import {
   aggregationWeights,
   applyImportanceWeights,
-  type LoraPolicy,
   type UpdateResult,
   updateHyperParams,
 } from './lora-policy.js';
 import type { NonFiniteGuard } from './non-finite-guard.js';
+import type { TrainablePolicy } from './policy-worker.js';
 import type { ScoredBatch } from './scored-batch.js';
 
 // The GRPO update of one adapter from one ScoredBatch (scored-batch.ts) — TRL's `_compute_loss`
@@ -81,7 +81,7 @@ export function noUpdate(): GrpoUpdateResult {
 
 /** num_iterations updates of `policy` on `batch` (which must have targets). */
 export async function grpoUpdate(
-  policy: LoraPolicy,
+  policy: TrainablePolicy,
   batch: ScoredBatch,
   o: GrpoUpdateOptions,
 ): Promise<GrpoUpdateResult> {
