@@ -21,6 +21,12 @@ const median = (xs: number[]) => {
 };
 
 console.log(`# @flowgrpo/cli benchmarks — Node ${process.version}, ${cpus().length} CPUs\n`);
+// About 15 minutes on 2 cores (more the first time, for the demo it starts from): only when named,
+// `pnpm --filter @flowgrpo/cli bench async-rollouts`.
+if (process.argv.slice(2).includes('async-rollouts')) {
+  await import('./async-rollouts.js');
+  process.exit(0);
+}
 if (!existsSync(join(stories, 'stories260K.bin'))) {
   console.log(`skipped: ${join(stories, 'stories260K.bin')} absent`);
   process.exit(0);

@@ -1,0 +1,164 @@
+// `pnpm bench` for asynchronous rollouts (issue #34): two machines on this one. A `flowgrpo
+// serve` of the demo's SFT model, pinned to CPU 1, samples the demo's GRPO rollouts (LoRA
+// adapters hot-loaded through vLLM's /v1/load_lora_adapter); the trainer, pinned to CPU 0,
+// updates. The demo's GRPO phase (seed 1, 60 steps of 8 questions × 8 rollouts) runs at
+// max_staleness 0, 1 and 2, one after the other against the same server.
+//
+// Reported per run: the phase's wall time and steps per hour, the speed-up over the synchronous
+// run, and that speed-up as a share of the bound the run's own phase times allow: with sampling S
+// and updating U seconds per step, overlapping them at best turns S + U into max(S, U), so the
+// bound is (S + U) / max(S, U). The held-out accuracy of each run's last
+// adapter (360 questions, 95% Wilson intervals) says whether the stale samples cost learning.
+//
+// The SFT model: FLOWGRPO_BENCH_DEMO=<a `flowgrpo demo` folder> (its results.json names the
+// seed), else `flowgrpo demo --seed 1` is run once into node_modules/.cache (about 8 minutes).
+// FLOWGRPO_BENCH_ASYNC_STEPS=N shortens each run to N steps (a try of the bench, not a figure);
+// FLOWGRPO_BENCH_ASYNC_CONFIG='{"vllm_importance_sampling_mode": "token_mask"}' adds GRPO keys.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { LORA_TARGET_MODULES } from '@flowgrpo/models';
+import { runDemo } from '../src/demo/pipeline.js';
+
+const pkg = join(import.meta.dirname, '..');
+const cache = join(pkg, 'node_modules', '.cache', 'flowgrpo-bench-async');
+const node = [process.execPath, '--conditions=@flowgrpo/source', '--import', 'tsx'];
+
+console.log(`## Asynchronous rollouts: trainer on CPU 0, \`flowgrpo serve\` on CPU 1\n`);
+const hasTaskset = (() => {
+  try {
+    execFileSync('taskset', ['-c', '0', 'true']);
+    return true;
+  } catch {
+    return false;
+  }
+})();
+if (cpus().length < 2 || !hasTaskset) {
+  console.log(
+    `skipped: needs 2 CPUs and taskset (have ${cpus().length} CPUs${hasTaskset ? '' : ', no taskset'})`,
+  );
+  process.exit(0);
+}
+
+const demo = process.env.FLOWGRPO_BENCH_DEMO ?? join(cache, 'demo');
+if (!existsSync(join(demo, 'results.json'))) {
+  console.log(`running \`flowgrpo demo --seed 1\` into ${demo} for its SFT model …`);
+  await runDemo({ seed: 1, outDir: demo });
+}
+
+/** Runs a child to its end, pinned to `cpu`; its last stdout line is JSON. */
+async function pinned<T>(cpu: number, argv: string[]): Promise<T> {
+  const child = spawn('taskset', ['-c', String(cpu), ...node, ...argv], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  if (code !== 0) throw new Error(`${argv[0]} exited with ${code}`);
+  return JSON.parse(out.trim().split('\n').at(-1)!) as T;
+}
+
+/** `flowgrpo serve` of the demo's SFT model on `cpu`; resolves with its base URL. */
+async function serve(cpu: number): Promise<{ url: string; server: ChildProcess }> {
+  const bin = join(pkg, 'src', 'bin.ts');
+  const server = spawn(
+    'taskset',
+    [
+      '-c',
+      String(cpu),
+      ...node,
+      bin,
+      'serve',
+      '--model',
+      join(demo, 'artifacts', 'sft'),
+      '--tokenizer',
+      join(demo, 'models', 'base'),
+      '--served-model-name',
+      'sft',
+      '--lora-r',
+      '16',
+      '--lora-alpha',
+      '32',
+      '--lora-targets',
+      LORA_TARGET_MODULES.join(','),
+      '--threads',
+      '1',
+      '--port',
+      '0',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let seen = '';
+  for await (const chunk of server.stdout!) {
+    seen += String(chunk);
+    const m = /listening on (\S+)/.exec(seen);
+    if (m) return { url: m[1]!, server };
+  }
+  throw new Error(`flowgrpo serve exited before listening: ${seen}`);
+}
+
+/** CPU seconds a process has used (utime + stime of /proc/<pid>/stat). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+interface Run {
+  k: number;
+  steps: number;
+  phaseS: number;
+  sampleS: number;
+  updateS: number;
+  waitRolloutS: number;
+  waitTrainS: number;
+  staleness: number;
+  accuracy: number;
+  ci95: [number, number];
+  format: number;
+  n: number;
+  /** CPU seconds the trainer process used in the phase (its update and the agents' loop). */
+  trainerCpuS: number;
+  /** CPU seconds the server used in the phase. */
+  serverCpuS?: number;
+}
+
+const { url, server } = await serve(1);
+const runs: Run[] = [];
+try {
+  for (const k of [0, 1, 2]) {
+    const out = join(cache, `run-k${k}`);
+    rmSync(out, { recursive: true, force: true });
+    mkdirSync(out, { recursive: true });
+    const before = cpuSeconds(server.pid!);
+    const run = await pinned<Run>(0, [
+      join(pkg, 'bench', 'async-rollouts-child.ts'),
+      demo,
+      url,
+      String(k),
+      out,
+    ]);
+    runs.push({ ...run, serverCpuS: cpuSeconds(server.pid!) - before });
+  }
+} finally {
+  server.kill('SIGTERM');
+}
+
+const sync = runs[0]!;
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+/** (S + U) / max(S, U): what overlapping sampling S and updating U per step can give at best. */
+const boundOf = (r: Run) => (r.sampleS + r.updateS) / Math.max(r.sampleS, r.updateS);
+console.log(
+  '| max_staleness | steps | phase (s) | steps/hour | speed-up | sampling S (s/step) | update U (s/step) | bound (S+U)/max(S,U) | speed-up / bound | trainer waited for rollouts (s/step) | CPU busy: trainer / server | staleness (mean) | held-out accuracy [95% CI] | format |',
+);
+console.log(`|${' --- |'.repeat(14)}`);
+for (const r of runs) {
+  const speedup = sync.phaseS / r.phaseS;
+  console.log(
+    `| ${r.k} | ${r.steps} | ${r.phaseS.toFixed(0)} | ${((3600 * r.steps) / r.phaseS).toFixed(0)} | ${speedup.toFixed(2)}× | ${r.sampleS.toFixed(2)} | ${r.updateS.toFixed(2)} | ${boundOf(r).toFixed(2)}× | ${pct(speedup / boundOf(r))} | ${r.waitRolloutS.toFixed(2)} | ${pct(r.trainerCpuS / r.phaseS)} / ${pct(r.serverCpuS! / r.phaseS)} | ${r.staleness.toFixed(2)} | ${pct(r.accuracy)} [${pct(r.ci95[0])}, ${pct(r.ci95[1])}] | ${pct(r.format)} |`,
+  );
+}
+console.log(
+  "\nS: rollouts and their rewards; U: π_old's forward and the optimizer step (the synchronous run takes π_old from the update's own forward, so its U has no separate pass). Each run's bound is from its own S and U.",
+);
