@@ -2,7 +2,7 @@
 // demo's GRPO phase from a demo folder's SFT model, sampled by a `flowgrpo serve` at URL through
 // OpenAIPolicyEngine (the client a vLLM fleet gets), at max_staleness K. Then the last adapter is
 // evaluated greedily on the demo's held-out questions here (not timed). Prints one JSON line.
-//   node … async-rollouts-child.ts DEMO_DIR URL K OUT_DIR
+//   node … async-rollouts-child.ts DEMO_DIR URL[,URL…] K OUT_DIR
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { OpenAIPolicyEngine, type PolicyEngine } from '@flowgrpo/agent';
@@ -35,7 +35,7 @@ const tokenizer = base.tokenizer;
 
 const rolloutEngine = new OpenAIPolicyEngine({
   model: 'sft',
-  baseURLs: [url],
+  baseURLs: url.split(','),
   tokenizer: { encode: (t) => tokenizer.encode(t), decode: (ids) => tokenizer.decode(ids) },
   retry: { maxRetries: 0 },
 });

@@ -13,7 +13,9 @@
 // The SFT model: FLOWGRPO_BENCH_DEMO=<a `flowgrpo demo` folder> (its results.json names the
 // seed), else `flowgrpo demo --seed 1` is run once into node_modules/.cache (about 8 minutes).
 // FLOWGRPO_BENCH_ASYNC_STEPS=N shortens each run to N steps (a try of the bench, not a figure);
-// FLOWGRPO_BENCH_ASYNC_CONFIG='{"vllm_importance_sampling_mode": "token_mask"}' adds GRPO keys.
+// FLOWGRPO_BENCH_ASYNC_CONFIG='{"vllm_importance_sampling_mode": "token_mask"}' adds GRPO keys;
+// FLOWGRPO_BENCH_ASYNC_URLS=http://a:8000/v1,http://b:8000/v1 samples on those servers instead
+// (a vLLM fleet serving the demo's SFT checkpoint as `sft`: docs/scaling.md), no local server.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
@@ -124,14 +126,15 @@ interface Run {
   serverCpuS?: number;
 }
 
-const { url, server } = await serve(1);
+const fleet = process.env.FLOWGRPO_BENCH_ASYNC_URLS;
+const { url, server } = fleet ? { url: fleet, server: undefined } : await serve(1);
 const runs: Run[] = [];
 try {
   for (const k of [0, 1, 2]) {
     const out = join(cache, `run-k${k}`);
     rmSync(out, { recursive: true, force: true });
     mkdirSync(out, { recursive: true });
-    const before = cpuSeconds(server.pid!);
+    const before = server ? cpuSeconds(server.pid!) : 0;
     const run = await pinned<Run>(0, [
       join(pkg, 'bench', 'async-rollouts-child.ts'),
       demo,
@@ -139,10 +142,10 @@ try {
       String(k),
       out,
     ]);
-    runs.push({ ...run, serverCpuS: cpuSeconds(server.pid!) - before });
+    runs.push({ ...run, ...(server && { serverCpuS: cpuSeconds(server.pid!) - before }) });
   }
 } finally {
-  server.kill('SIGTERM');
+  server?.kill('SIGTERM');
 }
 
 const sync = runs[0]!;
@@ -156,7 +159,7 @@ console.log(`|${' --- |'.repeat(14)}`);
 for (const r of runs) {
   const speedup = sync.phaseS / r.phaseS;
   console.log(
-    `| ${r.k} | ${r.steps} | ${r.phaseS.toFixed(0)} | ${((3600 * r.steps) / r.phaseS).toFixed(0)} | ${speedup.toFixed(2)}× | ${r.sampleS.toFixed(2)} | ${r.updateS.toFixed(2)} | ${boundOf(r).toFixed(2)}× | ${pct(speedup / boundOf(r))} | ${r.waitRolloutS.toFixed(2)} | ${pct(r.trainerCpuS / r.phaseS)} / ${pct(r.serverCpuS! / r.phaseS)} | ${r.staleness.toFixed(2)} | ${pct(r.accuracy)} [${pct(r.ci95[0])}, ${pct(r.ci95[1])}] | ${pct(r.format)} |`,
+    `| ${r.k} | ${r.steps} | ${r.phaseS.toFixed(0)} | ${((3600 * r.steps) / r.phaseS).toFixed(0)} | ${speedup.toFixed(2)}× | ${r.sampleS.toFixed(2)} | ${r.updateS.toFixed(2)} | ${boundOf(r).toFixed(2)}× | ${pct(speedup / boundOf(r))} | ${r.waitRolloutS.toFixed(2)} | ${pct(r.trainerCpuS / r.phaseS)} / ${r.serverCpuS === undefined ? '–' : pct(r.serverCpuS / r.phaseS)} | ${r.staleness.toFixed(2)} | ${pct(r.accuracy)} [${pct(r.ci95[0])}, ${pct(r.ci95[1])}] | ${pct(r.format)} |`,
   );
 }
 console.log(
