@@ -294,10 +294,38 @@ function kindCurriculum(
 }
 
 /**
- * The demo's GRPO config (step 5): a LoRA adapter on the SFT model, the judge's reward, the
- * checkpoint that answers SFT's validation questions best kept, and the task preset's own
- * curriculum and KL. Also the config the bench of asynchronous rollouts trains with
- * (bench/async-rollouts.ts), so both measure one run.
+ * The GRPO training keys both demo pipelines share: a LoRA adapter on the SFT model, trained with
+ * the flow loss at the budget's steps, questions, rollouts and learning rate; the last checkpoint
+ * kept.
+ */
+export function demoGrpoTraining(
+  outputDir: string,
+  s: ReturnType<typeof demoSettings>,
+  seed: number,
+) {
+  return {
+    output_dir: outputDir,
+    overwrite_output_dir: true,
+    max_steps: s.grpo.maxSteps,
+    queries_per_step: s.grpo.queries,
+    num_generations: s.grpo.generations,
+    learning_rate: s.grpo.lr,
+    loss_type: 'flow',
+    beta: 0,
+    temperature: 1,
+    max_completion_length: 96,
+    rollout_concurrency: 64,
+    lora: { r: s.grpo.r, lora_alpha: 2 * s.grpo.r, target_modules: [...LORA_TARGET_MODULES] },
+    save_total_limit: 1,
+    seed,
+  } satisfies GRPOConfigInput;
+}
+
+/**
+ * The demo's GRPO config (step 5): the shared training keys, the checkpoint that answers SFT's
+ * validation questions best kept, and the task preset's own curriculum and KL. Also the config
+ * the bench of asynchronous rollouts trains with (bench/async-rollouts.ts), so both measure one
+ * run.
  */
 export function demoGrpoConfig(
   outputDir: string,
@@ -307,19 +335,8 @@ export function demoGrpoConfig(
   grpoQuestions: readonly DemoQuestion[],
 ): GRPOConfigInput {
   return {
-    output_dir: outputDir,
-    overwrite_output_dir: true,
-    max_steps: s.grpo.maxSteps,
-    queries_per_step: s.grpo.queries,
-    num_generations: s.grpo.generations,
-    learning_rate: s.grpo.lr,
-    loss_type: 'flow',
+    ...demoGrpoTraining(outputDir, s, seed),
     beta: task.grpoBeta ?? 0,
-    temperature: 1,
-    max_completion_length: 96,
-    rollout_concurrency: 64,
-    lora: { r: s.grpo.r, lora_alpha: 2 * s.grpo.r, target_modules: [...LORA_TARGET_MODULES] },
-    save_total_limit: 1,
     // The policy kept is the one that answers the SFT's validation questions best (greedy,
     // every eval_steps and at the end), as SFT keeps its best validation loss: a late update
     // that breaks the format on one machine's rounding does not become the result. The
@@ -330,7 +347,6 @@ export function demoGrpoConfig(
     }),
     load_best_model_at_end: true,
     metric_for_best_model: 'eval/accuracy',
-    seed,
   };
 }
 

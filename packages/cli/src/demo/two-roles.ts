@@ -39,7 +39,14 @@ import {
 } from '@flowgrpo/trainer/demo';
 import { tokenPieces } from '@flowgrpo/viewer';
 import { claimDemoDir } from './demo-dir.js';
-import { type DemoBudget, demoSettings, demoSft, demoTaskSetup, phaseTimer } from './pipeline.js';
+import {
+  type DemoBudget,
+  demoGrpoTraining,
+  demoSettings,
+  demoSft,
+  demoTaskSetup,
+  phaseTimer,
+} from './pipeline.js';
 
 // The two-role variant of the embedded demo (`flowgrpo demo --two-roles`): the verifier is a
 // trained model too. The planner decides what to do next, the verifier when the run stops; both
@@ -246,22 +253,7 @@ export async function runTwoRoleDemo(o: TwoRoleDemoOptions): Promise<TwoRoleDemo
       verifier: { trainable: trained.includes('verifier') },
     };
     const r = await new MultiRoleGRPOTrainer({
-      config: {
-        output_dir: join(out, 'runs', `grpo-${name}`),
-        overwrite_output_dir: true,
-        max_steps: s.grpo.maxSteps,
-        queries_per_step: s.grpo.queries,
-        num_generations: s.grpo.generations,
-        learning_rate: s.grpo.lr,
-        loss_type: 'flow',
-        beta: 0,
-        temperature: 1,
-        max_completion_length: 96,
-        rollout_concurrency: 64,
-        lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
-        save_total_limit: 1,
-        seed,
-      },
+      config: demoGrpoTraining(join(out, 'runs', `grpo-${name}`), s, seed),
       artifacts,
       tokenizer,
       roles,
