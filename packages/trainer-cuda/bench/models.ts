@@ -86,9 +86,10 @@ export function trainStepFeeds(
     );
     const n = dims.reduce((a, b) => a * b, 1);
     const name = spec.name;
-    if (name === 'on_policy') {
-      // The fed old log-probs (−5) are used, as train_step.py's loss takes its old ones.
-      feeds[name] = new ort.Tensor('bool', Uint8Array.of(0), []);
+    if (name === 'on_policy' || name === 'is_weighted' || name === 'is_mask') {
+      // The fed old log-probs (−5) are used, as train_step.py's loss takes its old ones; no
+      // token is importance-weighted (the anchor's rollouts are its own).
+      feeds[name] = new ort.Tensor('bool', new Uint8Array(n), dims);
       continue;
     }
     const value = name.startsWith('acc.')

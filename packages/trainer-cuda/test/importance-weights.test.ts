@@ -3,9 +3,26 @@
 // token, or exp of its sum over the completion; clamp(max=cap) for *_truncate, masked_fill(ρ >
 // cap, 0) for *_mask). Expected values are worked by hand below from probabilities chosen so that
 // every ratio is exact: a turn here is TRL's completion.
-import { describe, expect, it } from 'vitest';
-import type { Targets } from '../src/update/collate.js';
-import { applyImportanceWeights, type ImportanceSamplingMode } from '../src/update/lora-policy.js';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createRng, type Trajectory } from '@flowgrpo/core';
+import {
+  initLoraParams,
+  initTinyWeights,
+  type LoraConfig,
+  tinyQwen2Config,
+} from '@flowgrpo/models';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildTrainingArtifacts, LoraPolicy } from '../src/index.js';
+import { rowsFromTrajectories, type Targets, targetsOf } from '../src/update/collate.js';
+import {
+  aggregationWeights,
+  applyImportanceWeights,
+  type ImportanceSamplingMode,
+  type TokenImportanceSamplingMode,
+  updateHyperParams,
+} from '../src/update/lora-policy.js';
 
 // Five tokens: trajectory 0 turn 0 (tokens 0, 1), trajectory 0 turn 1 (2, 3), trajectory 1 turn 0
 // (4, no sampled log-prob: the trainer's own engine sampled it, so it is not reweighed).
@@ -49,4 +66,115 @@ describe('applyImportanceWeights (vllm_importance_sampling_mode)', () => {
     applyImportanceWeights(w, old, targets, 2.5);
     expect([...w]).toEqual(weights('token_truncate', 2.5));
   });
+});
+
+// The per-token modes are weighed inside the train step's graph, from the π_old of the update's
+// own forward (no log-probs pass before it). The reference is the host's way, checked by hand
+// above: π_old from the logprobs graph, then applyImportanceWeights on the policy-gradient weights.
+// One update each way from the same adapter, over three micro-batches: the same loss, statistics
+// and adapter after it, to float32 rounding.
+describe('importance weights in the train step (token modes)', () => {
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-importance-'));
+  afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+  const config = tinyQwen2Config({
+    seed: 4,
+    hiddenSize: 16,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    intermediateSize: 24,
+  });
+  const lora: LoraConfig = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj', 'down_proj'] };
+  const dir = join(tmp, 'artifacts');
+  buildTrainingArtifacts(initTinyWeights(config, 'importance'), dir, {
+    lora,
+    graphs: ['logprobs', 'train_step'],
+  });
+  const hp = updateHyperParams(
+    {
+      temperature: 1,
+      epsilon: 0.2,
+      clip_ratio_c: undefined,
+      epsilon_high: undefined,
+      beta: 0,
+      kl_estimator: 'k3',
+      // Three micro-batches: the weights are fed per micro-batch slice.
+      max_tokens_per_microbatch: 16,
+    },
+    1e-2,
+  );
+  const lp = { loraScale: 1, temperature: 1, maxTokensPerMicrobatch: 16 };
+
+  /** Six one-turn trajectories of random ids; the last one's tokens have no sampled log-prob. */
+  function batch() {
+    const rng = createRng('importance');
+    const id = () => 3 + Math.floor(rng.next() * (config.vocabSize - 3));
+    const trajectories: Trajectory[] = Array.from({ length: 6 }, (_, k) => {
+      const actionTokens = Int32Array.from({ length: 3 }, id);
+      return {
+        queryId: 'q',
+        groupId: 'g',
+        turns: [
+          {
+            index: 0,
+            promptTokens: Int32Array.from({ length: 4 }, id),
+            actionTokens,
+            actionLogprobs: new Float32Array(3).fill(k === 5 ? Number.NaN : 0),
+            text: '',
+            parsed: true,
+          },
+        ],
+        finalAnswer: '',
+        stopReason: 'answer',
+        timings: {},
+      };
+    });
+    const rows = rowsFromTrajectories(trajectories, [1, -1, 0.5, -0.5, 0.8, -0.8]);
+    return { rows, targets: targetsOf(rows) };
+  }
+
+  for (const mode of ['token_truncate', 'token_mask'] as TokenImportanceSamplingMode[])
+    it(`${mode}: the graph's weights are the host's`, async () => {
+      const open = () =>
+        LoraPolicy.open({
+          artifacts: dir,
+          params: initLoraParams(config, lora, 5),
+          intraOpThreads: 1,
+        });
+      const [host, graph, none] = [await open(), await open(), await open()];
+      try {
+        const { rows, targets } = batch();
+        const old = await host.logprobs(rows, targets, lp);
+        // The sampler's log-probs: ratios π_old / π_sampler from e^−1.2 to e^1.5, some above the
+        // cap of 2 (e^0.9, e^1.5).
+        const offsets = [-1.2, 0.9, 0.3, -0.4, 1.5, 0.1];
+        for (let j = 0; j < targets.count; j++)
+          if (!Number.isNaN(targets.sampleLogprob[j]!))
+            targets.sampleLogprob[j] = old[j]! - offsets[j % offsets.length]!;
+        const aggregated = aggregationWeights(targets, 'token-mean');
+        const weighted = Float64Array.from(aggregated);
+        applyImportanceWeights(weighted, old, targets, 2, mode);
+
+        const a = await host.update(rows, targets, { old, pgWeights: weighted }, hp);
+        const b = await graph.update(
+          rows,
+          targets,
+          { pgWeights: aggregated, importance: { cap: 2, mode } },
+          hp,
+        );
+        const c = await none.update(rows, targets, { pgWeights: aggregated }, hp);
+        expect(a.microBatches).toBe(3);
+        expect(b.stats.pg_loss).toBeCloseTo(a.stats.pg_loss, 6);
+        expect(b.stats.loss).toBeCloseTo(a.stats.loss, 6);
+        expect(b.gradNorm / a.gradNorm).toBeCloseTo(1, 5);
+        for (const [name, p] of host.params) {
+          const q = graph.params.get(name)!;
+          for (let i = 0; i < p.length; i++) expect(q[i]!, name).toBeCloseTo(p[i]!, 6);
+        }
+        // The weights matter here: unweighted, the same update is another one.
+        expect(Math.abs(c.gradNorm / a.gradNorm - 1)).toBeGreaterThan(1e-3);
+      } finally {
+        for (const p of [host, graph, none]) await p.release();
+      }
+    }, 60_000);
 });

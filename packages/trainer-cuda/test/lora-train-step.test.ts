@@ -15,6 +15,7 @@ import {
   tensor,
   WeightsFileWriter,
 } from '@flowgrpo/graph';
+import { klEstimate, tokenPolicyLoss } from '@flowgrpo/grpo';
 import {
   DecoderArtifacts,
   type DecoderConfig,
@@ -207,6 +208,8 @@ describe('train_step: LoRA gradients', () => {
       pg_weights: zeros6,
       nll_weights: lmask.map((m) => m / 5),
       beta: 0,
+      sampler_logprobs: zeros6,
+      is_weighted: zeros6,
     },
     grpo: {
       old_logprobs: [-2.1, -2.9, -2.0, -3.0, -1.7, -2.6],
@@ -215,6 +218,10 @@ describe('train_step: LoRA gradients', () => {
       pg_weights: [0.25, 0.1, 0.2, 0, 0.3, 0.15],
       nll_weights: [0.05, 0, 0, 0, 0.05, 0],
       beta: 0.1,
+      // Four tokens came from another sampler (importance ratios π_old / π_sampler e^0.9 = 2.46,
+      // capped at 2; e^−0.3; e^0.2; e^−1.1), the fifth and sixth from this policy.
+      sampler_logprobs: [-3.0, -2.6, -2.2, -1.9, 0, 0],
+      is_weighted: [1, 1, 1, 1, 0, 0],
     },
   };
   const dataFeeds = (
@@ -237,6 +244,10 @@ describe('train_step: LoRA gradients', () => {
       ref_logprobs: perToken(o.ref_logprobs),
       advantages: perToken(o.advantages),
       pg_weights: perToken(o.pg_weights),
+      sampler_logprobs: perToken(o.sampler_logprobs),
+      is_weighted: tensor('bool', [B, 3], o.is_weighted),
+      is_cap: tensor('float32', [], [2]),
+      is_mask: tensor('bool', [], [0]),
       nll_weights: perToken(o.nll_weights),
       stat_weights: perToken(lmask.map((m) => m / 5)),
       epsilon_low: tensor('float32', [], [0.2]),
@@ -319,11 +330,29 @@ describe('train_step: LoRA gradients', () => {
           `${r.name} non-trivial`,
         ).toBe(true);
       }
-      if (objective !== 'sft') return;
-      // SFT: the loss is −Σ mask·logp / Σ mask over the logprobs the graph outputs.
       const out = evaluate(g.graph, feeds, [loss, output('logprobs')]);
       const lp = out.logprobs!.data;
-      const want = -lmask.reduce((s, m, i) => s + m * lp[i]!, 0) / 5;
+      if (objective === 'sft') {
+        // SFT: the loss is −Σ mask·logp / Σ mask over the logprobs the graph outputs.
+        const want = -lmask.reduce((s, m, i) => s + m * lp[i]!, 0) / 5;
+        expect(out.loss!.data[0]).toBeCloseTo(want, 12);
+        return;
+      }
+      // GRPO, token by token with @flowgrpo/grpo's own loss functions, the importance weight
+      // written out: min(exp(old − sampler), cap 2) where weighted (TRL's token_truncate).
+      const o = objectives.grpo;
+      const want = lp.reduce((sum, logp, i) => {
+        const w = o.is_weighted[i]
+          ? Math.min(Math.exp(o.old_logprobs[i]! - o.sampler_logprobs[i]!), 2)
+          : 1;
+        const pg = tokenPolicyLoss(logp, o.old_logprobs[i]!, o.advantages[i]!, {
+          clipLow: 0.2,
+          clipHigh: 0.28,
+          clipRatioC: 3,
+        }).loss;
+        const kl = klEstimate(logp, o.ref_logprobs[i]!, 'k3');
+        return sum + o.pg_weights[i]! * w * (pg + o.beta * kl) - o.nll_weights[i]! * logp;
+      }, 0);
       expect(out.loss!.data[0]).toBeCloseTo(want, 12);
     },
   );

@@ -83,6 +83,11 @@ function dataFeeds(config: DecoderConfig, withLora: boolean): Record<string, Hos
     ref_logprobs: f32([B, 3], [-5.4, -5.2, -5.5, -5.3, -5.9, -5.1]),
     advantages: f32([B, 3], [1.1, -0.6, 0.5, 0, -1.2, 0.8]),
     pg_weights: f32([B, 3], [0.2, 0.2, 0.2, 0, 0.2, 0.2]),
+    // Two tokens from another sampler, one ratio above the cap (e^0.9 > 2, token_truncate).
+    sampler_logprobs: f32([B, 3], [-6.0, -5.2, 0, 0, 0, 0]),
+    is_weighted: tensor('bool', [B, 3], [1, 1, 0, 0, 0, 0]),
+    is_cap: f32([], [2]),
+    is_mask: tensor('bool', [], [0]),
     nll_weights: f32([B, 3], [0.1, 0, 0.1, 0, 0, 0.1]),
     stat_weights: f32([B, 3], [0.2, 0.2, 0.2, 0, 0.2, 0.2]),
     epsilon_low: f32([], [0.2]),

@@ -200,6 +200,11 @@ describe.skipIf(!webgpu.available).each(configs)(
         ref_logprobs: f32([-5.4, -5.2, -5.5, -5.3], [2, 2]),
         advantages: f32([1.1, -0.6, 0.5, 0], [2, 2]),
         pg_weights: f32([0.3, 0.3, 0.4, 0], [2, 2]),
+        // Importance weights (token_mask): e^0.9 > 2 leaves the loss, e^−0.4 weighs it.
+        sampler_logprobs: f32([-6.0, -5.2, 0, 0], [2, 2]),
+        is_weighted: new ort.Tensor('bool', Uint8Array.of(1, 1, 0, 0), [2, 2]),
+        is_cap: f32([2], []),
+        is_mask: new ort.Tensor('bool', Uint8Array.of(1), []),
         nll_weights: f32([0.1, 0, 0.1, 0], [2, 2]),
         stat_weights: f32([1 / 3, 1 / 3, 1 / 3, 0], [2, 2]),
         epsilon_low: f32([0.2], []),

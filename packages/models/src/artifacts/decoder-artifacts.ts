@@ -30,9 +30,10 @@ export const ARTIFACTS_FORMAT = 'flowgrpo-decoder-artifacts';
 /**
  * Bumped whenever a graph's inputs or meaning change, so artifacts built before are rebuilt rather
  * than fed what they do not expect. 2: train_step takes `segment_ids` (packed rows). 3: train_step
- * takes `on_policy` (π_old from its own forward).
+ * takes `on_policy` (π_old from its own forward). 4: train_step weighs tokens by the importance
+ * ratio itself (`sampler_logprobs`, `is_weighted`, `is_cap`, `is_mask`).
  */
-export const ARTIFACTS_FORMAT_VERSION = 3;
+export const ARTIFACTS_FORMAT_VERSION = 4;
 export const ARTIFACTS_MANIFEST = 'artifacts.json';
 export const WEIGHTS_FILE = 'weights.data';
 /**

@@ -38,6 +38,14 @@ import {
 // bits: the logprobs graph computes these log-probs exactly as this forward does (tested, and
 // checked over the demo's GRPO steps).
 //
+// Tokens sampled by another engine or an earlier adapter (vLLM rollouts, max_staleness) are
+// weighted by the truncated importance ratio π_old / π_sampler here, from the same `old` the PPO
+// ratio uses (vllm_importance_sampling_mode token_truncate: min(ρ, cap); token_mask: ρ, or 0
+// above the cap), where `is_weighted` marks a token whose sampled log-prob is known:
+//   pg_weights · w,  w = exp(old − sampler_logprobs)  (1 where not weighted), detached
+// so an on-policy step needs no log-probs pass over the batch before it: π_old is this forward's
+// own (ρ's formula and the host's for the per-turn modes: lora-policy.ts applyImportanceWeights).
+//
 // Gradient accumulation stays on the device: `grad.<p> = acc.<p> + ∂loss/∂p`, the previous
 // micro-batch's gradients fed back as `acc.<p>` (zeros for the first).
 
@@ -45,6 +53,14 @@ export const OLD_LOGPROBS = 'old_logprobs';
 /** [] bool: old = this forward's log-probs, detached (old_logprobs is then not read). */
 export const ON_POLICY = 'on_policy';
 export const REF_LOGPROBS = 'ref_logprobs';
+/** Per target: the sampler's log-prob (read where is_weighted). */
+export const SAMPLER_LOGPROBS = 'sampler_logprobs';
+/** Per target, bool: weight this token by the importance ratio. */
+export const IS_WEIGHTED = 'is_weighted';
+/** []: the ratio's cap (vllm_importance_sampling_cap). */
+export const IS_CAP = 'is_cap';
+/** [] bool: above the cap the weight is 0 (token_mask) instead of the cap (token_truncate). */
+export const IS_MASK = 'is_mask';
 export const ADVANTAGES = 'advantages';
 export const PG_WEIGHTS = 'pg_weights';
 export const NLL_WEIGHTS = 'nll_weights';
@@ -93,7 +109,11 @@ export function buildTrainStepGraph(
   const onPolicy = b.input(ON_POLICY, 'bool', []);
   const ref = b.input(REF_LOGPROBS, 'float32', tokens);
   const adv = b.input(ADVANTAGES, 'float32', tokens);
-  const pgW = b.input(PG_WEIGHTS, 'float32', tokens);
+  const pgWIn = b.input(PG_WEIGHTS, 'float32', tokens);
+  const samplerLogp = b.input(SAMPLER_LOGPROBS, 'float32', tokens);
+  const isWeighted = b.input(IS_WEIGHTED, 'bool', tokens);
+  const isCap = b.input(IS_CAP, 'float32', []);
+  const isMask = b.input(IS_MASK, 'bool', []);
   const nllW = b.input(NLL_WEIGHTS, 'float32', tokens);
   const statW = b.input(STAT_WEIGHTS, 'float32', tokens);
   const epsLow = b.input(EPSILON_LOW, 'float32', []);
@@ -110,6 +130,11 @@ export function buildTrainStepGraph(
   const logp = head.logprobs;
   const detached = b.identity(logp);
   const old = b.where(onPolicy, detached, oldIn);
+
+  // Importance weights of tokens another policy sampled (no gradient: `old` is detached).
+  const rho = b.exp(b.sub(old, samplerLogp));
+  const isW = b.where(isMask, b.where(b.greater(rho, isCap), 0, rho), b.min(rho, isCap));
+  const pgW = b.mul(pgWIn, b.where(isWeighted, isW, 1));
 
   // Policy-gradient term (PPO clip, asymmetric, optional dual clip).
   const ratio = b.exp(b.clip(b.sub(logp, old), -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP));

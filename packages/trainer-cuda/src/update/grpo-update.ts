@@ -15,16 +15,18 @@ import type { ScoredBatch } from './scored-batch.js';
 //
 //   old log-probs   the first update's own forward, detached (TRL's old_per_token_logps = None:
 //                   the parameters have not moved yet), reused by the later updates on this batch;
-//                   computed before it only when the importance-sampling correction needs them
-//                   (the logprobs graph gives the same bits)
+//                   computed before it only for a per-turn importance-sampling mode, whose ratio
+//                   sums over a turn that may span micro-batches (the logprobs graph gives the
+//                   same bits)
 //   ref log-probs   lora_scale 0, when beta ≠ 0
 //   token weights   the loss type's aggregation over the whole batch, times the truncated
 //                   importance weights min(π_old / π_sampled, cap) when the tokens were sampled
 //                   by another engine or an earlier adapter
 //
 //                     wₖ = min(π_old(yₖ) / π_sampler(yₖ), vllm_importance_sampling_cap), detached
-//                   (vllm_importance_sampling_mode token_truncate; per turn, or 0 above the cap,
-//                   with the other modes: applyImportanceWeights)
+//                   (vllm_importance_sampling_mode token_truncate, or 0 above the cap with
+//                   token_mask: both in the train step's graph, train-step-graph.ts; per turn,
+//                   on the host: applyImportanceWeights)
 //                     Lₖ = wₖ · PPO-clip(π_θ(yₖ) / π_old(yₖ), A)  (+ β·KLₖ)
 //
 //                   π_sampler is the per-token log-prob the sampler returned with the token (from
@@ -89,10 +91,18 @@ export async function grpoUpdate(
   const { rows, targets } = batch;
   const time = o.time ?? ((_phase, f) => f());
   const correct = o.importanceCorrection ?? c.vllm_importance_sampling_correction;
+  const mode = c.vllm_importance_sampling_mode;
   const lp = { temperature: c.temperature, maxTokensPerMicrobatch: c.max_tokens_per_microbatch };
-  let old = correct
-    ? await time('logprobs', () => policy.logprobs(rows, targets, { ...lp, loraScale: 1 }))
-    : undefined;
+  // A per-token mode is weighed in the train step's graph from its own π_old; a per-turn one
+  // sums a turn's log-ratios, which may span micro-batches, so π_old is computed first here.
+  const importance =
+    correct && (mode === 'token_truncate' || mode === 'token_mask')
+      ? { cap: c.vllm_importance_sampling_cap, mode }
+      : undefined;
+  let old =
+    correct && !importance
+      ? await time('logprobs', () => policy.logprobs(rows, targets, { ...lp, loraScale: 1 }))
+      : undefined;
   const ref =
     c.beta !== 0
       ? await time('logprobs', () => policy.logprobs(rows, targets, { ...lp, loraScale: 0 }))
@@ -112,14 +122,7 @@ export async function grpoUpdate(
   const pgWeights = aggregationWeights(targets, AGGREGATION[c.loss_type], {
     maxLen: c.max_completion_length,
   });
-  if (old && correct)
-    applyImportanceWeights(
-      pgWeights,
-      old,
-      targets,
-      c.vllm_importance_sampling_cap,
-      c.vllm_importance_sampling_mode,
-    );
+  if (old) applyImportanceWeights(pgWeights, old, targets, c.vllm_importance_sampling_cap, mode);
 
   const updates: UpdateResult[] = [];
   const learningRates: number[] = [];
@@ -129,7 +132,7 @@ export async function grpoUpdate(
       policy.update(
         rows,
         targets,
-        { ...(old && { old }), ...(ref && { ref }), pgWeights },
+        { ...(old && { old }), ...(ref && { ref }), pgWeights, ...(importance && { importance }) },
         updateHyperParams(c, lr),
       ),
     );

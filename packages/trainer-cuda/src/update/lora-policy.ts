@@ -19,12 +19,16 @@ import {
   CLIP_RATIO_C,
   EPSILON_HIGH,
   EPSILON_LOW,
+  IS_CAP,
+  IS_MASK,
+  IS_WEIGHTED,
   KL_COEFFS,
   NLL_WEIGHTS,
   OLD_LOGPROBS,
   ON_POLICY,
   PG_WEIGHTS,
   REF_LOGPROBS,
+  SAMPLER_LOGPROBS,
   STAT_WEIGHTS,
   TRAIN_STEP_STATS,
   type TrainStepStat,
@@ -87,6 +91,13 @@ export interface UpdateInputs {
   pgWeights?: Float64Array;
   /** Per target weights of the −logp term (SFT); omit for pure GRPO. */
   nllWeights?: Float64Array;
+  /**
+   * Weight each target whose sampled log-prob is known (`targets.sampleLogprob` not NaN) by the
+   * importance ratio π_old / π_sampler, in the train step's graph from the same π_old as the PPO
+   * ratio (a per-token mode of vllm_importance_sampling_mode; the per-turn modes are weighed into
+   * `pgWeights` on the host: applyImportanceWeights).
+   */
+  importance?: { cap: number; mode: TokenImportanceSamplingMode };
 }
 
 export interface UpdateHyperParams {
@@ -147,6 +158,8 @@ const KL_ONE_HOT: Record<KlEstimatorName, number[]> = {
 const NO_DUAL_CLIP = 1e30;
 
 const scalar = (x: number) => new ort.Tensor('float32', Float32Array.of(x), []);
+const asBool = (t: ort.Tensor) =>
+  new ort.Tensor('bool', Uint8Array.from(t.data as Float32Array), t.dims);
 
 export class LoraPolicy {
   readonly config: DecoderConfig;
@@ -352,6 +365,15 @@ export class LoraPolicy {
     const zeros = new Float32Array(n);
     const mask = new Float64Array(n).fill(n === 0 ? 0 : 1 / n);
     const mbs = packMicroBatches(rows, targets, hp.maxTokensPerMicrobatch);
+    const is = inputs.importance;
+    const known = new Float32Array(n);
+    const sampler = new Float32Array(n);
+    if (is)
+      targets.sampleLogprob.forEach((v, j) => {
+        if (Number.isNaN(v)) return;
+        known[j] = 1;
+        sampler[j] = v;
+      });
     const shared = {
       [TEMPERATURE]: scalar(hp.temperature),
       ...(this.lora && { [LORA_SCALE]: scalar(1) }),
@@ -360,6 +382,8 @@ export class LoraPolicy {
       [CLIP_RATIO_C]: scalar(hp.clipRatioC ?? NO_DUAL_CLIP),
       [BETA]: scalar(hp.beta),
       [KL_COEFFS]: new ort.Tensor('float32', Float32Array.from(KL_ONE_HOT[hp.klEstimator]), [3]),
+      [IS_CAP]: scalar(is?.cap ?? 1),
+      [IS_MASK]: new ort.Tensor('bool', Uint8Array.of(is?.mode === 'token_mask' ? 1 : 0), []),
     };
     const feeds = mbs.map((mb) => ({
       ...tokenFeeds(mb, rows, targets, { segments: true }),
@@ -369,6 +393,8 @@ export class LoraPolicy {
       [REF_LOGPROBS]: perTargetFeed(mb, targets, inputs.ref ?? inputs.old ?? zeros),
       [ADVANTAGES]: perTargetFeed(mb, targets, targets.advantage),
       [PG_WEIGHTS]: perTargetFeed(mb, targets, inputs.pgWeights ?? zeros),
+      [SAMPLER_LOGPROBS]: perTargetFeed(mb, targets, sampler),
+      [IS_WEIGHTED]: asBool(perTargetFeed(mb, targets, known)),
       [NLL_WEIGHTS]: perTargetFeed(mb, targets, inputs.nllWeights ?? zeros),
       [STAT_WEIGHTS]: perTargetFeed(mb, targets, mask),
     }));
@@ -409,10 +435,11 @@ export function aggregationWeights(
 
 /** TRL's vllm_importance_sampling_mode: the ratio per token or per turn, truncated or masked. */
 export type ImportanceSamplingMode =
-  | 'token_truncate'
-  | 'token_mask'
+  | TokenImportanceSamplingMode
   | 'sequence_truncate'
   | 'sequence_mask';
+/** The modes the train step weighs in its own graph (UpdateInputs.importance). */
+export type TokenImportanceSamplingMode = 'token_truncate' | 'token_mask';
 
 /**
  * Importance sampling for tokens sampled by another engine or an earlier adapter than the one the

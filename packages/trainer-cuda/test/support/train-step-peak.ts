@@ -29,6 +29,8 @@ const feeds: Record<string, ort.Tensor> = {
   target_positions: int64([B, K], (i) => i % K),
   target_ids: int64([B, K], (i) => ((i + 1) * 7919 + 13) % V),
   on_policy: new ort.Tensor('bool', Uint8Array.of(0), []),
+  is_weighted: new ort.Tensor('bool', new Uint8Array(B * K), [B, K]),
+  is_mask: new ort.Tensor('bool', Uint8Array.of(0), []),
 };
 for (const spec of session.inputs) {
   if (feeds[spec.name]) continue;
