@@ -21,7 +21,7 @@ import { once } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { LORA_TARGET_MODULES } from '@flowgrpo/models';
+import { LORA_TARGET_MODULES, readArtifactsManifest } from '@flowgrpo/models';
 import { runDemo } from '../src/demo/pipeline.js';
 
 const pkg = join(import.meta.dirname, '..');
@@ -45,7 +45,22 @@ if (cpus().length < 2 || !hasTaskset) {
 }
 
 const demo = process.env.FLOWGRPO_BENCH_DEMO ?? join(cache, 'demo');
-if (!existsSync(join(demo, 'results.json'))) {
+/** The demo folder's SFT artifacts, readable by this version (a format change makes them stale). */
+const readable = () => {
+  try {
+    readArtifactsManifest(join(demo, 'artifacts', 'sft'));
+    return existsSync(join(demo, 'results.json'));
+  } catch {
+    return false;
+  }
+};
+if (!readable()) {
+  if (process.env.FLOWGRPO_BENCH_DEMO) {
+    console.log(
+      `skipped: ${demo} has no demo results or SFT artifacts this version reads; run \`flowgrpo demo --seed 1 --out ${demo}\` again`,
+    );
+    process.exit(0);
+  }
   console.log(`running \`flowgrpo demo --seed 1\` into ${demo} for its SFT model …`);
   await runDemo({ seed: 1, outDir: demo });
 }
