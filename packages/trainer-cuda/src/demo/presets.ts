@@ -57,17 +57,18 @@ export const DEMO_TASKS: Record<DemoTaskName, DemoTaskPreset> = {
     teacher: { prematureStop: { 2: 0.3, 3: 1 }, overshoot: { year_plus: 0.3 } },
     // Finding a plan no demonstration shows takes more tries than sharpening one it shows: two
     // thirds of GRPO's questions are three-hop, 16 rollouts each, for 100 steps at twice the
-    // default demo's learning rate. "Which year was N years after …" waits for the last 60% of
+    // default demo's learning rate. "Which year was N years after …" waits for the last 75% of
     // the steps: there the right move after the offset is to answer, and asked from the start
     // it pushed the policy away from the event step before any three-hop group was right. Once
     // the three-hop plan is found, "look up that year's event" spills onto it too, until every
     // such rollout is wrong and its groups carry no signal; a KL to the SFT model (which answers
-    // there) is what brings it back when the curriculum asks it again (docs/demo.md).
+    // there) is what brings it back when the curriculum asks it again, and the earlier it asks,
+    // the more steps the recovery has (docs/demo.md).
     grpoQuestions: { event_plus: 12, year_plus: 4 },
     grpoBeta: 0.04,
     grpoCurriculum: [
       {
-        untilShare: 0.4,
+        untilShare: 0.25,
         weights: {
           year: 1,
           town: 1,
@@ -92,8 +93,10 @@ export const DEMO_TASKS: Record<DemoTaskName, DemoTaskPreset> = {
     grpoGenerations: 16,
     grpoMaxSteps: 100,
     grpoLearningRate: 1e-3,
-    // A malformed final reply can still end on the right answer; the format term pays less for it.
-    formatWeight: 0.1,
+    // A malformed reply earns nothing, as in the default preset: with a format term of 0.1
+    // instead, a kind's rollouts drifted out of format late in the run while still answering
+    // right (seed 2: "What happened in the year X was built?" 0% well-formed at step 94).
+    formatGate: true,
   },
 };
 
