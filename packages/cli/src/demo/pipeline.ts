@@ -534,7 +534,7 @@ export async function runDemo(o: DemoOptions): Promise<DemoResult> {
       `seed ${seed}${budget === 'full' ? '' : ` (${budget} budget)`}; ${testQuestions.length} held-out questions (levels 1–3); ` +
         `teacher accuracy ${(100 * teacherOnTest.accuracy).toFixed(1)}% on them`,
       `SFT: ${sft.globalStep} steps (${sft.stopped}), best validation loss ${sft.bestEvalLoss?.toFixed(4)}; ` +
-        `GRPO: ${grpo.globalStep} steps${task.formatGate ? ' on judge × format (a malformed rollout earns 0)' : task.formatWeight ? ` on judge + ${task.formatWeight} × format` : ''}` +
+        `GRPO: ${grpo.globalStep} steps${task.formatGate ? ' on judge × format (a malformed rollout earns 0)' : ''}` +
         `${grpo.bestCheckpoint ? `, ${basename(grpo.bestCheckpoint)} kept (best validation accuracy, ${(100 * grpo.bestMetric!).toFixed(1)}%)` : ''}; total ${timings.total_s.toFixed(0)} s`,
       `machine: ${machine.cpu}; ONNX Runtime ${machine.onnxruntime}, float kernels ${machine.isa}${machine.amx ? ' (AMX present)' : ''} — another instruction set rounds differently (docs/demo.md, "Reproducing")`,
       ...(rft

@@ -40,8 +40,6 @@ export interface DemoTaskPreset {
   grpoLearningRate?: number;
   /** GRPO rollouts per question at the full budget (the other budgets keep theirs). */
   grpoGenerations?: number;
-  /** Weight of the format term in GRPO's reward (demoTrainingReward); 0/undefined: judge only. */
-  formatWeight?: number;
   /** GRPO's reward pays the judge's score only for a well-formed rollout (formatGatedReward). */
   formatGate?: boolean;
 }

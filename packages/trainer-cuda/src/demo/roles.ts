@@ -6,7 +6,7 @@ import {
   type GenerateTextResult,
   type LLMEngine,
 } from '@flowgrpo/core';
-import { combineRewards, LLMJudge, type RewardFunction } from '@flowgrpo/reward';
+import { LLMJudge, type RewardFunction } from '@flowgrpo/reward';
 import { createCalculatorTool, defineTool, type Tool } from '@flowgrpo/tools';
 import { z } from 'zod';
 import { formatCompliant } from '../eval/evaluate.js';
@@ -248,22 +248,13 @@ export function formatGatedReward(): RewardFunction<object> {
 
 /**
  * The reward GRPO trains on: with `formatGate`, the judge's score only for a well-formed rollout
- * (formatGatedReward); else the judge, plus `formatWeight` × the format term when it is above
- * 0. The evaluations always score with the judge alone, so accuracy means the same in every row.
+ * (formatGatedReward); else the judge alone. The evaluations always score with the judge alone,
+ * so accuracy means the same in every row.
  */
 export function demoTrainingReward(
-  o: { formatGate?: boolean | undefined; formatWeight?: number | undefined } = {},
+  o: { formatGate?: boolean | undefined } = {},
 ): RewardFunction<object> {
-  if (o.formatGate) return formatGatedReward();
-  const formatWeight = o.formatWeight ?? 0;
-  if (formatWeight <= 0) return demoReward();
-  return combineRewards(
-    [
-      { fn: demoReward(), weight: 1 },
-      { fn: plannerFormatReward(), weight: formatWeight },
-    ],
-    { name: 'judge+format' },
-  ) as RewardFunction<object>;
+  return o.formatGate ? formatGatedReward() : demoReward();
 }
 
 /** The almanac lookup tool (defined as any app would define one). */
