@@ -117,10 +117,11 @@ describe('flowgrpo demo --task explore (smoke budget)', () => {
   });
 
   it('asks "Which year was N years after …" only in the curriculum\'s last stage', async () => {
-    // The preset's stages: until 40% of the steps (round(0.4 × 3) = step 1 at this budget)
+    // The preset's stages: until 25% of the steps (round(0.25 × 3) = step 1 at this budget)
     // without year_plus, then 4 in 17 of each step's questions (4 questions a step here: the
     // trainer gives each kind the whole part of its share, then draws the rest). With the KL to
-    // the SFT model (beta 0.04) that brings the kind back once it is asked: `kl` is logged.
+    // the SFT model (beta 0.04) that brings the kind back once it is asked: `kl` is logged; and
+    // on the format-gated reward, whose two parts are logged beside it.
     const metrics = readFileSync(join(out, 'runs', 'grpo', 'metrics.jsonl'), 'utf8')
       .trim()
       .split('\n')
@@ -128,7 +129,11 @@ describe('flowgrpo demo --task explore (smoke budget)', () => {
       .filter((m) => 'curriculum/stage' in m);
     expect(metrics.map((m) => m['curriculum/stage'])).toEqual([0, 1, 1]);
     expect(metrics[0]!['curriculum/year_plus'] ?? 0).toBe(0);
-    for (const m of metrics) expect(m.kl).toBeGreaterThanOrEqual(0);
+    for (const m of metrics) {
+      expect(m.kl).toBeGreaterThanOrEqual(0);
+      expect(m['rewards/format/mean']).toBeGreaterThanOrEqual(0);
+      expect(m['rewards/judge/mean']).toBeGreaterThanOrEqual(0);
+    }
     const kindByQuestion = new Map(
       rows('train.jsonl').map((r) => [r.question, String(r.extra_info.kind)]),
     );
