@@ -6,23 +6,22 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRng, type Trajectory } from '@flowgrpo/core';
-import {
-  initLoraParams,
-  initTinyWeights,
-  type LoraConfig,
-  tinyQwen2Config,
-} from '@flowgrpo/models';
+import { initLoraParams } from '@flowgrpo/models';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildTrainingArtifacts, LoraPolicy } from '../src/index.js';
-import { rowsFromTrajectories, type Targets, targetsOf } from '../src/update/collate.js';
+import { LoraPolicy } from '../src/index.js';
+import type { Targets } from '../src/update/collate.js';
 import {
   aggregationWeights,
   applyImportanceWeights,
   type ImportanceSamplingMode,
   type TokenImportanceSamplingMode,
-  updateHyperParams,
 } from '../src/update/lora-policy.js';
+import {
+  oneTurnBatch,
+  tinyLora,
+  tinyLoraArtifacts,
+  tinyUpdateHp,
+} from './support/tiny-lora-policy.js';
 
 // Five tokens: trajectory 0 turn 0 (tokens 0, 1), trajectory 0 turn 1 (2, 3), trajectory 1 turn 0
 // (4, no sampled log-prob: the trainer's own engine sampled it, so it is not reweighed).
@@ -76,69 +75,26 @@ describe('applyImportanceWeights (vllm_importance_sampling_mode)', () => {
 describe('importance weights in the train step (token modes)', () => {
   const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-importance-'));
   afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-  const config = tinyQwen2Config({
-    seed: 4,
-    hiddenSize: 16,
-    layers: 2,
-    heads: 4,
-    kvHeads: 2,
-    intermediateSize: 24,
-  });
-  const lora: LoraConfig = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj', 'down_proj'] };
-  const dir = join(tmp, 'artifacts');
-  buildTrainingArtifacts(initTinyWeights(config, 'importance'), dir, {
-    lora,
-    graphs: ['logprobs', 'train_step'],
-  });
-  const hp = updateHyperParams(
-    {
-      temperature: 1,
-      epsilon: 0.2,
-      clip_ratio_c: undefined,
-      epsilon_high: undefined,
-      beta: 0,
-      kl_estimator: 'k3',
-      // Three micro-batches: the weights are fed per micro-batch slice.
-      max_tokens_per_microbatch: 16,
-    },
-    1e-2,
-  );
+  const { config, dir } = tinyLoraArtifacts(tmp, 4, 'importance');
+  // Three micro-batches: the weights are fed per micro-batch slice.
+  const hp = tinyUpdateHp(16);
   const lp = { loraScale: 1, temperature: 1, maxTokensPerMicrobatch: 16 };
-
-  /** Six one-turn trajectories of random ids; the last one's tokens have no sampled log-prob. */
-  function batch() {
-    const rng = createRng('importance');
-    const id = () => 3 + Math.floor(rng.next() * (config.vocabSize - 3));
-    const trajectories: Trajectory[] = Array.from({ length: 6 }, (_, k) => {
-      const actionTokens = Int32Array.from({ length: 3 }, id);
-      return {
-        queryId: 'q',
-        groupId: 'g',
-        turns: [
-          {
-            index: 0,
-            promptTokens: Int32Array.from({ length: 4 }, id),
-            actionTokens,
-            actionLogprobs: new Float32Array(3).fill(k === 5 ? Number.NaN : 0),
-            text: '',
-            parsed: true,
-          },
-        ],
-        finalAnswer: '',
-        stopReason: 'answer',
-        timings: {},
-      };
+  /** Six one-turn trajectories; the last one's tokens have no sampled log-prob. */
+  const batch = () =>
+    oneTurnBatch(config, {
+      rngSeed: 'importance',
+      advantages: [1, -1, 0.5, -0.5, 0.8, -0.8],
+      promptLength: 4,
+      actionLength: () => 3,
+      logprob: (k) => (k === 5 ? Number.NaN : 0),
     });
-    const rows = rowsFromTrajectories(trajectories, [1, -1, 0.5, -0.5, 0.8, -0.8]);
-    return { rows, targets: targetsOf(rows) };
-  }
 
   for (const mode of ['token_truncate', 'token_mask'] as TokenImportanceSamplingMode[])
     it(`${mode}: the graph's weights are the host's`, async () => {
       const open = () =>
         LoraPolicy.open({
           artifacts: dir,
-          params: initLoraParams(config, lora, 5),
+          params: initLoraParams(config, tinyLora, 5),
           intraOpThreads: 1,
         });
       const [host, graph, none] = [await open(), await open(), await open()];

@@ -7,82 +7,34 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createRng, FlowGrpoError, type Trajectory } from '@flowgrpo/core';
-import {
-  initLoraParams,
-  initTinyWeights,
-  type LoraConfig,
-  tinyQwen2Config,
-} from '@flowgrpo/models';
+import { FlowGrpoError } from '@flowgrpo/core';
+import { initLoraParams } from '@flowgrpo/models';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  buildTrainingArtifacts,
-  LoraPolicy,
-  rowsFromTrajectories,
-  targetsOf,
-} from '../src/index.js';
+import { LoraPolicy } from '../src/index.js';
 import { TrainLoopError } from '../src/optimizer-step/errors.js';
-import { updateHyperParams } from '../src/update/lora-policy.js';
 import { WorkerLoraPolicy } from '../src/update/policy-worker.js';
+import {
+  oneTurnBatch,
+  tinyLora,
+  tinyLoraArtifacts,
+  tinyUpdateHp,
+} from './support/tiny-lora-policy.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-policy-worker-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-const config = tinyQwen2Config({
-  seed: 2,
-  hiddenSize: 16,
-  layers: 2,
-  heads: 4,
-  kvHeads: 2,
-  intermediateSize: 24,
-});
-const lora: LoraConfig = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj', 'down_proj'] };
-const dir = join(tmp, 'artifacts');
-buildTrainingArtifacts(initTinyWeights(config, 'policy-worker'), dir, {
-  lora,
-  graphs: ['logprobs', 'train_step'],
-});
-
+const { config, dir } = tinyLoraArtifacts(tmp, 2, 'policy-worker');
 /** Four one-turn trajectories of random ids, advantages of both signs. */
-function batch() {
-  const rng = createRng('policy-worker');
-  const id = () => 3 + Math.floor(rng.next() * (config.vocabSize - 3));
-  const trajectories: Trajectory[] = Array.from({ length: 4 }, (_, k) => {
-    const actionTokens = Int32Array.from({ length: 2 + k }, id);
-    return {
-      queryId: 'q',
-      groupId: 'g',
-      turns: [
-        {
-          index: 0,
-          promptTokens: Int32Array.from({ length: 5 }, id),
-          actionTokens,
-          actionLogprobs: new Float32Array(actionTokens.length),
-          text: '',
-          parsed: true,
-        },
-      ],
-      finalAnswer: '',
-      stopReason: 'answer',
-      timings: {},
-    };
+const batch = () =>
+  oneTurnBatch(config, {
+    rngSeed: 'policy-worker',
+    advantages: [1, -1, 0.5, -0.5],
+    promptLength: 5,
+    actionLength: (k) => 2 + k,
+    logprob: () => 0,
   });
-  const rows = rowsFromTrajectories(trajectories, [1, -1, 0.5, -0.5]);
-  return { rows, targets: targetsOf(rows) };
-}
 
-const hp = updateHyperParams(
-  {
-    temperature: 1,
-    epsilon: 0.2,
-    clip_ratio_c: undefined,
-    epsilon_high: undefined,
-    beta: 0,
-    kl_estimator: 'k3',
-    max_tokens_per_microbatch: 4096,
-  },
-  1e-2,
-);
+const hp = tinyUpdateHp(4096);
 
 /** Log-probs, two updates and the state, through `policy`. */
 async function drive(
@@ -113,7 +65,7 @@ describe('WorkerLoraPolicy', () => {
   it('computes what LoraPolicy computes on this thread, to the bit', async () => {
     const options = {
       artifacts: dir,
-      params: initLoraParams(config, lora, 3),
+      params: initLoraParams(config, tinyLora, 3),
       intraOpThreads: 1,
     };
     const here = await LoraPolicy.open(options);
@@ -125,7 +77,7 @@ describe('WorkerLoraPolicy', () => {
       expect(b).toEqual(a);
       // The updates moved the adapter (a test of equal copies would pass on a no-op too).
       expect(b.params).not.toEqual(
-        Object.fromEntries([...initLoraParams(config, lora, 3)].map(([k, v]) => [k, [...v]])),
+        Object.fromEntries([...initLoraParams(config, tinyLora, 3)].map(([k, v]) => [k, [...v]])),
       );
     } finally {
       await here.release();
@@ -135,14 +87,14 @@ describe('WorkerLoraPolicy', () => {
 
   it('reports a failure inside the worker as a typed error, and refuses calls once released', async () => {
     // An adapter of the wrong shape fails LoraPolicy.open inside the thread.
-    const wrong = initLoraParams(config, { ...lora, r: 3 }, 3);
+    const wrong = initLoraParams(config, { ...tinyLora, r: 3 }, 3);
     const e = await WorkerLoraPolicy.open({ artifacts: dir, params: wrong }).catch((x) => x);
     expect(FlowGrpoError.isInstance(e)).toBe(true);
     expect((e as Error).message).toMatch(/not of shape/);
 
     const policy = await WorkerLoraPolicy.open({
       artifacts: dir,
-      params: initLoraParams(config, lora, 3),
+      params: initLoraParams(config, tinyLora, 3),
     });
     await policy.release();
     const { rows, targets } = batch();
