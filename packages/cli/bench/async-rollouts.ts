@@ -150,9 +150,13 @@ interface Run {
   serverCpuS?: number;
 }
 
+const rounds = Number(process.env.FLOWGRPO_BENCH_ASYNC_ROUNDS ?? 2);
+if (!Number.isInteger(rounds) || rounds < 1)
+  throw new Error(
+    `FLOWGRPO_BENCH_ASYNC_ROUNDS must be a positive integer, got ${process.env.FLOWGRPO_BENCH_ASYNC_ROUNDS}`,
+  );
 const fleet = process.env.FLOWGRPO_BENCH_ASYNC_URLS;
 const { url, server } = fleet ? { url: fleet, server: undefined } : await serve(1);
-const rounds = Number(process.env.FLOWGRPO_BENCH_ASYNC_ROUNDS ?? 2);
 const runs: (Run & { round: number })[] = [];
 try {
   for (let round = 1; round <= rounds; round++)
