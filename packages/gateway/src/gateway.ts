@@ -133,7 +133,13 @@ export async function createPolicyGateway(options: PolicyGatewayOptions): Promis
       res.once('close', () => lingering.delete(finish));
     });
   };
-  const server: Server = createServer(handle);
+  // Idle keep-alive connections stay open until the client closes them (keepAliveTimeout 0; TCP
+  // keep-alive finds peers that vanished). With Node's 5 s default, a client whose event loop was
+  // blocked longer — the trainer's update, in this process or the client's — sends its next
+  // request on a pooled connection in the same turn as this server's timer closes it, and the
+  // request dies with ECONNRESET before any route sees it (test/keep-alive.test.ts).
+  const server: Server = createServer({ keepAlive: true }, handle);
+  server.keepAliveTimeout = 0;
   // Without this listener Node answers `Expect: 100-continue` itself, before any route has seen
   // the request; readJson sends the 100 once the declared size is within the limit.
   server.on('checkContinue', handle);
