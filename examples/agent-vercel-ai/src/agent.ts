@@ -25,6 +25,7 @@ export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
     apiKey: o.apiKey ?? 'EMPTY',
     includeUsage: true,
   });
+  let failure: unknown;
   const result = streamText({
     model: provider.chatModel(o.model),
     system: 'Answer the question. Use the almanac tool for facts. Reply with the answer only.',
@@ -40,6 +41,11 @@ export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
     stopWhen: stepCountIs(o.maxSteps ?? 3),
     maxOutputTokens: o.maxTokens ?? 24,
     maxRetries: 0,
+    // textStream leaves errors out (a failed request just ends it): keep the first, throw it below,
+    // so that a call that failed is a failed rollout, not an empty answer scored as one.
+    onError: ({ error }) => {
+      failure ??= error;
+    },
   });
   // Streamed token by token (SSE: the gateway sends each token's text as it is sampled); the
   // answer is the last step's text.
@@ -48,5 +54,6 @@ export async function runAlmanacAgent(o: AlmanacAgentOptions): Promise<string> {
     o.onText?.(delta);
     text += delta;
   }
+  if (failure !== undefined) throw failure;
   return (await result.text) || text;
 }
