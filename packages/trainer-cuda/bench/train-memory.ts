@@ -58,6 +58,11 @@ const VARIANTS: { label: string; options: CreateSessionOptions; reps: number }[]
   },
   { label: 'default: no memory pattern, 2 threads', options: { intraOpThreads: 2 }, reps: 2 },
   { label: 'default: no memory pattern, 1 thread', options: { intraOpThreads: 1 }, reps: 2 },
+  {
+    label: 'share_frozen_weights (prepacking off), 2 threads',
+    options: { intraOpThreads: 2, prepackWeights: false },
+    reps: 2,
+  },
 ];
 
 /** python3 that imports torch (Debian's python3-torch lives in /usr/bin/python3's path). */
@@ -93,7 +98,13 @@ async function torchStep(
 }
 
 /** The memory preflight's estimate of one train step of `config` at B × T, in MiB. */
-function estimatedMiB(config: DecoderConfig, B: number, T: number, chunkSize?: number): number {
+function estimatedMiB(
+  config: DecoderConfig,
+  B: number,
+  T: number,
+  chunkSize?: number,
+  sharedWeights = false,
+): number {
   return (
     estimateMemory({
       config,
@@ -101,6 +112,7 @@ function estimatedMiB(config: DecoderConfig, B: number, T: number, chunkSize?: n
       headChunk: vocabChunks(config.vocabSize, chunkSize).size,
       sessions: { trainStep: true, logprobs: false, sampling: 0 },
       microBatch: { rows: B, seqLen: T },
+      sharedWeights,
     }).bytes /
     2 ** 20
   );
@@ -172,8 +184,8 @@ export async function benchTrainMemory(): Promise<BenchSection> {
           '—',
         ]);
       }
-      const estimate = estimatedMiB(config, B, T);
       for (const v of VARIANTS) {
+        const estimate = estimatedMiB(config, B, T, undefined, v.options.prepackWeights === false);
         const tries: { ms: number; peakMiB: number }[] = [];
         for (let i = 0; i < v.reps; i++) tries.push(await ourStep(dir, B, T, v.options));
         const ms = median(tries.map((t) => t.ms));

@@ -53,6 +53,15 @@ export interface CreateSessionOptions {
    * (MEMORY_DEFAULTS, chosen by measurement) or onnxruntime's own (both on). Default 'flowgrpo'.
    */
   memory?: 'flowgrpo' | 'ort';
+  /**
+   * ORT's prepacking of constant weights (default true). Each Gemm whose B is an initializer
+   * keeps B re-laid out for its kernel: a copy per session, and per layout within one (the train
+   * step's forward and backward). false (`session.disable_prepacking`): the Gemms read the weights
+   * where ORT loaded them, which for external data on the CPU is a read-only map of the weights
+   * file — one copy in the page cache, shared by every session and process that maps the file.
+   * The kernels pack B on each call instead (docs/performance.md, "Frozen weights held once").
+   */
+  prepackWeights?: boolean;
 }
 
 /**
@@ -110,9 +119,10 @@ export function ortSessionOptions(
   if (arena !== undefined) opts.enableCpuMemArena = arena;
   if (pattern !== undefined) opts.enableMemPattern = pattern;
   // The binding rejects `extra: undefined`, so the key is only set when there is something in it.
-  if (o.disableCpuFallback && device !== 'cpu') {
-    opts.extra = { session: { disable_cpu_ep_fallback: '1' } };
-  }
+  const config: Record<string, string> = {};
+  if (o.disableCpuFallback && device !== 'cpu') config.disable_cpu_ep_fallback = '1';
+  if (o.prepackWeights === false) config.disable_prepacking = '1';
+  if (Object.keys(config).length) opts.extra = { session: config };
   if (device === 'webgpu' && o.deviceOutputs?.length) {
     opts.preferredOutputLocation = Object.fromEntries(
       o.deviceOutputs.map((n) => [n, 'gpu-buffer' as const]),

@@ -71,6 +71,14 @@ const common = {
   /** ORT intra-op threads for the training sessions (default: ORT's choice). */
   intra_op_threads: positiveInt.optional(),
   /**
+   * flowgrpo: the train_step and logprobs sessions read the frozen weights where they lie — a
+   * read-only map of weights.data, one copy shared by both sessions (and by any other process
+   * that maps the file) — instead of each keeping its own prepacked copies (ONNX Runtime's
+   * `session.disable_prepacking`). Saves about twice the projections' float32 size; the Gemms
+   * pack their weight on every call instead (docs/performance.md, "Frozen weights held once").
+   */
+  share_frozen_weights: z.boolean().default(false),
+  /**
    * flowgrpo: run even when the memory preflight estimates a peak above the memory available
    * (run/memory-check.ts) — for an estimate that is wrong. Named after HF's
    * `skip_memory_metrics`; the check itself has no HF or TRL counterpart.
@@ -298,6 +306,7 @@ export function policyOptions(
   c: Pick<
     GRPOConfig,
     | 'intra_op_threads'
+    | 'share_frozen_weights'
     | 'adam_beta1'
     | 'adam_beta2'
     | 'adam_epsilon'
@@ -307,6 +316,7 @@ export function policyOptions(
 ) {
   return {
     ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
+    ...(c.share_frozen_weights && { prepackWeights: false }),
     optimizer: {
       beta1: c.adam_beta1,
       beta2: c.adam_beta2,

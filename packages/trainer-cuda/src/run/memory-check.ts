@@ -72,6 +72,7 @@ export interface GrpoMemoryConfig {
   rollout_concurrency: number;
   generate_workers?: number | undefined;
   intra_op_threads?: number | undefined;
+  share_frozen_weights?: boolean | undefined;
 }
 
 /** The SFT keys the estimate reads. */
@@ -80,6 +81,7 @@ export interface SftMemoryConfig {
   max_length: number;
   per_device_train_batch_size: number;
   use_peft: boolean;
+  share_frozen_weights?: boolean | undefined;
 }
 
 /** The largest micro-batch: as many rows of `seqLen` as the token budget holds (one at least). */
@@ -117,6 +119,7 @@ export function grpoMemoryShape(c: GrpoMemoryConfig, f: GrpoMemoryFacts): Memory
       logprobs: true,
       sampling: f.localRollouts ? 1 + generateWorkers(c, f.config) : 0,
     },
+    sharedWeights: c.share_frozen_weights === true,
     microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, rows),
     ...(f.localRollouts && {
       sampling: { rows: Math.max(c.num_generations, c.rollout_concurrency), seqLen },
@@ -137,6 +140,7 @@ export function sftMemoryShape(c: SftMemoryConfig, f: RunMemoryFacts): MemorySha
     full: !c.use_peft,
     headChunk: f.headChunk,
     sessions: { trainStep: true, logprobs: true, sampling: 0 },
+    sharedWeights: c.share_frozen_weights === true,
     microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, c.per_device_train_batch_size),
   };
 }
@@ -151,6 +155,19 @@ function halvings(from: number, floor: number): number[] {
   const out: number[] = [];
   for (let v = Math.floor(from / 2); v >= Math.max(1, floor); v = Math.floor(v / 2)) out.push(v);
   return out;
+}
+
+/**
+ * `share_frozen_weights: true` when it is off and alone makes the run fit: named first, as it
+ * changes no result (the Gemms read the same weights unpacked), only the step's speed.
+ */
+function sharingFits(
+  c: { share_frozen_weights?: boolean | undefined },
+  fits: (o: { share_frozen_weights: boolean }) => boolean,
+): string[] {
+  return !c.share_frozen_weights && fits({ share_frozen_weights: true })
+    ? ['set share_frozen_weights: true (one mapped copy of the frozen weights: that fits)']
+    : [];
 }
 
 /** Refuses `estimate` when it exceeds `available`, with `fixes`; returns it otherwise. */
@@ -186,7 +203,7 @@ export function checkGrpoMemory(
   const est = (o: Partial<GrpoMemoryConfig>) => estimateMemory(grpoMemoryShape({ ...c, ...o }, f));
   const fits = (o: Partial<GrpoMemoryConfig>) => est(o).bytes <= available.bytes;
   return refuseOver(est({}), available, () => {
-    const fixes: string[] = [];
+    const fixes: string[] = sharingFits(c, fits);
     const seqLen = grpoMemoryShape(c, f).microBatch!.seqLen;
     const budget = firstFitting(halvings(c.max_tokens_per_microbatch, seqLen), (v) =>
       fits({ max_tokens_per_microbatch: v }),
@@ -247,7 +264,7 @@ export function checkSftMemory(
   const est = (o: Partial<SftMemoryConfig>) => estimateMemory(sftMemoryShape({ ...c, ...o }, f));
   const fits = (o: Partial<SftMemoryConfig>) => est(o).bytes <= available.bytes;
   return refuseOver(est({}), available, () => {
-    const fixes: string[] = [];
+    const fixes: string[] = c.use_peft ? sharingFits(c, fits) : [];
     const seqLen = sftMemoryShape(c, f).microBatch!.seqLen;
     const mbRows = sftMemoryShape(c, f).microBatch!.rows;
     const budget = firstFitting(halvings(mbRows * seqLen, seqLen), (v) =>

@@ -39,6 +39,18 @@ export const SESSION_FACTORS = {
 } as const;
 
 /**
+ * The same with `share_frozen_weights` (prepacking off): the train_step and logprobs sessions read
+ * the projections and a whole head from the mapped weights file (one copy, the `frozen weights`
+ * term), nothing of their own; a head in vocabulary chunks is still 1× in each, its chunks cut at
+ * load. Measured by the same difference across createSession (two and four Qwen2.5-0.5B layers,
+ * vocabularies 8,192 and 32,768; docs/performance.md, "Frozen weights held once").
+ */
+export const SHARED_SESSION_FACTORS = {
+  trainStep: { linear: 0, headWhole: 0, headChunked: 1, overhead: 24 * MiB },
+  logprobs: { linear: 0, headWhole: 0, headChunked: 1, overhead: 25 * MiB },
+} as const;
+
+/**
  * Float32 values per token per layer that the train step holds at its peak (the forward's tensors
  * kept for the backward, plus the backward's transients): fitted as 10 × hidden (the residual
  * stream, norms, q/k/v/o inputs and outputs), 5 × intermediate (gate, up, their activation and
@@ -85,6 +97,11 @@ export interface MemoryShape {
   headChunk: number;
   /** The sessions the process opens: each holds its own copy of the frozen weights. */
   sessions: { trainStep: boolean; logprobs: boolean; sampling: number };
+  /**
+   * `share_frozen_weights`: the train_step and logprobs sessions map weights.data once, without
+   * prepacked copies (the sampling sessions keep theirs).
+   */
+  sharedWeights?: boolean;
   /** The largest micro-batch of the train step: rows × padded tokens per row. */
   microBatch?: { rows: number; seqLen: number } | undefined;
   /** The batch sampled at once: rows decoded together and the longest sequence (prompt + new). */
@@ -153,7 +170,11 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
     { name: 'runtime', bytes: RUNTIME_BYTES, what: 'Node and ONNX Runtime loaded' },
   ];
 
-  // Frozen weights, per session: each session reads its own copy and prepacks its own.
+  // Frozen weights, per session: each session reads its own copy and prepacks its own, unless
+  // the train_step and logprobs sessions share the mapped file.
+  const { trainStep, logprobs, sampling } = shape.sessions;
+  const shared = shape.sharedWeights === true && !shape.full && (trainStep || logprobs);
+  // An untied embedding is gathered from where it lies: 1× per session, or nothing when mapped.
   const frozen = (f: {
     linear: number;
     headWhole: number;
@@ -162,20 +183,33 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
   }) =>
     shape.full
       ? f.overhead // the weights are inputs: held by the trainable term, never prepacked
-      : F32 * (f.linear * w.linear + (whole ? f.headWhole : f.headChunked) * w.head + w.embed) +
+      : F32 *
+          (f.linear * w.linear +
+            (whole ? f.headWhole : f.headChunked) * w.head +
+            (shared ? 0 : w.embed)) +
         f.overhead;
-  const { trainStep, logprobs, sampling } = shape.sessions;
+  const factors = shared ? SHARED_SESSION_FACTORS : SESSION_FACTORS;
+  if (shared)
+    terms.push({
+      name: 'frozen weights',
+      bytes: F32 * (w.linear + w.head + w.embed),
+      what: 'weights.data mapped once, read by the train_step and logprobs sessions (float32)',
+    });
   if (trainStep)
     terms.push({
       name: 'train_step weights',
-      bytes: frozen(SESSION_FACTORS.trainStep),
-      what: 'frozen weights as the train_step session holds them (float32, prepacked copies)',
+      bytes: frozen(factors.trainStep),
+      what: shared
+        ? 'what the train_step session holds of its own (the head in vocabulary chunks)'
+        : 'frozen weights as the train_step session holds them (float32, prepacked copies)',
     });
   if (logprobs)
     terms.push({
       name: 'logprobs weights',
-      bytes: frozen(SESSION_FACTORS.logprobs),
-      what: 'frozen weights as the logprobs session holds them',
+      bytes: frozen(factors.logprobs),
+      what: shared
+        ? 'what the logprobs session holds of its own (the head in vocabulary chunks)'
+        : 'frozen weights as the logprobs session holds them',
     });
   if (sampling > 0) {
     const f = SESSION_FACTORS.sampling;

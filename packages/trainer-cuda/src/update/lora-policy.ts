@@ -64,6 +64,8 @@ export interface LoraPolicyOptions {
   device?: DeviceRequest;
   /** ORT intra-op threads for the logprobs and train-step sessions. */
   intraOpThreads?: number;
+  /** false: the two sessions share the mapped frozen weights, unpacked (CreateSessionOptions). */
+  prepackWeights?: boolean;
   /** AdamW (torch semantics) and global-norm clipping. */
   optimizer?: {
     beta1?: number;
@@ -241,6 +243,7 @@ export class LoraPolicy {
     }
     const session = {
       ...(o.intraOpThreads !== undefined && { intraOpThreads: o.intraOpThreads }),
+      ...(o.prepackWeights !== undefined && { prepackWeights: o.prepackWeights }),
     };
     const logprobs = await createSession(files.logprobs, { ...session, device: o.device ?? 'cpu' });
     let runner: TrainStepRunner;

@@ -4,12 +4,15 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { CreateSessionOptions } from '@flowgrpo/models';
 
 export interface TrainStepPeak {
   beforeMiB: number;
   peakMiB: number;
   targets: number;
   loss: number;
+  /** RssAnon taken by opening the session(s): what they hold of their own. */
+  anonOpenMiB: number;
 }
 
 /** One step of the train_step graph `onnx` on `rows` × `tokens` token ids below `vocab`. */
@@ -18,6 +21,8 @@ export async function measureTrainStepPeak(
   rows: number,
   tokens: number,
   vocab: number,
+  /** Session options; a logprobs graph to open beside it; a file for the outputs (JSON). */
+  o: { session?: CreateSessionOptions; logprobs?: string; outputs?: string } = {},
 ): Promise<TrainStepPeak> {
   const { stdout } = await promisify(execFile)(
     process.execPath,
@@ -29,6 +34,7 @@ export async function measureTrainStepPeak(
       onnx,
       `${rows}x${tokens}`,
       String(vocab),
+      JSON.stringify(o),
     ],
     { timeout: 300_000 },
   );

@@ -2,12 +2,22 @@
 // the resident memory before the step (the session loaded: weights, prepacked copies) and the
 // process's peak (VmHWM) after it, so that the step's own peak is their difference
 // (measure-train-step-peak.ts runs it for test/vocab-chunks.test.ts and test/memory-preflight.test.ts). Batch: B rows × T tokens, every position after the first a
-// target; LoRA matrices small and non-zero, a mean NLL objective.
-import { readFileSync } from 'node:fs';
-import { createSession } from '@flowgrpo/models';
+// target; LoRA matrices small and non-zero, a mean NLL objective. Optional (one JSON argument):
+// the session options, the logprobs graph to open beside it as a trainer does, and a file to
+// write the step's outputs to (JSON, by name). It also prints the anonymous memory the sessions
+// took to open (RssAnon: the weights' copies of their own, not the mapped weights file).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { type CreateSessionOptions, createSession } from '@flowgrpo/models';
 import * as ort from 'onnxruntime-node';
 
-const [file, shape, vocab] = process.argv.slice(2);
+const [file, shape, vocab, extraJson] = process.argv.slice(2);
+const extra = JSON.parse(extraJson ?? '{}') as {
+  session?: CreateSessionOptions;
+  logprobs?: string;
+  outputs?: string;
+};
+const options = extra.session ?? {};
+const logprobsFile = extra.logprobs;
 const [B, T] = shape!.split('x').map(Number) as [number, number];
 const V = Number(vocab);
 const K = T - 1;
@@ -20,7 +30,12 @@ const int64 = (dims: number[], f: (i: number) => number) =>
     BigInt64Array.from({ length: dims[0]! * dims[1]! }, (_, i) => BigInt(f(i))),
     dims,
   );
-const session = await createSession(file!, { device: 'cpu' });
+const anonBefore = status('RssAnon');
+const session = await createSession(file!, { ...options, device: 'cpu' });
+const logprobs = logprobsFile
+  ? await createSession(logprobsFile, { ...options, device: 'cpu' })
+  : undefined;
+const anonOpenMiB = status('RssAnon') - anonBefore;
 const feeds: Record<string, ort.Tensor> = {
   input_ids: int64([B, T], (i) => (i * 7919 + 13) % V),
   attention_mask: int64([B, T], () => 1),
@@ -53,5 +68,23 @@ const beforeMiB = status('VmRSS');
 const { outputs } = await session.run(feeds);
 const peakMiB = status('VmHWM');
 const loss = (outputs.loss!.data as Float32Array)[0]!;
+if (extra.outputs)
+  writeFileSync(
+    extra.outputs,
+    JSON.stringify(
+      Object.fromEntries(
+        Object.entries(outputs).map(([k, t]) => [k, Array.from(t.data as Float32Array)]),
+      ),
+    ),
+  );
 await session.release();
-console.log(JSON.stringify({ beforeMiB, peakMiB, targets: B * K, loss }));
+await logprobs?.release();
+console.log(
+  JSON.stringify({
+    beforeMiB,
+    peakMiB,
+    targets: B * K,
+    loss,
+    anonOpenMiB,
+  }),
+);
