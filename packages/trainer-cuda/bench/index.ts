@@ -9,7 +9,12 @@ import { benchGrpoStep } from './grpo-step.js';
 import { benchRollout } from './rollout.js';
 import { benchMatMul, benchOverhead } from './runtime.js';
 import { type BenchSection, formatSection } from './table.js';
-import { benchTrainMemory, benchTrainMemoryVocab, benchVocabChunkPrice } from './train-memory.js';
+import {
+  benchTrainMemory,
+  benchTrainMemoryModels,
+  benchTrainMemoryVocab,
+  benchVocabChunkPrice,
+} from './train-memory.js';
 
 const sections: { name: string; run: () => Promise<BenchSection>; only?: boolean }[] = [
   { name: 'overhead', run: benchOverhead },
@@ -22,6 +27,8 @@ const sections: { name: string; run: () => Promise<BenchSection>; only?: boolean
   { name: 'train-memory', run: benchTrainMemory },
   // ~30 min and a 17 GB peak (the unchunked head): only when named.
   { name: 'train-memory-vocab', run: benchTrainMemoryVocab, only: true },
+  // ~25 min, 0.5B and 1.5B shapes at up to ~17 GB: only when named.
+  { name: 'train-memory-models', run: benchTrainMemoryModels, only: true },
   { name: 'vocab-chunk-price', run: benchVocabChunkPrice, only: true },
   { name: 'grpo-step', run: benchGrpoStep },
 ];

@@ -256,11 +256,11 @@ function availableMiB(): number {
 async function torchVocabStep(
   py: string,
   chunkRows: number,
+  { config: c, B, T } = VOCAB_SHAPE,
 ): Promise<{ ms: number; peakMiB: number } | undefined> {
-  const c = VOCAB_SHAPE.config;
   const script = join(import.meta.dirname, 'anchors', 'torch-train-step.py');
   const args = [c.hiddenSize, c.numHiddenLayers, c.numAttentionHeads, c.numKeyValueHeads]
-    .concat([c.intermediateSize, c.vocabSize, VOCAB_SHAPE.B, VOCAB_SHAPE.T, 2, 2, chunkRows])
+    .concat([c.intermediateSize, c.vocabSize, B, T, 2, 2, chunkRows])
     .map(String);
   const wrapper = [
     'import runpy, sys',
@@ -440,6 +440,97 @@ export async function benchTrainMemoryVocab(): Promise<BenchSection> {
   );
   return {
     title: `training memory at the real vocabulary: LoRA train step, ${B} × ${T} tokens, fresh process each`,
+    header: VOCAB_HEADER,
+    rows,
+    notes,
+  };
+}
+
+/**
+ * Whole models at the real vocabulary (`train-memory-models`): Qwen2.5-0.5B's 24 layers and
+ * Qwen2.5-1.5B's 28 (random weights, tied head, LoRA r=16 on every projection), one row of 512
+ * tokens — at 8 × 512 the activations of every layer pass this machine's memory on either side
+ * (issue #33: both PyTorch and flowgrpo passed 20 GiB at 0.5B). PyTorch eager f32 with the loss
+ * whole and in row chunks; flowgrpo prepacked (the default) and with share_frozen_weights; each
+ * a fresh process, skipped when the memory available is below its estimate.
+ */
+const MODEL_SHAPES = [
+  { name: 'Qwen2.5-0.5B (24 layers)', config: qwen05(24), B: 1, T: 512 },
+  {
+    name: 'Qwen2.5-1.5B (28 layers)',
+    config: {
+      ...qwen05(28),
+      hiddenSize: 1536,
+      intermediateSize: 8960,
+      numAttentionHeads: 12,
+      headDim: 128,
+    },
+    B: 1,
+    T: 512,
+  },
+];
+
+export async function benchTrainMemoryModels(): Promise<BenchSection> {
+  const rows: string[][] = [];
+  const notes: string[] = [];
+  const py = torchPython();
+  if (!py)
+    notes.push(
+      'PyTorch skipped: no python3 with torch (apt-get install -y python3-torch libopenblas0-pthread)',
+    );
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-trainmem-models-'));
+  try {
+    for (const s of MODEL_SHAPES) {
+      const { config, B, T } = s;
+      const shape = `${s.name}, ${B} × ${T}`;
+      const tokens = B * T;
+      const eager = py ? await torchVocabStep(py, 0, s) : undefined;
+      const chunked = py ? await torchVocabStep(py, TORCH_CHUNK_ROWS, s) : undefined;
+      if (eager)
+        rows.push(vocabRow(shape, tokens, 'PyTorch eager f32, loss whole', eager, chunked));
+      if (chunked)
+        rows.push(
+          vocabRow(
+            shape,
+            tokens,
+            `PyTorch eager f32, LM head + loss in ${TORCH_CHUNK_ROWS}-row chunks, recomputed`,
+            chunked,
+            chunked,
+          ),
+        );
+      const dir = join(tmp, String(config.numHiddenLayers));
+      buildVocabStep(config, dir, DEFAULT_VOCAB_CHUNK_SIZE, T);
+      for (const shared of [false, true]) {
+        const label = shared
+          ? 'flowgrpo, share_frozen_weights (prepacking off)'
+          : 'flowgrpo, default (prepacked)';
+        const estimate = estimatedMiB(config, B, T, undefined, shared);
+        const available = availableMiB();
+        if (available < estimate * 1.1) {
+          notes.push(
+            `${shape}, ${label} skipped: ${available.toFixed(0)} MiB available, the estimate is ${estimate.toFixed(0)}`,
+          );
+          continue;
+        }
+        const options = { intraOpThreads: 2, ...(shared && { prepackWeights: false }) };
+        const ours = await ourStep(dir, B, T, options, 2);
+        rows.push(vocabRow(shape, tokens, label, ours, chunked, estimate));
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  notes.push(
+    'random weights, tied head, LoRA r=16 on all projections, vocabulary 151,936 (flowgrpo: the default chunks of 15,194); ' +
+      'every position after the first a target; each run a fresh process, peak = its VmHWM (weights, session, step); ' +
+      'PyTorch and ORT on 2 threads; flowgrpo a warm-up and the median of 2 steps, PyTorch a first step and the median of 2; ' +
+      '× columns against the PyTorch chunked row of the same model. ' +
+      `Load average at the end: ${loadAverage()}`,
+  );
+  return {
+    title:
+      'training memory and speed of whole models at the real vocabulary: LoRA train step, fresh process each',
     header: VOCAB_HEADER,
     rows,
     notes,
