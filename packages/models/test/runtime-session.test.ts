@@ -332,6 +332,14 @@ describe('device-resident outputs', () => {
     expect(o.preferredOutputLocation).toEqual({ s_out: 'gpu-buffer' });
     expect(o.executionProviders).toEqual([{ name: 'webgpu' }]);
     expect(ortSessionOptions('cpu', { disableCpuFallback: true }).extra).toBeUndefined();
+    // prepackWeights: false is ORT's disable_prepacking, beside the fallback switch, not instead.
+    expect(ortSessionOptions('cpu', { prepackWeights: false }).extra).toEqual({
+      session: { disable_prepacking: '1' },
+    });
+    expect(ortSessionOptions('cpu', { prepackWeights: true }).extra).toBeUndefined();
+    expect(
+      ortSessionOptions('webgpu', { disableCpuFallback: true, prepackWeights: false }).extra,
+    ).toEqual({ session: { disable_cpu_ep_fallback: '1', disable_prepacking: '1' } });
     // The config key is real: with only the CPU EP, ORT refuses to load once fallback is disabled.
     await expect(
       ort.InferenceSession.create(counter, {

@@ -11,12 +11,19 @@
 //   shared. Bytes, not times: they do not move with the machine's load.
 // - The estimate of the shared step within 25% of its measured peak (as memory-preflight.test.ts
 //   checks the prepacked one).
-// - A GRPO run with share_frozen_weights: its metrics equal the default run's, step by step.
-// - The preflight names share_frozen_weights when it alone makes a run fit.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+// - The config reaches the sessions' options (policyOptions → LoraPolicy's sessions; the option's
+//   mapping to ORT is runtime-session.test.ts's), and a GRPO run with it logs the default run's
+//   metrics. On this tiny model (32 wide) packing per call happens to give the same bits, so the
+//   metrics are compared exactly; on the 512-wide model above they differ in the last bits.
+// - Full fine-tuning (SFT use_peft: false) refuses the key: it has no frozen weights.
+// - The preflight names share_frozen_weights when it alone makes a run fit, and paired with a
+//   smaller micro-batch when only the pair does.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ConfigError } from '@flowgrpo/core';
 import {
+  createTinyQwen2,
   initTinyWeights,
   LORA_TARGET_MODULES,
   readArtifactsManifest,
@@ -27,8 +34,11 @@ import {
   buildTrainingArtifacts,
   checkGrpoMemory,
   estimateMemory,
+  GRPOConfigSchema,
   InsufficientMemoryError,
+  SFTTrainer,
 } from '../src/index.js';
+import { policyOptions } from '../src/run/config.js';
 import { measureTrainStepPeak } from './support/measure-train-step-peak.js';
 import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
@@ -107,6 +117,47 @@ describe('frozen weights held once', () => {
     expect(estimate / shared.peakMiB).toBeLessThan(1.25);
   }, 300_000);
 
+  it("the key becomes the policy sessions' prepackWeights: false; left out, no option at all", () => {
+    const parse = (extra: object) =>
+      GRPOConfigSchema.parse({ output_dir: 'x', max_steps: 1, ...extra });
+    expect(policyOptions(parse({ share_frozen_weights: true }))).toMatchObject({
+      prepackWeights: false,
+    });
+    expect(policyOptions(parse({}))).not.toHaveProperty('prepackWeights');
+    expect(policyOptions(parse({ share_frozen_weights: false }))).not.toHaveProperty(
+      'prepackWeights',
+    );
+  });
+
+  it('full fine-tuning refuses the key (ConfigError naming it), before output_dir exists', async () => {
+    const model = await createTinyQwen2(join(tmp, 'full-model'), {
+      seed: 'full',
+      hiddenSize: 32,
+      layers: 1,
+      heads: 4,
+      kvHeads: 2,
+      intermediateSize: 48,
+    });
+    const out = join(tmp, 'full-run');
+    const err = await new SFTTrainer({
+      config: {
+        output_dir: out,
+        max_steps: 1,
+        learning_rate: 1e-3,
+        use_peft: false,
+        share_frozen_weights: true,
+      },
+      model: model.dir,
+      tokenizer: model.tokenizer,
+      trainDataset: [{ text: 'one example' }],
+    })
+      .train()
+      .catch((e: unknown) => e);
+    expect(ConfigError.isInstance(err)).toBe(true);
+    expect((err as ConfigError).key).toBe('share_frozen_weights');
+    expect(existsSync(out)).toBe(false);
+  });
+
   it('a GRPO run with share_frozen_weights logs the metrics of the default run, step by step', async () => {
     const metrics = async (name: string, extra: { share_frozen_weights?: boolean }) => {
       const out = join(tmp, 'grpo', name);
@@ -138,18 +189,16 @@ describe('frozen weights held once', () => {
   it('the preflight names share_frozen_weights when it alone makes the run fit', () => {
     // Qwen2.5-0.5B's shape (24 layers, 896 wide, vocabulary 151,936 in chunks), rollouts on a
     // server: the frozen weights dominate the estimate.
-    const qwen = {
-      ...tinyQwen2Config({
-        seed: 0,
-        vocabSize: 151936,
-        hiddenSize: 896,
-        layers: 24,
-        heads: 14,
-        kvHeads: 2,
-        intermediateSize: 4864,
-        maxPositionEmbeddings: 2048,
-      }),
-    };
+    const qwen = tinyQwen2Config({
+      seed: 0,
+      vocabSize: 151936,
+      hiddenSize: 896,
+      layers: 24,
+      heads: 14,
+      kvHeads: 2,
+      intermediateSize: 4864,
+      maxPositionEmbeddings: 2048,
+    });
     const facts = {
       config: qwen,
       lora: { r: 16, targetModules: LORA_TARGET_MODULES },
@@ -185,5 +234,38 @@ describe('frozen weights held once', () => {
     expect(checkGrpoMemory({ ...c, share_frozen_weights: true }, facts, available).bytes).toBe(
       sharedBytes,
     );
+
+    // Only the pair fits: a budget of 4,096 tokens (8 rows of 456; a row's activations are
+    // ~1.9 GB here) against 1 GiB over the shared run at 512 — less than sharing saves (2.1 GiB),
+    // so neither the smaller micro-batch nor sharing alone is enough.
+    const wide = { ...c, max_tokens_per_microbatch: 4096 };
+    const between = sharedBytes + 2 ** 30;
+    expect(
+      checkGrpoMemory({ ...wide, share_frozen_weights: true }, facts, 2 ** 40).bytes,
+    ).toBeGreaterThan(between);
+    expect(unshared).toBeGreaterThan(between);
+    let paired: unknown;
+    try {
+      checkGrpoMemory(wide, facts, between);
+    } catch (e) {
+      paired = e;
+    }
+    expect(InsufficientMemoryError.isInstance(paired)).toBe(true);
+    const pairHint = (paired as InsufficientMemoryError).hint ?? '';
+    expect(pairHint).toMatch(
+      /^set share_frozen_weights: true and lower max_tokens_per_microbatch \(4096; (\d+) fits\)/,
+    );
+    const advised = Number(/\(4096; (\d+) fits\)/.exec(pairHint)![1]);
+    expect(
+      checkGrpoMemory(
+        { ...wide, share_frozen_weights: true, max_tokens_per_microbatch: advised },
+        facts,
+        between,
+      ).bytes,
+    ).toBeLessThanOrEqual(between);
+    // And the micro-batch alone does not fit: sharing is what the pair needs.
+    expect(() =>
+      checkGrpoMemory({ ...wide, max_tokens_per_microbatch: advised }, facts, between),
+    ).toThrow();
   });
 });

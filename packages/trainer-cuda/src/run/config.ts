@@ -74,8 +74,10 @@ const common = {
    * flowgrpo: the train_step and logprobs sessions read the frozen weights where they lie — a
    * read-only map of weights.data, one copy shared by both sessions (and by any other process
    * that maps the file) — instead of each keeping its own prepacked copies (ONNX Runtime's
-   * `session.disable_prepacking`). Saves about twice the projections' float32 size; the Gemms
-   * pack their weight on every call instead (docs/performance.md, "Frozen weights held once").
+   * `session.disable_prepacking`). Saves about twice the projections' float32 size, less one
+   * head when the head runs in vocabulary chunks; the Gemms pack their weight on every call
+   * instead (docs/performance.md, "Frozen weights held once"). LoRA only: full fine-tuning
+   * feeds the weights as inputs, so there is nothing to share (refused there).
    */
   share_frozen_weights: z.boolean().default(false),
   /**

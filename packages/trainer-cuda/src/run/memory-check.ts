@@ -158,16 +158,35 @@ function halvings(from: number, floor: number): number[] {
 }
 
 /**
- * `share_frozen_weights: true` when it is off and alone makes the run fit: named first, as it
- * changes no result (the Gemms read the same weights unpacked), only the step's speed.
+ * The fixes of a refused run, `share_frozen_weights: true` first when it is off and alone makes
+ * the run fit (it changes no result beyond float32 rounding, only the step's speed); then each
+ * knob that fits alone (`knobs`, under the config's own sharing); when none does and sharing is
+ * off, the knobs that fit with sharing on, as pairs; else `fallback`.
  */
-function sharingFits(
-  c: { share_frozen_weights?: boolean | undefined },
-  fits: (o: { share_frozen_weights: boolean }) => boolean,
+function fixesWithSharing<O extends { share_frozen_weights?: boolean | undefined }>(
+  c: O,
+  fits: (o: Partial<O>) => boolean,
+  knobs: (fits: (o: Partial<O>) => boolean) => string[],
+  fallback: string,
 ): string[] {
-  return !c.share_frozen_weights && fits({ share_frozen_weights: true })
-    ? ['set share_frozen_weights: true (one mapped copy of the frozen weights: that fits)']
-    : [];
+  const shareOn = { share_frozen_weights: true } as Partial<O>;
+  const sharing =
+    !c.share_frozen_weights && fits(shareOn)
+      ? ['set share_frozen_weights: true (one mapped copy of the frozen weights: that fits)']
+      : [];
+  const alone = knobs(fits);
+  if (sharing.length || alone.length) return [...sharing, ...alone];
+  const paired = c.share_frozen_weights
+    ? []
+    : knobs((o) => fits({ ...o, ...shareOn })).map(
+        (fix) => `set share_frozen_weights: true and ${fix}`,
+      );
+  return orFallback(paired, fallback);
+}
+
+/** `fixes`, or `fallback` alone when there are none. */
+function orFallback(fixes: string[], fallback: string): string[] {
+  return fixes.length ? fixes : [fallback];
 }
 
 /** Refuses `estimate` when it exceeds `available`, with `fixes`; returns it otherwise. */
@@ -202,56 +221,64 @@ export function checkGrpoMemory(
   const available = availableOf(availableBytes);
   const est = (o: Partial<GrpoMemoryConfig>) => estimateMemory(grpoMemoryShape({ ...c, ...o }, f));
   const fits = (o: Partial<GrpoMemoryConfig>) => est(o).bytes <= available.bytes;
-  return refuseOver(est({}), available, () => {
-    const fixes: string[] = sharingFits(c, fits);
-    const seqLen = grpoMemoryShape(c, f).microBatch!.seqLen;
-    const budget = firstFitting(halvings(c.max_tokens_per_microbatch, seqLen), (v) =>
-      fits({ max_tokens_per_microbatch: v }),
+  return refuseOver(est({}), available, () =>
+    fixesWithSharing(
+      c,
+      fits,
+      (fitsAs) => grpoKnobFixes(c, f, fitsAs),
+      'no smaller micro-batch, concurrency or length fits: use a smaller model or a machine with more memory (frozen weights are float32)',
+    ),
+  );
+}
+
+/** The GRPO knobs that make the run fit under `fits`, each with the value that does. */
+function grpoKnobFixes(
+  c: GrpoMemoryConfig,
+  f: GrpoMemoryFacts,
+  fits: (o: Partial<GrpoMemoryConfig>) => boolean,
+): string[] {
+  const fixes: string[] = [];
+  const seqLen = grpoMemoryShape(c, f).microBatch!.seqLen;
+  const budget = firstFitting(halvings(c.max_tokens_per_microbatch, seqLen), (v) =>
+    fits({ max_tokens_per_microbatch: v }),
+  );
+  if (budget !== undefined)
+    fixes.push(`lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits)`);
+  if (f.localRollouts) {
+    const concurrency = firstFitting(halvings(c.rollout_concurrency, 1), (v) =>
+      fits({ rollout_concurrency: v, num_generations: Math.min(c.num_generations, v) }),
     );
-    if (budget !== undefined)
-      fixes.push(
-        `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits)`,
-      );
-    if (f.localRollouts) {
-      const concurrency = firstFitting(halvings(c.rollout_concurrency, 1), (v) =>
-        fits({ rollout_concurrency: v, num_generations: Math.min(c.num_generations, v) }),
-      );
-      if (concurrency !== undefined && concurrency >= c.num_generations)
-        fixes.push(`lower rollout_concurrency (${c.rollout_concurrency}; ${concurrency} fits)`);
-    }
-    const completion = firstFitting(halvings(c.max_completion_length, 16), (v) =>
-      fits({ max_completion_length: v }),
+    if (concurrency !== undefined && concurrency >= c.num_generations)
+      fixes.push(`lower rollout_concurrency (${c.rollout_concurrency}; ${concurrency} fits)`);
+  }
+  const completion = firstFitting(halvings(c.max_completion_length, 16), (v) =>
+    fits({ max_completion_length: v }),
+  );
+  if (completion !== undefined)
+    fixes.push(
+      `lower max_completion_length (${c.max_completion_length}; ${completion} fits) or max_turns`,
     );
-    if (completion !== undefined)
+  if (fixes.length === 0) {
+    // No one knob is enough: one row per micro-batch, and the completion length that then fits.
+    const oneRow = (v: number) => ({
+      max_completion_length: v,
+      max_tokens_per_microbatch: Math.min(
+        c.max_tokens_per_microbatch,
+        grpoMemoryShape({ ...c, max_completion_length: v }, f).microBatch!.seqLen,
+      ),
+    });
+    const both = firstFitting(
+      [c.max_completion_length, ...halvings(c.max_completion_length, 16)],
+      (v) => fits(oneRow(v)),
+    );
+    if (both !== undefined) {
+      const o = oneRow(both);
       fixes.push(
-        `lower max_completion_length (${c.max_completion_length}; ${completion} fits) or max_turns`,
+        `lower max_tokens_per_microbatch to ${o.max_tokens_per_microbatch} (one row per micro-batch)${both < c.max_completion_length ? ` and max_completion_length to ${both}` : ''}: that fits`,
       );
-    if (fixes.length === 0) {
-      // No one knob is enough: one row per micro-batch, and the completion length that then fits.
-      const oneRow = (v: number) => ({
-        max_completion_length: v,
-        max_tokens_per_microbatch: Math.min(
-          c.max_tokens_per_microbatch,
-          grpoMemoryShape({ ...c, max_completion_length: v }, f).microBatch!.seqLen,
-        ),
-      });
-      const both = firstFitting(
-        [c.max_completion_length, ...halvings(c.max_completion_length, 16)],
-        (v) => fits(oneRow(v)),
-      );
-      if (both !== undefined) {
-        const o = oneRow(both);
-        fixes.push(
-          `lower max_tokens_per_microbatch to ${o.max_tokens_per_microbatch} (one row per micro-batch)${both < c.max_completion_length ? ` and max_completion_length to ${both}` : ''}: that fits`,
-        );
-      }
     }
-    if (fixes.length === 0)
-      fixes.push(
-        'no smaller micro-batch, concurrency or length fits: use a smaller model or a machine with more memory (frozen weights are float32)',
-      );
-    return fixes;
-  });
+  }
+  return fixes;
 }
 
 /** The SFT run's estimate; throws InsufficientMemoryError when it exceeds the memory available. */
@@ -263,26 +290,34 @@ export function checkSftMemory(
   const available = availableOf(availableBytes);
   const est = (o: Partial<SftMemoryConfig>) => estimateMemory(sftMemoryShape({ ...c, ...o }, f));
   const fits = (o: Partial<SftMemoryConfig>) => est(o).bytes <= available.bytes;
-  return refuseOver(est({}), available, () => {
-    const fixes: string[] = c.use_peft ? sharingFits(c, fits) : [];
-    const seqLen = sftMemoryShape(c, f).microBatch!.seqLen;
-    const mbRows = sftMemoryShape(c, f).microBatch!.rows;
-    const budget = firstFitting(halvings(mbRows * seqLen, seqLen), (v) =>
-      fits({ max_tokens_per_microbatch: v }),
+  const fallback =
+    'no smaller micro-batch or length fits: use a smaller model or a machine with more memory (frozen weights are float32)';
+  return refuseOver(est({}), available, () =>
+    c.use_peft
+      ? fixesWithSharing(c, fits, (fitsAs) => sftKnobFixes(c, f, fitsAs), fallback)
+      : orFallback(sftKnobFixes(c, f, fits), fallback),
+  );
+}
+
+/** The SFT knobs that make the run fit under `fits`, each with the value that does. */
+function sftKnobFixes(
+  c: SftMemoryConfig,
+  f: RunMemoryFacts,
+  fits: (o: Partial<SftMemoryConfig>) => boolean,
+): string[] {
+  const fixes: string[] = [];
+  const { seqLen, rows } = sftMemoryShape(c, f).microBatch!;
+  const budget = firstFitting(halvings(rows * seqLen, seqLen), (v) =>
+    fits({ max_tokens_per_microbatch: v }),
+  );
+  if (budget !== undefined)
+    fixes.push(
+      `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits) or per_device_train_batch_size (${c.per_device_train_batch_size}; gradients accumulate over micro-batches either way)`,
     );
-    if (budget !== undefined)
-      fixes.push(
-        `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits) or per_device_train_batch_size (${c.per_device_train_batch_size}; gradients accumulate over micro-batches either way)`,
-      );
-    const length = firstFitting(halvings(c.max_length, 16), (v) => fits({ max_length: v }));
-    if (length !== undefined)
-      fixes.push(`lower max_length (${c.max_length}; ${length} fits: longer examples are cut)`);
-    if (fixes.length === 0)
-      fixes.push(
-        'no smaller micro-batch or length fits: use a smaller model or a machine with more memory (frozen weights are float32)',
-      );
-    return fixes;
-  });
+  const length = firstFitting(halvings(c.max_length, 16), (v) => fits({ max_length: v }));
+  if (length !== undefined)
+    fixes.push(`lower max_length (${c.max_length}; ${length} fits: longer examples are cut)`);
+  return fixes;
 }
 
 /**

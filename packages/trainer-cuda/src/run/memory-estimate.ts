@@ -20,14 +20,15 @@ export const RUNTIME_BYTES = 160 * MiB;
 
 /**
  * Resident bytes per byte of a frozen weight once a session holds it, and a session's own
- * overhead, by graph. ORT reads the initializers from weights.data into memory (1×) and each
- * Gemm / MatMul whose B is a constant keeps a prepacked copy besides: measured as the difference
- * of the resident set across createSession, over the projections (`linear`, layer counts 2 and 4
- * told apart) and the LM head matrix (`head`, vocabularies told apart).
- *   train_step: the projections are used forward and backward, but only one prepacked copy was
- *     measured (2.0×); the head whole 3× (forward and the backward's dX both prepack it), in
- *     vocabulary chunks 1× (a chunk is a Slice of it at run time: nothing to prepack).
- *   logprobs: forward only; the projections were not prepacked (1.0×), the head whole 2×.
+ * overhead, by graph: measured as the difference of the resident set across createSession, over
+ * the projections (`linear`, layer counts 2 and 4 told apart) and the LM head matrix (`head`,
+ * vocabularies told apart). ORT maps the initializers of weights.data; each Gemm / MatMul whose B
+ * is a constant keeps a prepacked copy of its own, and the mapped original is dropped once every
+ * user has packed it; constant subgraphs over weights (a vocabulary chunk's Slice, the sampling
+ * graph's packed q/k/v and gate/up) are folded into copies at load.
+ *   train_step: 2.0× the projections (the forward's layout and the backward's dX layout); the
+ *     head whole 3×, in vocabulary chunks 1× (the chunks, folded at load).
+ *   logprobs: forward only: the projections 1.0×, the head whole 2×.
  *   generate / decode: the projections 1.24×, the head (never chunked: sampling needs every
  *     logit) 2.1×; a larger overhead (the decode loop's buffers).
  * An untied input embedding is only gathered from: 1× in every graph.
@@ -43,7 +44,10 @@ export const SESSION_FACTORS = {
  * the projections and a whole head from the mapped weights file (one copy, the `frozen weights`
  * term), nothing of their own; a head in vocabulary chunks is still 1× in each, its chunks cut at
  * load. Measured by the same difference across createSession (two and four Qwen2.5-0.5B layers,
- * vocabularies 8,192 and 32,768; docs/performance.md, "Frozen weights held once").
+ * vocabularies 8,192 and 32,768, scratch runs), then checked against measured peaks at shapes
+ * they were not fitted on: test/shared-weights.test.ts (within 25%) and `bench
+ * train-memory-models` (Qwen2.5-0.5B and 1.5B shapes: 0.87× and 0.92×; docs/performance.md,
+ * "Frozen weights held once").
  */
 export const SHARED_SESSION_FACTORS = {
   trainStep: { linear: 0, headWhole: 0, headChunked: 1, overhead: 24 * MiB },
@@ -95,7 +99,7 @@ export interface MemoryShape {
   full?: boolean;
   /** Columns of the train_step / logprobs LM head's widest chunk (the vocabulary when whole). */
   headChunk: number;
-  /** The sessions the process opens: each holds its own copy of the frozen weights. */
+  /** The sessions the process opens: each holds its own copy of the frozen weights, unless shared. */
   sessions: { trainStep: boolean; logprobs: boolean; sampling: number };
   /**
    * `share_frozen_weights`: the train_step and logprobs sessions map weights.data once, without
@@ -200,7 +204,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       name: 'train_step weights',
       bytes: frozen(factors.trainStep),
       what: shared
-        ? 'what the train_step session holds of its own (the head in vocabulary chunks)'
+        ? `what the train_step session holds of its own${whole ? '' : ' (the head in vocabulary chunks)'}`
         : 'frozen weights as the train_step session holds them (float32, prepacked copies)',
     });
   if (logprobs)
@@ -208,7 +212,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       name: 'logprobs weights',
       bytes: frozen(factors.logprobs),
       what: shared
-        ? 'what the logprobs session holds of its own (the head in vocabulary chunks)'
+        ? `what the logprobs session holds of its own${whole ? '' : ' (the head in vocabulary chunks)'}`
         : 'frozen weights as the logprobs session holds them',
     });
   if (sampling > 0) {

@@ -196,6 +196,12 @@ export class SFTTrainer {
             key: 'model',
           },
         );
+      // Full fine-tuning feeds every weight as an input: there are no frozen weights to share.
+      if (c.share_frozen_weights)
+        throw new ConfigError(
+          'share_frozen_weights has nothing to share under use_peft: false (every weight is trained); remove it',
+          { key: 'share_frozen_weights' },
+        );
       model = typeof o.model === 'string' ? await loadHfModel(o.model, { dtype: 'F32' }) : o.model;
       modelConfig = model.config;
     } else {

@@ -1,7 +1,8 @@
 // Runs one train step of a train_step graph in this fresh process and prints, as one JSON line,
 // the resident memory before the step (the session loaded: weights, prepacked copies) and the
 // process's peak (VmHWM) after it, so that the step's own peak is their difference
-// (measure-train-step-peak.ts runs it for test/vocab-chunks.test.ts and test/memory-preflight.test.ts). Batch: B rows × T tokens, every position after the first a
+// (measure-train-step-peak.ts runs it for test/vocab-chunks.test.ts, test/memory-preflight.test.ts and
+// test/shared-weights.test.ts). Batch: B rows × T tokens, every position after the first a
 // target; LoRA matrices small and non-zero, a mean NLL objective. Optional (one JSON argument):
 // the session options, the logprobs graph to open beside it as a trainer does, and a file to
 // write the step's outputs to (JSON, by name). It also prints the anonymous memory the sessions
