@@ -2,6 +2,7 @@ import { resolve } from 'node:path';
 import { ConfigError, DATASET_FORMATS, didYouMean, isHubName } from '@flowgrpo/core';
 import { builtinToolAlias } from '@flowgrpo/tools';
 import {
+  checkSftConfig,
   type GRPOConfig,
   GRPOConfigSchema,
   parseConfig,
@@ -322,6 +323,14 @@ function readRunConfig(
           trainerPart,
           file,
         );
+  if (kind === 'sft' && !forEval)
+    try {
+      checkSftConfig(config as SFTConfig);
+    } catch (e) {
+      throw ConfigError.isInstance(e)
+        ? new ConfigError(`${file}: ${e.message}`, { key: e.key }, { hint: e.hint })
+        : e;
+    }
   if ('reward' in run && run.reward === 'judge' && !run.judge && !run.agent?.engine)
     throw new ConfigError(
       `${file}: judge: reward 'judge' needs an endpoint (judge, or agent.engine)`,

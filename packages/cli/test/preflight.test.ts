@@ -309,6 +309,21 @@ describe('flowgrpo train: memory preflight', () => {
     expect(await runCli(['train', '--config', cfg, '--dry-run'], io), io.err).toBe(0);
     expect(io.err).not.toContain('estimated peak memory');
   });
+
+  it('share_frozen_weights with full fine-tuning: refused by --dry-run, naming the key', async () => {
+    const dir = join(tmp, 'shared-full');
+    mkdirSync(dir);
+    const cfg = writeConfig(
+      join(dir, 'run.json'),
+      sftConfig(dir, model, { use_peft: false, share_frozen_weights: true }),
+    );
+    const io = captureIO(dir);
+    expect(await runCli(['train', '--config', cfg, '--dry-run'], io)).toBe(1);
+    expect(io.err).toMatch(
+      /^\[CONFIG_ERROR\] .*run\.json: SFT config: share_frozen_weights: nothing to share under use_peft: false/m,
+    );
+    expect(io.err).toMatch(/^fix: remove share_frozen_weights, or train a LoRA adapter/m);
+  });
 });
 
 describe('flowgrpo eval: preflight', () => {

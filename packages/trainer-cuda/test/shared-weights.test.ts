@@ -129,7 +129,7 @@ describe('frozen weights held once', () => {
     );
   });
 
-  it('full fine-tuning refuses the key (ConfigError naming it), before output_dir exists', async () => {
+  it('full fine-tuning refuses the key (ConfigError naming it) when the trainer is made', async () => {
     const model = await createTinyQwen2(join(tmp, 'full-model'), {
       seed: 'full',
       hiddenSize: 32,
@@ -139,20 +139,23 @@ describe('frozen weights held once', () => {
       intermediateSize: 48,
     });
     const out = join(tmp, 'full-run');
-    const err = await new SFTTrainer({
-      config: {
-        output_dir: out,
-        max_steps: 1,
-        learning_rate: 1e-3,
-        use_peft: false,
-        share_frozen_weights: true,
-      },
-      model: model.dir,
-      tokenizer: model.tokenizer,
-      trainDataset: [{ text: 'one example' }],
-    })
-      .train()
-      .catch((e: unknown) => e);
+    let err: unknown;
+    try {
+      new SFTTrainer({
+        config: {
+          output_dir: out,
+          max_steps: 1,
+          learning_rate: 1e-3,
+          use_peft: false,
+          share_frozen_weights: true,
+        },
+        model: model.dir,
+        tokenizer: model.tokenizer,
+        trainDataset: [{ text: 'one example' }],
+      });
+    } catch (e) {
+      err = e;
+    }
     expect(ConfigError.isInstance(err)).toBe(true);
     expect((err as ConfigError).key).toBe('share_frozen_weights');
     expect(existsSync(out)).toBe(false);

@@ -240,6 +240,21 @@ export const SFTConfigSchema = z
 export type SFTConfig = z.output<typeof SFTConfigSchema>;
 export type SFTConfigInput = z.input<typeof SFTConfigSchema>;
 
+/**
+ * What the SFT schema cannot say key by key (a zod refinement would forbid the `.partial()` that
+ * eval-only configs take): share_frozen_weights needs LoRA — full fine-tuning feeds every weight
+ * as an input, so nothing is frozen to share. Called by SFTTrainer and by the CLI's config parse,
+ * so that `flowgrpo train --dry-run` reports it.
+ */
+export function checkSftConfig(c: Pick<SFTConfig, 'use_peft' | 'share_frozen_weights'>): void {
+  if (!c.use_peft && c.share_frozen_weights)
+    throw new ConfigError(
+      'SFT config: share_frozen_weights: nothing to share under use_peft: false (every weight is trained)',
+      { key: 'share_frozen_weights' },
+      { hint: 'remove share_frozen_weights, or train a LoRA adapter (use_peft: true)' },
+    );
+}
+
 /** Parses a config; an invalid one throws ConfigError naming the first offending key. */
 export function parseConfig<S extends z.ZodType>(
   schema: S,

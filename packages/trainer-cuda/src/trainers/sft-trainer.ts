@@ -16,6 +16,7 @@ import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
 import { checkpointName } from '../run/checkpoint.js';
 import {
   checkArtifactsLora,
+  checkSftConfig,
   learningRateAt,
   parseConfig,
   policyOptions,
@@ -174,6 +175,7 @@ export class SFTTrainer {
 
   constructor(options: SFTTrainerOptions) {
     this.config = parseConfig(SFTConfigSchema, options.config, 'SFT config');
+    checkSftConfig(this.config);
     this.#o = options;
     if (options.trainDataset.length === 0)
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
@@ -195,12 +197,6 @@ export class SFTTrainer {
           {
             key: 'model',
           },
-        );
-      // Full fine-tuning feeds every weight as an input: there are no frozen weights to share.
-      if (c.share_frozen_weights)
-        throw new ConfigError(
-          'share_frozen_weights has nothing to share under use_peft: false (every weight is trained); remove it',
-          { key: 'share_frozen_weights' },
         );
       model = typeof o.model === 'string' ? await loadHfModel(o.model, { dtype: 'F32' }) : o.model;
       modelConfig = model.config;
