@@ -323,14 +323,7 @@ function readRunConfig(
           trainerPart,
           file,
         );
-  if (kind === 'sft' && !forEval)
-    try {
-      checkSftConfig(config as SFTConfig);
-    } catch (e) {
-      throw ConfigError.isInstance(e)
-        ? new ConfigError(`${file}: ${e.message}`, { key: e.key }, { hint: e.hint })
-        : e;
-    }
+  if (kind === 'sft' && !forEval) checkSftConfig(config as SFTConfig, `${file}: SFT config`);
   if ('reward' in run && run.reward === 'judge' && !run.judge && !run.agent?.engine)
     throw new ConfigError(
       `${file}: judge: reward 'judge' needs an endpoint (judge, or agent.engine)`,

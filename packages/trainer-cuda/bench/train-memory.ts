@@ -277,6 +277,33 @@ async function torchVocabStep(
   return m && hwm ? { ms: Number(m[1]), peakMiB: Number(hwm[1]) / 1024 } : undefined;
 }
 
+/**
+ * PyTorch's two rows of a shape, loss whole and in row chunks (nothing without python3-torch),
+ * pushed onto `rows`; returns the chunked run, the reference of the × columns.
+ */
+async function torchRows(
+  py: string | undefined,
+  s: typeof VOCAB_SHAPE,
+  shape: string,
+  rows: string[][],
+): Promise<Measured | undefined> {
+  const tokens = s.B * s.T;
+  const eager = py ? await torchVocabStep(py, 0, s) : undefined;
+  const chunked = py ? await torchVocabStep(py, TORCH_CHUNK_ROWS, s) : undefined;
+  if (eager) rows.push(vocabRow(shape, tokens, 'PyTorch eager f32, loss whole', eager, chunked));
+  if (chunked)
+    rows.push(
+      vocabRow(
+        shape,
+        tokens,
+        `PyTorch eager f32, LM head + loss in ${TORCH_CHUNK_ROWS}-row chunks, recomputed`,
+        chunked,
+        chunked,
+      ),
+    );
+  return chunked;
+}
+
 /** Builds the LoRA train_step of `config` with chunks of at most `size` columns into `dir`. */
 function buildVocabStep(config: DecoderConfig, dir: string, size: number, T: number): void {
   buildTrainingArtifacts(randomWeights(config), dir, {
@@ -397,19 +424,7 @@ export async function benchTrainMemoryVocab(): Promise<BenchSection> {
   const tokens = B * T;
   try {
     // PyTorch first: the chunked run is the reference of the × columns.
-    const eager = py ? await torchVocabStep(py, 0) : undefined;
-    const chunked = py ? await torchVocabStep(py, TORCH_CHUNK_ROWS) : undefined;
-    if (eager) rows.push(vocabRow(shape, tokens, 'PyTorch eager f32, loss whole', eager, chunked));
-    if (chunked)
-      rows.push(
-        vocabRow(
-          shape,
-          tokens,
-          `PyTorch eager f32, LM head + loss in ${TORCH_CHUNK_ROWS}-row chunks, recomputed`,
-          chunked,
-          chunked,
-        ),
-      );
+    const chunked = await torchRows(py, VOCAB_SHAPE, shape, rows);
     for (const size of VOCAB_CHUNKS) {
       const { count, size: width } = vocabChunks(config.vocabSize, size);
       const label =
@@ -484,20 +499,7 @@ export async function benchTrainMemoryModels(): Promise<BenchSection> {
       const { config, B, T } = s;
       const shape = `${s.name}, ${B} × ${T}`;
       const tokens = B * T;
-      const eager = py ? await torchVocabStep(py, 0, s) : undefined;
-      const chunked = py ? await torchVocabStep(py, TORCH_CHUNK_ROWS, s) : undefined;
-      if (eager)
-        rows.push(vocabRow(shape, tokens, 'PyTorch eager f32, loss whole', eager, chunked));
-      if (chunked)
-        rows.push(
-          vocabRow(
-            shape,
-            tokens,
-            `PyTorch eager f32, LM head + loss in ${TORCH_CHUNK_ROWS}-row chunks, recomputed`,
-            chunked,
-            chunked,
-          ),
-        );
+      const chunked = await torchRows(py, s, shape, rows);
       const dir = join(tmp, String(config.numHiddenLayers));
       buildVocabStep(config, dir, DEFAULT_VOCAB_CHUNK_SIZE, T);
       for (const shared of [false, true]) {

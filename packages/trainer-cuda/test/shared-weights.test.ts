@@ -30,6 +30,7 @@ import {
   tinyQwen2Config,
 } from '@flowgrpo/models';
 import { afterAll, describe, expect, it } from 'vitest';
+import { thrownSync } from '../../../test-utils/folder-snapshot.js';
 import {
   buildTrainingArtifacts,
   checkGrpoMemory,
@@ -139,23 +140,21 @@ describe('frozen weights held once', () => {
       intermediateSize: 48,
     });
     const out = join(tmp, 'full-run');
-    let err: unknown;
-    try {
-      new SFTTrainer({
-        config: {
-          output_dir: out,
-          max_steps: 1,
-          learning_rate: 1e-3,
-          use_peft: false,
-          share_frozen_weights: true,
-        },
-        model: model.dir,
-        tokenizer: model.tokenizer,
-        trainDataset: [{ text: 'one example' }],
-      });
-    } catch (e) {
-      err = e;
-    }
+    const err = thrownSync(
+      () =>
+        new SFTTrainer({
+          config: {
+            output_dir: out,
+            max_steps: 1,
+            learning_rate: 1e-3,
+            use_peft: false,
+            share_frozen_weights: true,
+          },
+          model: model.dir,
+          tokenizer: model.tokenizer,
+          trainDataset: [{ text: 'one example' }],
+        }),
+    );
     expect(ConfigError.isInstance(err)).toBe(true);
     expect((err as ConfigError).key).toBe('share_frozen_weights');
     expect(existsSync(out)).toBe(false);
@@ -225,12 +224,7 @@ describe('frozen weights held once', () => {
     // projections' 358M − the head's 136M parameters, in float32: 2.1 GiB.
     expect(unshared - sharedBytes).toBeGreaterThan(2 * 2 ** 30);
     const available = (unshared + sharedBytes) / 2;
-    let err: unknown;
-    try {
-      checkGrpoMemory(c, facts, available);
-    } catch (e) {
-      err = e;
-    }
+    const err = thrownSync(() => checkGrpoMemory(c, facts, available));
     expect(InsufficientMemoryError.isInstance(err)).toBe(true);
     const hint = (err as InsufficientMemoryError).hint ?? '';
     expect(hint).toMatch(/^set share_frozen_weights: true/);
@@ -247,12 +241,7 @@ describe('frozen weights held once', () => {
       checkGrpoMemory({ ...wide, share_frozen_weights: true }, facts, 2 ** 40).bytes,
     ).toBeGreaterThan(between);
     expect(unshared).toBeGreaterThan(between);
-    let paired: unknown;
-    try {
-      checkGrpoMemory(wide, facts, between);
-    } catch (e) {
-      paired = e;
-    }
+    const paired = thrownSync(() => checkGrpoMemory(wide, facts, between));
     expect(InsufficientMemoryError.isInstance(paired)).toBe(true);
     const pairHint = (paired as InsufficientMemoryError).hint ?? '';
     expect(pairHint).toMatch(

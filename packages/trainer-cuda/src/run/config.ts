@@ -243,13 +243,16 @@ export type SFTConfigInput = z.input<typeof SFTConfigSchema>;
 /**
  * What the SFT schema cannot say key by key (a zod refinement would forbid the `.partial()` that
  * eval-only configs take): share_frozen_weights needs LoRA — full fine-tuning feeds every weight
- * as an input, so nothing is frozen to share. Called by SFTTrainer and by the CLI's config parse,
- * so that `flowgrpo train --dry-run` reports it.
+ * as an input, so nothing is frozen to share. Called by SFTTrainer and by the CLI's config parse
+ * (`what` names the file there, as parseConfig's does), so that `flowgrpo train --dry-run` reports it.
  */
-export function checkSftConfig(c: Pick<SFTConfig, 'use_peft' | 'share_frozen_weights'>): void {
+export function checkSftConfig(
+  c: Pick<SFTConfig, 'use_peft' | 'share_frozen_weights'>,
+  what = 'SFT config',
+): void {
   if (!c.use_peft && c.share_frozen_weights)
     throw new ConfigError(
-      'SFT config: share_frozen_weights: nothing to share under use_peft: false (every weight is trained)',
+      `${what}: share_frozen_weights: nothing to share under use_peft: false (every weight is trained)`,
       { key: 'share_frozen_weights' },
       { hint: 'remove share_frozen_weights, or train a LoRA adapter (use_peft: true)' },
     );

@@ -292,10 +292,10 @@ export function checkSftMemory(
   const fits = (o: Partial<SftMemoryConfig>) => est(o).bytes <= available.bytes;
   const fallback =
     'no smaller micro-batch or length fits: use a smaller model or a machine with more memory (frozen weights are float32)';
+  // Full fine-tuning (use_peft: false) needs no case of its own: its estimate has no frozen
+  // weights, so sharing never makes a fit and is never named.
   return refuseOver(est({}), available, () =>
-    c.use_peft
-      ? fixesWithSharing(c, fits, (fitsAs) => sftKnobFixes(c, f, fitsAs), fallback)
-      : orFallback(sftKnobFixes(c, f, fits), fallback),
+    fixesWithSharing(c, fits, (fitsAs) => sftKnobFixes(c, f, fitsAs), fallback),
   );
 }
 
