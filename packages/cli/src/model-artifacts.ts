@@ -53,7 +53,12 @@ export function loraFromOptions(o: z.output<typeof LoraOptionsSchema>): LoraConf
 
 function stampOf(
   modelDir: string,
-  o: { lora?: LoraConfig; graphs?: readonly DecoderGraphKind[]; maxPositions?: number },
+  o: {
+    lora?: LoraConfig;
+    graphs?: readonly DecoderGraphKind[];
+    maxPositions?: number;
+    gradientCheckpointing?: boolean;
+  },
 ) {
   const files = readdirSync(modelDir)
     .filter((n) => n === 'config.json' || n.includes('.safetensors'))
@@ -68,6 +73,8 @@ function stampOf(
     lora: o.lora ?? null,
     graphs: o.graphs ?? null,
     maxPositions: o.maxPositions ?? null,
+    // Only when on: folders built before the option keep their stamp.
+    ...(o.gradientCheckpointing && { gradientCheckpointing: true }),
   };
 }
 
@@ -82,6 +89,8 @@ export async function ensureArtifacts(
     lora?: LoraConfig;
     graphs?: readonly DecoderGraphKind[];
     maxPositions?: number;
+    /** The train_step graph recomputes each layer's activations (config gradient_checkpointing). */
+    gradientCheckpointing?: boolean;
     log?: (line: string) => void;
   },
 ): Promise<{ dir: string; manifest: ArtifactsManifest; built: boolean }> {
@@ -105,6 +114,7 @@ export async function ensureArtifacts(
       ...(o.lora && { lora: o.lora }),
       ...(o.graphs && { graphs: o.graphs }),
       maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
+      gradientCheckpointing: o.gradientCheckpointing,
     });
     writeFileSync(stampFile, stamp);
     return { dir, manifest, built: true };

@@ -109,6 +109,7 @@ export {
   addLoraInputs,
   addTargetInputs,
   buildDecoderGraph,
+  type DecoderForwardOptions,
   type DecoderGraph,
   type DecoderGraphKind,
   type DecoderGraphOptions,

@@ -236,7 +236,12 @@ async function serveAndTrain(
   const { dir: artifacts, manifest } = await ensureArtifacts(
     model,
     join(config.output_dir, 'artifacts'),
-    { lora: loraFromOptions(config.lora), graphs: ['decode', 'logprobs', 'train_step'], log },
+    {
+      lora: loraFromOptions(config.lora),
+      graphs: ['decode', 'logprobs', 'train_step'],
+      gradientCheckpointing: config.gradient_checkpointing,
+      log,
+    },
   );
   const tokenizer = await resolveTokenizer(
     model,

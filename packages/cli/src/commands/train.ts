@@ -133,6 +133,7 @@ async function trainLocked(
     : await ensureArtifacts(run.model, join(config.output_dir, 'artifacts'), {
         lora: loraFromOptions(config.lora),
         ...(run.max_positions && { maxPositions: run.max_positions }),
+        gradientCheckpointing: config.gradient_checkpointing,
         log,
       });
   const modelConfig = built ? built.manifest.config : await loadDecoderConfig(run.model);

@@ -83,6 +83,11 @@ export interface ArtifactsManifest {
    * artifacts built before it was recorded (all unchunked).
    */
   vocabChunks?: { count: number; size: number };
+  /**
+   * True when the train_step graph recomputes each layer's activations in its backward
+   * (`gradient_checkpointing`); absent when it keeps them (and in artifacts built before).
+   */
+  gradientCheckpointing?: true;
   /** Log-probabilities are of softmax(logits / temperature) over the full vocabulary (sampling.ts). */
   graphs: Partial<Record<ArtifactGraphKind, GraphManifest>>;
   createdAt: string;
@@ -102,6 +107,8 @@ export type ArtifactGraphBuilder = (
 export interface ArtifactGraphOptions {
   /** The most vocabulary columns one LM-head chunk holds (vocabChunks). */
   vocabChunkSize?: number | undefined;
+  /** Differentiated graphs recompute each layer's activations in the backward (decoderForward). */
+  gradientCheckpointing?: boolean | undefined;
 }
 
 /** Builders of the graph kinds this package does not build itself, by kind. */
@@ -125,6 +132,11 @@ export interface BuildArtifactsOptions {
    * [tokens × vocabulary] logits; a vocabulary within one chunk gives the unchunked graphs.
    */
   vocabChunkSize?: number | undefined;
+  /**
+   * The train_step graph recomputes each layer's activations in its backward instead of keeping
+   * them from the forward (HF's `gradient_checkpointing`): less memory, one more forward.
+   */
+  gradientCheckpointing?: boolean | undefined;
 }
 
 const PRODUCER_VERSION = '0.1.0';
@@ -208,6 +220,7 @@ function writeArtifacts(
       }
       const g = buildArtifactGraph(base, kind, options.lora, builders, {
         vocabChunkSize: options.vocabChunkSize,
+        gradientCheckpointing: options.gradientCheckpointing,
       });
       const file = `${kind}.onnx`;
       const model = toOnnxModel(g.graph, {
@@ -236,6 +249,7 @@ function writeArtifacts(
     maxPositions: base.maxPositions,
     weights: { file: WEIGHTS_FILE, bytes: writer.size, tensors: writer.count },
     vocabChunks: chunks,
+    ...(options.gradientCheckpointing && graphs.train_step && { gradientCheckpointing: true }),
     graphs,
     createdAt: new Date().toISOString(),
   };

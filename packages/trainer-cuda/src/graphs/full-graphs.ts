@@ -30,20 +30,24 @@ export interface FullTrainingGraphs {
 }
 
 /**
- * Writes train_step.onnx, logprobs.onnx and their weights.data into `dir`; `vocabChunkSize` as
- * buildTrainingArtifacts takes it.
+ * Writes train_step.onnx, logprobs.onnx and their weights.data into `dir`; `vocabChunkSize` and
+ * `gradientCheckpointing` as buildTrainingArtifacts takes them.
  */
 export function buildFullTrainingGraphs(
   weights: ModelWeights,
   dir: string,
-  options: { maxPositions?: number | undefined; vocabChunkSize?: number | undefined } = {},
+  options: {
+    maxPositions?: number | undefined;
+    vocabChunkSize?: number | undefined;
+    gradientCheckpointing?: boolean | undefined;
+  } = {},
 ): FullTrainingGraphs {
   mkdirSync(dir, { recursive: true });
   const writer = new WeightsFileWriter(join(dir, 'weights.data'));
   try {
     const base = writeBaseWeights(weights, writer, { maxPositions: options.maxPositions });
-    const { vocabChunkSize } = options;
-    const train = buildTrainStepGraph(base, 'full', { vocabChunkSize });
+    const { vocabChunkSize, gradientCheckpointing } = options;
+    const train = buildTrainStepGraph(base, 'full', { vocabChunkSize, gradientCheckpointing });
     const lb = new GraphBuilder('logprobs');
     useWeightInputs(lb);
     const inputs = addDecoderInputs(lb, base, 'logprobs');

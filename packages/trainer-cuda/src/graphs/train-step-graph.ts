@@ -93,11 +93,16 @@ export type TrainStepStat = (typeof TRAIN_STEP_STATS)[number];
  * or 'full' (every weight is an input and a parameter: full fine-tuning, e.g. of a model trained
  * from a seed). `vocabChunkSize`: the most vocabulary columns one LM-head chunk holds
  * (@flowgrpo/models' vocabChunks: a larger vocabulary is never held as [tokens × V]).
+ * `gradientCheckpointing`: each layer's activations are recomputed in the backward rather than
+ * kept from the forward (decoderForward's `recompute`).
  */
 export function buildTrainStepGraph(
   base: BaseWeights,
   lora: LoraConfig | 'full',
-  options: { vocabChunkSize?: number | undefined } = {},
+  options: {
+    vocabChunkSize?: number | undefined;
+    gradientCheckpointing?: boolean | undefined;
+  } = {},
 ): DecoderGraph {
   const b = new GraphBuilder('train_step');
   if (lora === 'full') useWeightInputs(b);
@@ -122,7 +127,9 @@ export function buildTrainStepGraph(
   const beta = b.input(BETA, 'float32', []);
   const klCoeffs = b.input(KL_COEFFS, 'float32', [3]);
 
-  const forward = decoderForward(b, base, inputs, adapters);
+  const forward = decoderForward(b, base, inputs, adapters, {
+    recompute: options.gradientCheckpointing ?? false,
+  });
   const head = targetLogprobs(b, base, forward, targets, {
     entropy: true,
     vocabChunkSize: options.vocabChunkSize,

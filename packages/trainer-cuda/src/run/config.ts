@@ -1,5 +1,10 @@
 import { ConfigError } from '@flowgrpo/core';
-import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '@flowgrpo/models';
+import {
+  type ArtifactsManifest,
+  LORA_TARGET_MODULES,
+  type LoraConfig,
+  loraFitsBuilt,
+} from '@flowgrpo/models';
 import { z } from 'zod';
 import { AlarmsConfigSchema } from './alarms.js';
 import { CurriculumSchema } from './query-sampler.js';
@@ -80,6 +85,14 @@ const common = {
    * feeds the weights as inputs, so there is nothing to share (refused there).
    */
   share_frozen_weights: z.boolean().default(false),
+  /**
+   * HF's `gradient_checkpointing`: the train step keeps only each layer's input from the forward
+   * and recomputes the layer's activations in the backward, one layer at a time — the
+   * activations of a micro-batch shrink from every layer's to about one layer's, for one more
+   * forward per step. The gradients are the same bits (decoderForward's `recompute`). It is built
+   * into the train_step graph: artifacts built without it are refused (rebuild them).
+   */
+  gradient_checkpointing: z.boolean().default(false),
   /**
    * flowgrpo: run even when the memory preflight estimates a peak above the memory available
    * (run/memory-check.ts) — for an estimate that is wrong. Named after HF's
@@ -352,6 +365,24 @@ export function policyOptions(
  * The run's `lora` must be the one the artifacts were built with (rank, scaling — alpha and
  * use_rslora — and target modules): the graphs take LoRA tensors of those shapes and that scale.
  */
+/**
+ * The config's gradient_checkpointing is the artifacts' train_step graph's (it is built in): a
+ * mismatch is refused with how to rebuild them, rather than run with the other memory profile.
+ */
+export function checkArtifactsCheckpointing(
+  wanted: boolean,
+  built: ArtifactsManifest['gradientCheckpointing'],
+): void {
+  if (wanted === (built === true)) return;
+  throw new ConfigError(
+    `gradient_checkpointing: ${wanted}, but the artifacts' train_step graph was built ${built ? 'with' : 'without'} it`,
+    { key: 'gradient_checkpointing' },
+    {
+      hint: `rebuild the artifacts with gradientCheckpointing: ${wanted} (buildTrainingArtifacts; flowgrpo train builds them from its config), or set gradient_checkpointing: ${!wanted}`,
+    },
+  );
+}
+
 export function checkArtifactsLora(
   l: z.output<typeof LoraOptionsSchema>,
   built: (LoraConfig & { scaling: number }) | undefined,

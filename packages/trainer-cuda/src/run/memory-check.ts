@@ -73,6 +73,7 @@ export interface GrpoMemoryConfig {
   generate_workers?: number | undefined;
   intra_op_threads?: number | undefined;
   share_frozen_weights?: boolean | undefined;
+  gradient_checkpointing?: boolean | undefined;
 }
 
 /** The SFT keys the estimate reads. */
@@ -82,6 +83,7 @@ export interface SftMemoryConfig {
   per_device_train_batch_size: number;
   use_peft: boolean;
   share_frozen_weights?: boolean | undefined;
+  gradient_checkpointing?: boolean | undefined;
 }
 
 /** The largest micro-batch: as many rows of `seqLen` as the token budget holds (one at least). */
@@ -120,6 +122,7 @@ export function grpoMemoryShape(c: GrpoMemoryConfig, f: GrpoMemoryFacts): Memory
       sampling: f.localRollouts ? 1 + generateWorkers(c, f.config) : 0,
     },
     sharedWeights: c.share_frozen_weights === true,
+    gradientCheckpointing: c.gradient_checkpointing === true,
     microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, rows),
     ...(f.localRollouts && {
       sampling: { rows: Math.max(c.num_generations, c.rollout_concurrency), seqLen },
@@ -141,6 +144,7 @@ export function sftMemoryShape(c: SftMemoryConfig, f: RunMemoryFacts): MemorySha
     headChunk: f.headChunk,
     sessions: { trainStep: true, logprobs: true, sampling: 0 },
     sharedWeights: c.share_frozen_weights === true,
+    gradientCheckpointing: c.gradient_checkpointing === true,
     microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, c.per_device_train_batch_size),
   };
 }
@@ -157,30 +161,47 @@ function halvings(from: number, floor: number): number[] {
   return out;
 }
 
+/** The switches a refused run may turn on: keys that change what a step holds, not what it learns. */
+interface MemorySwitches {
+  share_frozen_weights?: boolean | undefined;
+  gradient_checkpointing?: boolean | undefined;
+}
+const SWITCHES: readonly { key: keyof MemorySwitches; why: string }[] = [
+  { key: 'share_frozen_weights', why: 'one mapped copy of the frozen weights' },
+  {
+    key: 'gradient_checkpointing',
+    why: "each layer's activations recomputed in the backward, one more forward per step",
+  },
+];
+
 /**
- * The fixes of a refused run, `share_frozen_weights: true` first when it is off and alone makes
- * the run fit (it changes no result beyond float32 rounding, only the step's speed); then each
- * knob that fits alone (`knobs`, under the config's own sharing); when none does and sharing is
- * off, the knobs that fit with sharing on, as pairs; else `fallback`.
+ * The fixes of a refused run. First the switches that are off (share_frozen_weights,
+ * gradient_checkpointing: they change no result beyond float32 rounding, only the step's speed),
+ * each that alone makes the run fit, else both when together they do; then each knob that fits
+ * alone (`knobs`, under the config's own switches); when none does, the knobs that fit with the
+ * switches on, as pairs; else `fallback`. `switches`: those the run may take.
  */
-function fixesWithSharing<O extends { share_frozen_weights?: boolean | undefined }>(
+function fixesWithSwitches<O extends MemorySwitches>(
   c: O,
   fits: (o: Partial<O>) => boolean,
   knobs: (fits: (o: Partial<O>) => boolean) => string[],
   fallback: string,
+  switches = SWITCHES,
 ): string[] {
-  const shareOn = { share_frozen_weights: true } as Partial<O>;
-  const sharing =
-    !c.share_frozen_weights && fits(shareOn)
-      ? ['set share_frozen_weights: true (one mapped copy of the frozen weights: that fits)']
+  const off = switches.filter((s) => !c[s.key]);
+  const on = (ss: typeof off) => Object.fromEntries(ss.map((s) => [s.key, true])) as Partial<O>;
+  const setting = (ss: typeof off) => `set ${ss.map((s) => `${s.key}: true`).join(' and ')}`;
+  const single = off.filter((s) => fits(on([s])));
+  const named = single.length
+    ? single.map((s) => `${setting([s])} (${s.why}: that fits)`)
+    : off.length > 1 && fits(on(off))
+      ? [`${setting(off)}: together they fit`]
       : [];
   const alone = knobs(fits);
-  if (sharing.length || alone.length) return [...sharing, ...alone];
-  const paired = c.share_frozen_weights
-    ? []
-    : knobs((o) => fits({ ...o, ...shareOn })).map(
-        (fix) => `set share_frozen_weights: true and ${fix}`,
-      );
+  if (named.length || alone.length) return [...named, ...alone];
+  const paired = off.length
+    ? knobs((o) => fits({ ...o, ...on(off) })).map((fix) => `${setting(off)} and ${fix}`)
+    : [];
   return orFallback(paired, fallback);
 }
 
@@ -222,7 +243,7 @@ export function checkGrpoMemory(
   const est = (o: Partial<GrpoMemoryConfig>) => estimateMemory(grpoMemoryShape({ ...c, ...o }, f));
   const fits = (o: Partial<GrpoMemoryConfig>) => est(o).bytes <= available.bytes;
   return refuseOver(est({}), available, () =>
-    fixesWithSharing(
+    fixesWithSwitches(
       c,
       fits,
       (fitsAs) => grpoKnobFixes(c, f, fitsAs),
@@ -292,10 +313,11 @@ export function checkSftMemory(
   const fits = (o: Partial<SftMemoryConfig>) => est(o).bytes <= available.bytes;
   const fallback =
     'no smaller micro-batch or length fits: use a smaller model or a machine with more memory (frozen weights are float32)';
-  // Full fine-tuning (use_peft: false) needs no case of its own: its estimate has no frozen
-  // weights, so sharing never makes a fit and is never named.
+  // Full fine-tuning (use_peft: false) has no frozen weights to share (checkSftConfig refuses
+  // the key there): only checkpointing is named.
+  const switches = c.use_peft ? SWITCHES : SWITCHES.filter((s) => s.key !== 'share_frozen_weights');
   return refuseOver(est({}), available, () =>
-    fixesWithSharing(c, fits, (fitsAs) => sftKnobFixes(c, f, fitsAs), fallback),
+    fixesWithSwitches(c, fits, (fitsAs) => sftKnobFixes(c, f, fitsAs), fallback, switches),
   );
 }
 

@@ -72,6 +72,12 @@ export const ACTIVATION_FACTORS = {
   headChunked: 7.5,
   /** What a step allocates whatever its size (measured: the intercept of peak against tokens). */
   fixed: 22 * MiB,
+  /**
+   * With `gradient_checkpointing`: float32 values per token per layer kept from the forward to
+   * the backward (each layer's input, the residual stream, hidden wide); one layer's activations
+   * (the factors above) are alive at a time, while it is recomputed and differentiated.
+   */
+  checkpointHidden: 1,
 } as const;
 
 /**
@@ -106,6 +112,11 @@ export interface MemoryShape {
    * prepacked copies (the sampling sessions keep theirs).
    */
   sharedWeights?: boolean;
+  /**
+   * `gradient_checkpointing`: the train step keeps each layer's input only and recomputes the
+   * layer's activations in the backward, one layer at a time.
+   */
+  gradientCheckpointing?: boolean;
   /** The largest micro-batch of the train step: rows × padded tokens per row. */
   microBatch?: { rows: number; seqLen: number } | undefined;
   /** The batch sampled at once: rows decoded together and the longest sequence (prompt + new). */
@@ -271,11 +282,20 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       a.intermediate * c.intermediateSize +
       a.attention * c.numAttentionHeads * seqLen +
       a.loraRank * (shape.lora?.r ?? 0) * modules;
-    terms.push({
-      name: 'activations',
-      bytes: F32 * tokens * c.numHiddenLayers * perTokenLayer + a.fixed,
-      what: `${rows} × ${seqLen} tokens × ${c.numHiddenLayers} layers × ${Math.round(perTokenLayer)} floats`,
-    });
+    const L = c.numHiddenLayers;
+    terms.push(
+      shape.gradientCheckpointing
+        ? {
+            name: 'activations',
+            bytes: F32 * tokens * (L * a.checkpointHidden * c.hiddenSize + perTokenLayer) + a.fixed,
+            what: `${rows} × ${seqLen} tokens × (${L} layers × ${a.checkpointHidden * c.hiddenSize} floats kept + one layer's ${Math.round(perTokenLayer)} recomputed)`,
+          }
+        : {
+            name: 'activations',
+            bytes: F32 * tokens * L * perTokenLayer + a.fixed,
+            what: `${rows} × ${seqLen} tokens × ${L} layers × ${Math.round(perTokenLayer)} floats`,
+          },
+    );
     const width = Math.min(shape.headChunk, c.vocabSize);
     const copies = whole ? a.headWhole : a.headChunked;
     terms.push({

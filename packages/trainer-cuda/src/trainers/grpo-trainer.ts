@@ -27,6 +27,7 @@ import { countRolloutFailures, type RolloutFailures } from '../eval/rollout-fail
 import { type BestModelRule, bestModelRule } from '../run/best-model.js';
 import type { RolloutPolicy, TrainerState } from '../run/checkpoint.js';
 import {
+  checkArtifactsCheckpointing,
   checkArtifactsLora,
   type GRPOConfig,
   type GRPOConfigInput,
@@ -175,6 +176,7 @@ export class GRPOTrainer {
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
     const manifest = readArtifactsManifest(options.artifacts);
     checkArtifactsLora(this.config.lora, manifest.lora);
+    checkArtifactsCheckpointing(this.config.gradient_checkpointing, manifest.gradientCheckpointing);
     checkMaxStaleness(this.config, { rolloutEngine: options.rolloutEngine });
     this.#bestModel = bestModelRule(this.config, {
       name: 'GRPOTrainer',

@@ -15,6 +15,7 @@ import { writeReport } from '../report/report.js';
 import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
 import { checkpointName } from '../run/checkpoint.js';
 import {
+  checkArtifactsCheckpointing,
   checkArtifactsLora,
   checkSftConfig,
   learningRateAt,
@@ -207,6 +208,7 @@ export class SFTTrainer {
         });
       manifest = readArtifactsManifest(o.artifacts);
       checkArtifactsLora(c.lora, manifest.lora);
+      checkArtifactsCheckpointing(c.gradient_checkpointing, manifest.gradientCheckpointing);
       modelConfig = manifest.config;
     }
     // ---- memory: refused here, before output_dir or a session, when the peak will not fit ------
@@ -323,6 +325,7 @@ export class SFTTrainer {
           dir: run.path('graphs'),
           ...(params && { params }),
           maxPositions: c.max_length + 1,
+          gradientCheckpointing: c.gradient_checkpointing,
         })
       : await LoraPolicy.open({ ...common, artifacts: o.artifacts!, params: params! });
     // A full fine-tuning checkpoint is a complete HF folder: the tokenizer goes with it.

@@ -216,9 +216,14 @@ export class LoraPolicy {
       dir: string;
       params?: LoraParams;
       maxPositions?: number;
+      /** The train_step graph recomputes each layer's activations in its backward. */
+      gradientCheckpointing?: boolean;
     },
   ): Promise<LoraPolicy> {
-    const graphs = buildFullTrainingGraphs(o.weights, o.dir, { maxPositions: o.maxPositions });
+    const graphs = buildFullTrainingGraphs(o.weights, o.dir, {
+      maxPositions: o.maxPositions,
+      gradientCheckpointing: o.gradientCheckpointing,
+    });
     const params =
       o.params ??
       new Map(

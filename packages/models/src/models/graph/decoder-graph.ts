@@ -158,12 +158,32 @@ export interface DecoderForward {
   present: { key: Value; value: Value }[];
 }
 
+export interface DecoderForwardOptions {
+  /**
+   * Activation recomputation per layer (HF's `gradient_checkpointing`): the backward keeps only
+   * each layer's input and runs the layer's forward again, just before its gradient, instead of
+   * keeping every layer's activations from the forward to the backward. Only graphs that are
+   * differentiated (train_step) are changed by it; the gradients are the same values.
+   */
+  recompute?: boolean;
+}
+
+/**
+ * The weights one layer reads: a base tensor by name, the LoRA adapter of a module. The layer's
+ * recomputation (DecoderForwardOptions.recompute) hands it copies of the trained ones.
+ */
+interface LayerWeights {
+  weight(name: string): Value;
+  adapter(module: LoraTargetModule): { a: Value; b: Value } | undefined;
+}
+
 /** The transformer body: embeddings → layers → hidden states (final norm not applied). */
 export function decoderForward(
   b: GraphBuilder,
   base: BaseWeights,
   inputs: DecoderInputs,
   lora?: LoraInputs,
+  options: DecoderForwardOptions = {},
 ): DecoderForward {
   const c = base.config;
   const H = c.hiddenSize;
@@ -174,23 +194,10 @@ export function decoderForward(
 
   const w = (name: string) => baseWeight(b, base, name);
 
-  /** y = x·Wᵀ (+ bias) (+ lora_scale · scaling · (x·Aᵀ)·Bᵀ), x 2-D [rows, in]. */
-  const linear = (
-    x: Value,
-    weight: string,
-    bias: string | undefined,
-    adapter: { a: Value; b: Value } | undefined,
-  ): Value => {
-    const y = b.gemm(x, w(weight), bias === undefined ? undefined : w(bias), { transB: true });
-    if (!adapter || !lora) return y;
-    const down = b.gemm(x, adapter.a, undefined, { transB: true });
-    const up = b.gemm(down, adapter.b, undefined, { transB: true });
-    return b.add(y, b.mul(up, lora.scale));
-  };
   /** RMSNorm over the last axis: x / √(mean(x²) + eps) · weight. */
-  const rmsNorm = (x: Value, weight: string): Value => {
+  const rmsNorm = (x: Value, weight: Value): Value => {
     const ms = b.reduceMean(b.mul(x, x), [-1], true);
-    return b.mul(b.div(x, b.sqrt(b.add(ms, c.rmsNormEps))), w(weight));
+    return b.mul(b.div(x, b.sqrt(b.add(ms, c.rmsNormEps))), weight);
   };
 
   // Token embeddings, [B, T, hidden].
@@ -210,49 +217,110 @@ export function decoderForward(
   const attnBias = causalPaddingBias(b, maskAsFloat(b, inputs.attentionMask), emb, group, segments);
   const heads = (x: Value, n: number) => b.reshape(x, runtimeShape(b, emb, [n, hd])); // [B, T, n, d]
 
+  /** Layer l on the residual stream x [B·T, hidden] → its output and K/V [B, nkv, S, d]. */
+  const layer = (l: number, x: Value, p: LayerWeights) => {
+    const n = layerTensorNames(l);
+    const opt = (has: boolean, name: string) => (has ? p.weight(name) : undefined);
+    /** y = x·Wᵀ (+ bias) (+ lora_scale · scaling · (x·Aᵀ)·Bᵀ), x 2-D [rows, in]. */
+    const linear = (x: Value, weight: string, bias: Value | undefined, m: LoraTargetModule) => {
+      const y = b.gemm(x, p.weight(weight), bias, { transB: true });
+      const adapter = p.adapter(m);
+      if (!adapter || !lora) return y;
+      const down = b.gemm(x, adapter.a, undefined, { transB: true });
+      const up = b.gemm(down, adapter.b, undefined, { transB: true });
+      return b.add(y, b.mul(up, lora.scale));
+    };
+
+    // Attention: q, k, v projections, RoPE, the KV cache.
+    const h = rmsNorm(x, p.weight(n.inputNorm));
+    let q = heads(linear(h, n.qProj, opt(c.qkvBias, n.qBias), 'q_proj'), nh);
+    let k = heads(linear(h, n.kProj, opt(c.qkvBias, n.kBias), 'k_proj'), nkv);
+    const v0 = heads(linear(h, n.vProj, opt(c.qkvBias, n.vBias), 'v_proj'), nkv);
+    if (c.qkNorm) {
+      q = rmsNorm(q, p.weight(n.qNorm));
+      k = rmsNorm(k, p.weight(n.kNorm));
+    }
+    q = b.transpose(rope(q), [0, 2, 1, 3]); // [B, nh, T, d]
+    k = b.transpose(rope(k), [0, 2, 1, 3]); // [B, nkv, T, d]
+    let v = b.transpose(v0, [0, 2, 1, 3]);
+    const past = inputs.past?.[l];
+    if (past) {
+      k = b.concat([past.key, k], 2);
+      v = b.concat([past.value, v], 2);
+    }
+
+    // Scores of each kv head's query group [B, nkv, g·T, S] + bias, softmax, weighted values.
+    const qg = b.reshape(b.mul(q, 1 / Math.sqrt(hd)), [0, nkv, -1, hd]);
+    const scores = b.matmul(qg, b.transpose(k, [0, 1, 3, 2]));
+    const probs = b.softmax(b.add(scores, attnBias), -1);
+    const att = b.matmul(probs, v); // [B, nkv, g·T, d]
+    const merged = mergeHeads(b, b.reshape(att, [0, nh, -1, 0]), nh, hd); // [B·T, nh·d]
+    const x1 = b.add(x, linear(merged, n.oProj, opt(c.oBias, n.oBias), 'o_proj'));
+
+    // MLP: SwiGLU, down(silu(gate(h)) · up(h)).
+    const h2 = rmsNorm(x1, p.weight(n.postAttentionNorm));
+    const gate = linear(h2, n.gateProj, opt(c.mlpBias, n.gateBias), 'gate_proj');
+    const up = linear(h2, n.upProj, opt(c.mlpBias, n.upBias), 'up_proj');
+    const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
+    const down = linear(act, n.downProj, opt(c.mlpBias, n.downBias), 'down_proj');
+    return { y: b.add(x1, down), key: k, value: v };
+  };
+
   // The residual stream, [B·T, hidden].
   let x = b.reshape(emb, [-1, H]);
   const present: { key: Value; value: Value }[] = [];
 
   for (let l = 0; l < c.numHiddenLayers; l++) {
-    const n = layerTensorNames(l);
-    const ad = (m: LoraTargetModule) => lora?.of(l, m);
-    x = b.withScope(`layer${l}`, () => {
-      // Attention: q, k, v projections, RoPE, the KV cache.
-      const h = rmsNorm(x, n.inputNorm);
-      let q = heads(linear(h, n.qProj, c.qkvBias ? n.qBias : undefined, ad('q_proj')), nh);
-      let k = heads(linear(h, n.kProj, c.qkvBias ? n.kBias : undefined, ad('k_proj')), nkv);
-      const v0 = heads(linear(h, n.vProj, c.qkvBias ? n.vBias : undefined, ad('v_proj')), nkv);
-      if (c.qkNorm) {
-        q = rmsNorm(q, n.qNorm);
-        k = rmsNorm(k, n.kNorm);
-      }
-      q = b.transpose(rope(q), [0, 2, 1, 3]); // [B, nh, T, d]
-      k = b.transpose(rope(k), [0, 2, 1, 3]); // [B, nkv, T, d]
-      let v = b.transpose(v0, [0, 2, 1, 3]);
-      const past = inputs.past?.[l];
-      if (past) {
-        k = b.concat([past.key, k], 2);
-        v = b.concat([past.value, v], 2);
-      }
-      present.push({ key: k, value: v }); // [B, nkv, S, d]
-
-      // Scores of each kv head's query group [B, nkv, g·T, S] + bias, softmax, weighted values.
-      const qg = b.reshape(b.mul(q, 1 / Math.sqrt(hd)), [0, nkv, -1, hd]);
-      const scores = b.matmul(qg, b.transpose(k, [0, 1, 3, 2]));
-      const probs = b.softmax(b.add(scores, attnBias), -1);
-      const att = b.matmul(probs, v); // [B, nkv, g·T, d]
-      const merged = mergeHeads(b, b.reshape(att, [0, nh, -1, 0]), nh, hd); // [B·T, nh·d]
-      const x1 = b.add(x, linear(merged, n.oProj, c.oBias ? n.oBias : undefined, ad('o_proj')));
-
-      // MLP: SwiGLU, down(silu(gate(h)) · up(h)).
-      const h2 = rmsNorm(x1, n.postAttentionNorm);
-      const gate = linear(h2, n.gateProj, c.mlpBias ? n.gateBias : undefined, ad('gate_proj'));
-      const up = linear(h2, n.upProj, c.mlpBias ? n.upBias : undefined, ad('up_proj'));
-      const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
-      const down = linear(act, n.downProj, c.mlpBias ? n.downBias : undefined, ad('down_proj'));
-      return b.add(x1, down);
-    });
+    // The trained tensors the layer reads (LoRA matrices; every weight under full fine-tuning):
+    // graph inputs, the inputs of its recomputation's gradient.
+    const trained = new Set<Value>();
+    const seen = (v: Value) => {
+      if (b.graph.inputs.includes(v)) trained.add(v);
+      return v;
+    };
+    const weights: LayerWeights = {
+      weight: (name) => seen(w(name)),
+      adapter: (m) => {
+        const a = lora?.of(l, m);
+        return a && { a: seen(a.a), b: seen(a.b) };
+      },
+    };
+    const input = x;
+    const out = b.withScope(`layer${l}`, () => layer(l, input, weights));
+    present.push({ key: out.key, value: out.value });
+    x = out.y;
+    if (options.recompute) {
+      const params = [...trained];
+      b.customVjp({
+        name: `layer${l}.recompute`,
+        inputs: [input, ...params],
+        outputs: [out.y],
+        vjp: ({ b, gy, needs }) => {
+          const g = gy[0]!;
+          // Zeros shaped like the incoming gradient added to the layer's input: no bit changes,
+          // and the data dependence makes ORT run the recomputation after the layers above have
+          // been differentiated, not in the forward (where it would keep the activations alive).
+          const xAgain = b.add(input, b.zerosLike(g));
+          // Copies of the trained tensors: the inner gradient reaches only the recomputed nodes.
+          const copies = new Map(params.map((v) => [v, b.identity(v)] as const));
+          const again = layer(l, xAgain, {
+            weight: (name) => {
+              const v = w(name);
+              return copies.get(v) ?? v;
+            },
+            adapter: (m) => {
+              const a = lora?.of(l, m);
+              return a && { a: copies.get(a.a) ?? a.a, b: copies.get(a.b) ?? a.b };
+            },
+          });
+          const wrt = [xAgain, ...copies.values()];
+          const wanted = wrt.filter((_, i) => needs[i]);
+          const grads = b.grad(again.y, wanted, { seed: g, asOutputs: false });
+          let k = 0;
+          return wrt.map((_, i) => (needs[i] ? grads[k++] : undefined));
+        },
+      });
+    }
   }
   return { hidden: x, embeddings: emb, present };
 }
