@@ -11,6 +11,7 @@ import { benchMatMul, benchOverhead } from './runtime.js';
 import { type BenchSection, formatSection } from './table.js';
 import {
   benchTrainMemory,
+  benchTrainMemoryCheckpointing,
   benchTrainMemoryModels,
   benchTrainMemoryVocab,
   benchVocabChunkPrice,
@@ -29,6 +30,7 @@ const sections: { name: string; run: () => Promise<BenchSection>; only?: boolean
   { name: 'train-memory-vocab', run: benchTrainMemoryVocab, only: true },
   // ~20 min, 0.5B and 1.5B shapes at up to ~17 GB: only when named.
   { name: 'train-memory-models', run: benchTrainMemoryModels, only: true },
+  { name: 'train-memory-checkpointing', run: benchTrainMemoryCheckpointing, only: true },
   { name: 'vocab-chunk-price', run: benchVocabChunkPrice, only: true },
   { name: 'grpo-step', run: benchGrpoStep },
 ];

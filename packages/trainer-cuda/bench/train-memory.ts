@@ -104,6 +104,7 @@ function estimatedMiB(
   T: number,
   chunkSize?: number,
   sharedWeights = false,
+  gradientCheckpointing = false,
 ): number {
   return (
     estimateMemory({
@@ -113,6 +114,7 @@ function estimatedMiB(
       sessions: { trainStep: true, logprobs: false, sampling: 0 },
       microBatch: { rows: B, seqLen: T },
       sharedWeights,
+      gradientCheckpointing,
     }).bytes /
     2 ** 20
   );
@@ -257,10 +259,13 @@ async function torchVocabStep(
   py: string,
   chunkRows: number,
   { config: c, B, T } = VOCAB_SHAPE,
+  /** Timed steps after the first; each layer under torch.utils.checkpoint (HF's gradient_checkpointing). */
+  o: { steps?: number; checkpointing?: boolean } = {},
 ): Promise<{ ms: number; peakMiB: number } | undefined> {
   const script = join(import.meta.dirname, 'anchors', 'torch-train-step.py');
   const args = [c.hiddenSize, c.numHiddenLayers, c.numAttentionHeads, c.numKeyValueHeads]
-    .concat([c.intermediateSize, c.vocabSize, B, T, 2, 2, chunkRows])
+    .concat([c.intermediateSize, c.vocabSize, B, T, 2, o.steps ?? 2, chunkRows])
+    .concat(o.checkpointing ? [1] : [])
     .map(String);
   const wrapper = [
     'import runpy, sys',
@@ -305,12 +310,19 @@ async function torchRows(
 }
 
 /** Builds the LoRA train_step of `config` with chunks of at most `size` columns into `dir`. */
-function buildVocabStep(config: DecoderConfig, dir: string, size: number, T: number): void {
+function buildVocabStep(
+  config: DecoderConfig,
+  dir: string,
+  size: number,
+  T: number,
+  gradientCheckpointing = false,
+): void {
   buildTrainingArtifacts(randomWeights(config), dir, {
     graphs: ['train_step'],
     maxPositions: T,
     lora: { r: 16, alpha: 32, targetModules: LORA_TARGET_MODULES },
     vocabChunkSize: size,
+    gradientCheckpointing,
   });
 }
 
@@ -533,6 +545,84 @@ export async function benchTrainMemoryModels(): Promise<BenchSection> {
   return {
     title:
       'training memory and speed of whole models at the real vocabulary: LoRA train step, fresh process each',
+    header: VOCAB_HEADER,
+    rows,
+    notes,
+  };
+}
+
+/**
+ * gradient_checkpointing at the issue's micro-batch (`train-memory-checkpointing`): Qwen2.5-0.5B's
+ * 24 layers at 8 × 512 tokens, where keeping every layer's activations passes this machine's
+ * memory. PyTorch eager f32 with the loss in row chunks, without and with each layer under
+ * torch.utils.checkpoint (HF's gradient_checkpointing); flowgrpo with gradient_checkpointing,
+ * prepacked and with share_frozen_weights, and without it where its estimate fits. A first step
+ * and one timed step each (a step is minutes here). Each a fresh process.
+ */
+export async function benchTrainMemoryCheckpointing(): Promise<BenchSection> {
+  const s = { name: 'Qwen2.5-0.5B (24 layers)', config: qwen05(24), B: 8, T: 512 };
+  const { config, B, T } = s;
+  const shape = `${s.name}, ${B} × ${T}`;
+  const tokens = B * T;
+  const rows: string[][] = [];
+  const notes: string[] = [];
+  const py = torchPython();
+  if (!py)
+    notes.push(
+      'PyTorch skipped: no python3 with torch (apt-get install -y python3-torch libopenblas0-pthread)',
+    );
+  const torch = async (checkpointing: boolean) => {
+    if (!py) return undefined;
+    const label = `PyTorch eager f32, loss in ${TORCH_CHUNK_ROWS}-row chunks${checkpointing ? ', each layer checkpointed' : ''}`;
+    try {
+      const r = await torchVocabStep(py, TORCH_CHUNK_ROWS, s, { steps: 1, checkpointing });
+      if (r) return { label, r };
+      notes.push(`${label}: printed no timing`);
+    } catch (e) {
+      // Killed for memory, most likely: said, not hidden.
+      notes.push(`${label} failed: ${(e as Error).message.split('\n')[0]}`);
+    }
+    return undefined;
+  };
+  const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-trainmem-ckpt-'));
+  try {
+    // The reference of the × columns: PyTorch checkpointed, as flowgrpo's rows are.
+    const ref = await torch(true);
+    const kept = await torch(false);
+    for (const t of [ref, kept]) if (t) rows.push(vocabRow(shape, tokens, t.label, t.r, ref?.r));
+    for (const checkpointing of [true, false]) {
+      const dir = join(tmp, String(checkpointing));
+      let built = false;
+      for (const shared of [true, false]) {
+        const label = `flowgrpo, ${checkpointing ? 'gradient_checkpointing' : 'activations kept'}, ${shared ? 'share_frozen_weights' : 'prepacked'}`;
+        const estimate = estimatedMiB(config, B, T, undefined, shared, checkpointing);
+        const available = availableMiB();
+        if (available < estimate * 1.1) {
+          notes.push(
+            `${label} skipped: ${available.toFixed(0)} MiB available, the estimate is ${estimate.toFixed(0)}`,
+          );
+          continue;
+        }
+        if (!built) buildVocabStep(config, dir, DEFAULT_VOCAB_CHUNK_SIZE, T, checkpointing);
+        built = true;
+        const options = { intraOpThreads: 2, ...(shared && { prepackWeights: false }) };
+        const ours = await ourStep(dir, B, T, options, 1);
+        rows.push(vocabRow(shape, tokens, label, ours, ref?.r, estimate));
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  notes.push(
+    'random weights, tied head, LoRA r=16 on all projections, vocabulary 151,936 (flowgrpo: the default chunks of 15,194); ' +
+      'every position after the first a target; each run a fresh process, peak = its VmHWM (weights, session, step); ' +
+      'PyTorch and ORT on 2 threads; flowgrpo a warm-up and one timed step, PyTorch a first step and one timed step; ' +
+      '× columns against the PyTorch row with each layer checkpointed. ' +
+      `Load average at the end: ${loadAverage()}`,
+  );
+  return {
+    title: `activation recomputation per layer (gradient_checkpointing) at ${B} × ${T} tokens: LoRA train step, fresh process each`,
     header: VOCAB_HEADER,
     rows,
     notes,

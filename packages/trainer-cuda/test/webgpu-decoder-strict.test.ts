@@ -105,10 +105,17 @@ describe('the decoder graphs do no int64 arithmetic (no WebGPU needed)', () => {
         new WeightsFileWriter(join(tmp, `${label.length}.data`)),
         { maxPositions: 16 },
       );
-      for (const kind of ALL_GRAPHS) {
-        const { graph } = buildArtifactGraph(base, kind, lora, TRAINING_GRAPH_BUILDERS);
+      // train_step twice: with each layer recomputed in the backward (gradient_checkpointing) too.
+      const builds = [
+        ...ALL_GRAPHS.map((kind) => ({ kind, gradientCheckpointing: false })),
+        { kind: 'train_step' as const, gradientCheckpointing: true },
+      ];
+      for (const { kind, gradientCheckpointing } of builds) {
+        const { graph } = buildArtifactGraph(base, kind, lora, TRAINING_GRAPH_BUILDERS, {
+          gradientCheckpointing,
+        });
         for (const n of graph.nodes) {
-          const what = `${kind} ${n.name}`;
+          const what = `${kind}${gradientCheckpointing ? ' (checkpointed)' : ''} ${n.name}`;
           if (n.outputs.some((o) => o.dtype === 'int64')) expect(n.op, what).toBe('Shape');
           expect(n.inputs[0]?.dtype, what).not.toBe('int64');
         }
@@ -121,6 +128,13 @@ describe.skipIf(!webgpu.available).each(configs)(
   (label, config) => {
     const dir = join(tmp, label.replace(/\W+/g, '-'));
     buildTrainingArtifacts(initTinyWeights(config, 3), dir, { lora, maxPositions: 16 });
+    // The train step with each layer recomputed in its backward (gradient_checkpointing).
+    buildTrainingArtifacts(initTinyWeights(config, 3), `${dir}-checkpointed`, {
+      lora,
+      maxPositions: 16,
+      graphs: ['train_step'],
+      gradientCheckpointing: true,
+    });
     const loraFeeds = loraFeedsFor(config);
     const prefillFeeds = {
       ...loraFeeds,
@@ -128,8 +142,8 @@ describe.skipIf(!webgpu.available).each(configs)(
       attention_mask: int64(mask, [2, T]),
       position_ids: int64(pos, [2, T]),
     };
-    const open = (kind: string, strict: boolean) =>
-      createSession(join(dir, `${kind}.onnx`), {
+    const open = (kind: string, strict: boolean, from = dir) =>
+      createSession(join(from, `${kind}.onnx`), {
         device: strict ? 'webgpu' : 'cpu',
         disableCpuFallback: strict,
       });
@@ -183,8 +197,12 @@ describe.skipIf(!webgpu.available).each(configs)(
       await Promise.all([cpu.release(), gpu.release()]);
     });
 
-    it('train_step loads strictly and gives the CPU EP’s loss, logprobs and LoRA gradients (a packed row too)', async () => {
-      const [cpu, gpu] = await Promise.all([open('train_step', false), open('train_step', true)]);
+    it('train_step loads strictly and gives the CPU EP’s loss, logprobs and LoRA gradients (a packed row too), with each layer recomputed too', async () => {
+      const [cpu, gpu, gpuRecomputed] = await Promise.all([
+        open('train_step', false),
+        open('train_step', true),
+        open('train_step', true, `${dir}-checkpointed`),
+      ]);
       const feeds: Record<string, ort.Tensor> = {
         ...prefillFeeds,
         // The second row packs two examples (2 + 3 tokens): positions restart, and the
@@ -216,12 +234,14 @@ describe.skipIf(!webgpu.available).each(configs)(
       for (const s of loraParamSpecs(config, lora))
         feeds[`acc.${s.name}`] = f32(new Array(s.shape[0] * s.shape[1]).fill(0), s.shape);
       const want = (await cpu.run(feeds)).outputs;
-      const got = (await gpu.run(feeds)).outputs;
-      expectClose(got.loss!, want.loss!, 1e-4, 'loss');
-      expectClose(got.logprobs!, want.logprobs!, 1e-4, 'logprobs');
-      for (const s of loraParamSpecs(config, lora))
-        expectClose(got[`grad.${s.name}`]!, want[`grad.${s.name}`]!, 1e-4, s.name);
-      await Promise.all([cpu.release(), gpu.release()]);
+      for (const session of [gpu, gpuRecomputed]) {
+        const got = (await session.run(feeds)).outputs;
+        expectClose(got.loss!, want.loss!, 1e-4, 'loss');
+        expectClose(got.logprobs!, want.logprobs!, 1e-4, 'logprobs');
+        for (const s of loraParamSpecs(config, lora))
+          expectClose(got[`grad.${s.name}`]!, want[`grad.${s.name}`]!, 1e-4, s.name);
+      }
+      await Promise.all([cpu.release(), gpu.release(), gpuRecomputed.release()]);
     });
   },
 );

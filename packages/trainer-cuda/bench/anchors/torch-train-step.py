@@ -8,8 +8,10 @@ train_step.py computes it (F.cross_entropy over the whole [B·(T−1), V] logits
 LM head and the cross-entropy of CHUNK rows at a time, each chunk recomputed in the backward
 (torch.utils.checkpoint), so that only one chunk's logits and their gradient exist at once: the
 usual chunked loss in PyTorch (TRL's and Liger-Kernel's chunked losses take row chunks too).
+CKPT = 1 (optional, default 0): each decoder layer under torch.utils.checkpoint as well, what HF's
+`gradient_checkpointing` does: the backward recomputes a layer's activations from its input.
 
-Usage:  python3 torch-train-step.py H L HEADS KV_HEADS I V B T THREADS STEPS CHUNK
+Usage:  python3 torch-train-step.py H L HEADS KV_HEADS I V B T THREADS STEPS CHUNK [CKPT]
 Prints one line: ms_med=… tok_s=… loss=… (run with OMP_WAIT_POLICY=PASSIVE, as train_step.py).
 """
 import math
@@ -24,6 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 def main():
     H, L, nh, nkv, I, V, B, T, threads, steps, chunk = (int(a) for a in sys.argv[1:12])
+    ckpt = len(sys.argv) > 12 and sys.argv[12] == "1"
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     hd = H // nh
@@ -74,23 +77,26 @@ def main():
     def chunk_nll(h, targets):
         return F.cross_entropy(F.linear(h, emb), targets, reduction="sum")
 
+    def layer(x, p):
+        g = nh // nkv
+        h = rms(x, p["ln1"])
+        q = lin(h, p["q"], p["qb"], p["lq"]).view(B, T, nh, hd).transpose(1, 2)
+        k = lin(h, p["k"], p["kb"], p["lk"]).view(B, T, nkv, hd).transpose(1, 2)
+        v = lin(h, p["v"], p["vb"], p["lv"]).view(B, T, nkv, hd).transpose(1, 2)
+        q, k = rope(q), rope(k)
+        qg = q.reshape(B, nkv, g * T, hd)
+        s = (qg @ k.transpose(-1, -2)).view(B, nkv, g, T, T) / math.sqrt(hd) + causal
+        pr = s.softmax(-1).view(B, nkv, g * T, T)
+        a = (pr @ v).view(B, nh, T, hd).transpose(1, 2).reshape(B, T, H)
+        x = x + lin(a, p["o"], None, p["lo"])
+        h2 = rms(x, p["ln2"])
+        mlp = F.silu(lin(h2, p["g"], None, p["lg"])) * lin(h2, p["u"], None, p["lu"])
+        return x + lin(mlp, p["d"], None, p["ld"])
+
     def loss_of(ids):
         x = F.embedding(ids, emb)
-        g = nh // nkv
         for p in layers:
-            h = rms(x, p["ln1"])
-            q = lin(h, p["q"], p["qb"], p["lq"]).view(B, T, nh, hd).transpose(1, 2)
-            k = lin(h, p["k"], p["kb"], p["lk"]).view(B, T, nkv, hd).transpose(1, 2)
-            v = lin(h, p["v"], p["vb"], p["lv"]).view(B, T, nkv, hd).transpose(1, 2)
-            q, k = rope(q), rope(k)
-            qg = q.reshape(B, nkv, g * T, hd)
-            s = (qg @ k.transpose(-1, -2)).view(B, nkv, g, T, T) / math.sqrt(hd) + causal
-            pr = s.softmax(-1).view(B, nkv, g * T, T)
-            a = (pr @ v).view(B, nh, T, hd).transpose(1, 2).reshape(B, T, H)
-            x = x + lin(a, p["o"], None, p["lo"])
-            h2 = rms(x, p["ln2"])
-            mlp = F.silu(lin(h2, p["g"], None, p["lg"])) * lin(h2, p["u"], None, p["lu"])
-            x = x + lin(mlp, p["d"], None, p["ld"])
+            x = checkpoint(layer, x, p, use_reentrant=False) if ckpt else layer(x, p)
         h = rms(x, fnorm)[:, :-1].reshape(-1, H)
         targets = ids[:, 1:].reshape(-1)
         if chunk == 0:
@@ -117,7 +123,7 @@ def main():
         step()
         ts.append((time.perf_counter() - t0) * 1000)
     med = statistics.median(ts)
-    print(f"torch V={V} B={B} T={T} chunk={chunk} threads={threads} ms_med={med:.2f} "
+    print(f"torch V={V} B={B} T={T} chunk={chunk} ckpt={int(ckpt)} threads={threads} ms_med={med:.2f} "
           f"tok_s={B * T / med * 1000:.1f} loss={first_loss:.4f}")
 
 
