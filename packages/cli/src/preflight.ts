@@ -24,6 +24,7 @@ import {
 } from '@flowgrpo/models';
 import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
 import {
+  checkArtifactsCheckpointing,
   checkGrpoMemory,
   checkSftMemory,
   describeEstimate,
@@ -211,6 +212,17 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
   }
 
   const model = await modelFacts(plan).catch((e: unknown) => problem(e, 'model'));
+  // An artifacts folder's train_step is built with or without recomputation: a run that wants
+  // the other is refused here, before output_dir is claimed (the trainer checks the same).
+  if (model?.artifacts && plan.memory)
+    try {
+      checkArtifactsCheckpointing(
+        plan.memory.config.gradient_checkpointing,
+        model.artifacts.gradientCheckpointing,
+      );
+    } catch (e) {
+      problem(e, 'model');
+    }
   const tokenizer = model
     ? await resolveTokenizer(plan.model, plan.tokenizer, model.vocabSize).catch((e: unknown) =>
         problem(e, 'tokenizer'),
@@ -482,6 +494,7 @@ interface ModelFacts {
   artifacts?: {
     lora: { r: number; targetModules: readonly LoraTargetModule[] } | undefined;
     headChunk: number;
+    gradientCheckpointing: boolean;
   };
 }
 
@@ -499,7 +512,11 @@ async function modelFacts(plan: PreflightPlan): Promise<ModelFacts> {
       config: m.config,
       vocabSize: m.config.vocabSize,
       maxPositions: m.maxPositions,
-      artifacts: { lora: m.lora, headChunk: m.vocabChunks?.size ?? m.config.vocabSize },
+      artifacts: {
+        lora: m.lora,
+        headChunk: m.vocabChunks?.size ?? m.config.vocabSize,
+        gradientCheckpointing: m.gradientCheckpointing === true,
+      },
     };
   }
   const config = await loadDecoderConfig(plan.model);

@@ -275,6 +275,34 @@ describe('flowgrpo export', () => {
     expect(existsSync(join(disk, 'model.safetensors'))).toBe(true);
   });
 
+  it('--gradient-checkpointing: a train_step that recomputes each layer, which a run config must ask for', async () => {
+    const out = join(tmp, 'artifacts-checkpointing');
+    const io = captureIO(tmp);
+    const args = ['export', '--model', model, '--adapter', checkpoint, '--out', out];
+    expect(await runCli([...args, '--gradient-checkpointing'], io), io.err).toBe(0);
+    expect(io.out).toContain('; gradient checkpointing;');
+    expect(readArtifactsManifest(out).gradientCheckpointing).toBe(true);
+    // Without LoRA there is no train_step for it to change.
+    const bare = captureIO(tmp);
+    const noLora = ['export', '--model', model, '--out', join(tmp, 'no-lora')];
+    expect(await runCli([...noLora, '--gradient-checkpointing'], bare)).toBe(2);
+    expect(bare.err).toContain('--gradient-checkpointing changes the train_step graph only');
+    // A run on them without the key is refused, naming the flag; with it, it trains.
+    const run = (name: string, extra: object) =>
+      writeConfig(
+        join(tmp, `${name}.json`),
+        sftConfig(tmp, out, { tokenizer: model, output_dir: join(tmp, name), ...extra }),
+      );
+    const refused = captureIO(tmp);
+    expect(await runCli(['train', '--config', run('ckpt-off', {})], refused)).toBe(1);
+    expect(refused.err).toContain('[CONFIG_ERROR]');
+    expect(refused.err).toContain('or set gradient_checkpointing: true');
+    expect(existsSync(join(tmp, 'ckpt-off'))).toBe(false);
+    const trained = captureIO(tmp);
+    const on = run('ckpt-on', { gradient_checkpointing: true });
+    expect(await runCli(['train', '--config', on], trained), trained.err).toBe(0);
+  });
+
   it('--merge needs --adapter; --help', async () => {
     const io = captureIO(tmp);
     expect(await runCli(['export', '--model', model, '--out', join(tmp, 'x'), '--merge'], io)).toBe(

@@ -55,6 +55,7 @@ export {
 } from './run/checkpoint.js';
 // Trainers (TRL's names): GRPO over agent rollouts, SFT, their configs and the policy they update.
 export {
+  checkArtifactsCheckpointing,
   checkSftConfig,
   type GRPOConfig,
   type GRPOConfigInput,

@@ -138,7 +138,7 @@ describe('gradient_checkpointing', () => {
     expect(ConfigError.isInstance(err)).toBe(true);
     expect((err as ConfigError).key).toBe('gradient_checkpointing');
     expect((err as ConfigError).hint).toMatch(
-      /rebuild the artifacts with gradientCheckpointing: true/,
+      /rebuild the artifacts with it on \(flowgrpo export with --gradient-checkpointing/,
     );
     expect(existsSync(refusedOut)).toBe(false);
 

@@ -47,6 +47,9 @@ const usage = `Usage:
   --use-rslora           alpha/√r scaling
   --graphs LIST          graphs to build (default: all that apply)
   --max-positions N      rows of the RoPE tables (default min(max_position_embeddings, 32768))
+  --gradient-checkpointing
+                         the train_step graph recomputes each layer in its backward (a run
+                         config's gradient_checkpointing: true needs artifacts built with it)
   --dtype D              --merge: float32 | bfloat16 | float16 (default: the model's torch_dtype)
   --overwrite            replace an existing --out (never the --model or --adapter folder,
                          nor one that holds or lies in them)`;
@@ -201,6 +204,11 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
       throw new UsageError(`unknown graph '${g}' (known: ${ALL_GRAPHS.join(', ')})`);
   if (graphs?.includes('train_step') && !lora)
     throw new UsageError('the train_step graph needs LoRA (--adapter or --lora-r)');
+  const gradientCheckpointing = args.values['gradient-checkpointing'] === true;
+  if (gradientCheckpointing && (!lora || (graphs && !graphs.includes('train_step'))))
+    throw new UsageError(
+      '--gradient-checkpointing changes the train_step graph only: it needs LoRA (--adapter or --lora-r) and train_step among --graphs',
+    );
   const maxPositions = numberOption(args, 'max-positions');
   const weights = await loadHfModel(model);
   const created = !existsSync(out);
@@ -210,6 +218,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
       ...(lora && { lora }),
       ...(graphs && { graphs }),
       maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
+      gradientCheckpointing,
     });
   } catch (e) {
     // A folder this call created holds only a partial build (a full disk, say): not left behind.
@@ -217,7 +226,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     throw systemError(e, { what: '--out', path: out }) ?? e;
   }
   io.stdout(
-    `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
+    `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}${manifest.gradientCheckpointing ? '; gradient checkpointing' : ''}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
   );
   return 0;
 }
@@ -238,6 +247,7 @@ export const exportCommand: Command = {
     'use-rslora': { type: 'boolean' },
     graphs: { type: 'string' },
     'max-positions': { type: 'string' },
+    'gradient-checkpointing': { type: 'boolean' },
     overwrite: { type: 'boolean' },
   },
   run: (args, io) => exportModel(args, io),

@@ -1,10 +1,5 @@
 import { ConfigError } from '@flowgrpo/core';
-import {
-  type ArtifactsManifest,
-  LORA_TARGET_MODULES,
-  type LoraConfig,
-  loraFitsBuilt,
-} from '@flowgrpo/models';
+import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '@flowgrpo/models';
 import { z } from 'zod';
 import { AlarmsConfigSchema } from './alarms.js';
 import { CurriculumSchema } from './query-sampler.js';
@@ -362,27 +357,24 @@ export function policyOptions(
 }
 
 /**
- * The run's `lora` must be the one the artifacts were built with (rank, scaling — alpha and
- * use_rslora — and target modules): the graphs take LoRA tensors of those shapes and that scale.
- */
-/**
  * The config's gradient_checkpointing is the artifacts' train_step graph's (it is built in): a
  * mismatch is refused with how to rebuild them, rather than run with the other memory profile.
  */
-export function checkArtifactsCheckpointing(
-  wanted: boolean,
-  built: ArtifactsManifest['gradientCheckpointing'],
-): void {
+export function checkArtifactsCheckpointing(wanted: boolean, built: boolean | undefined): void {
   if (wanted === (built === true)) return;
   throw new ConfigError(
     `gradient_checkpointing: ${wanted}, but the artifacts' train_step graph was built ${built ? 'with' : 'without'} it`,
     { key: 'gradient_checkpointing' },
     {
-      hint: `rebuild the artifacts with gradientCheckpointing: ${wanted} (buildTrainingArtifacts; flowgrpo train builds them from its config), or set gradient_checkpointing: ${!wanted}`,
+      hint: `rebuild the artifacts with it ${wanted ? 'on' : 'off'} (flowgrpo export ${wanted ? 'with' : 'without'} --gradient-checkpointing, or buildTrainingArtifacts' gradientCheckpointing; flowgrpo train builds them from its config when the model is a HF folder), or set gradient_checkpointing: ${!wanted}`,
     },
   );
 }
 
+/**
+ * The run's `lora` must be the one the artifacts were built with (rank, scaling — alpha and
+ * use_rslora — and target modules): the graphs take LoRA tensors of those shapes and that scale.
+ */
 export function checkArtifactsLora(
   l: z.output<typeof LoraOptionsSchema>,
   built: (LoraConfig & { scaling: number }) | undefined,
