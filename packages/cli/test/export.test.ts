@@ -287,6 +287,10 @@ describe('flowgrpo export', () => {
     const noLora = ['export', '--model', model, '--out', join(tmp, 'no-lora')];
     expect(await runCli([...noLora, '--gradient-checkpointing'], bare)).toBe(2);
     expect(bare.err).toContain('--gradient-checkpointing changes the train_step graph only');
+    const merged = captureIO(tmp);
+    const merge = ['--out', join(tmp, 'merged-ck'), '--merge', '--gradient-checkpointing'];
+    expect(await runCli([...args.slice(0, 5), ...merge], merged)).toBe(2);
+    expect(merged.err).toContain('--merge writes a HF folder');
     // A run on them without the key is refused, naming the flag; with it, it trains.
     const run = (name: string, extra: object) =>
       writeConfig(

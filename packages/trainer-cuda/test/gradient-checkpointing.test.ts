@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
 import {
   createTinyQwen2,
+  type DecoderConfig,
   initTinyWeights,
   LORA_TARGET_MODULES,
   readArtifactsManifest,
@@ -124,6 +125,35 @@ describe('gradient_checkpointing', () => {
     }
   }, 300_000);
 
+  it('the same bits with q/k norms, o and MLP biases and an untied head (Qwen3-style layers)', async () => {
+    const qwen3: DecoderConfig = {
+      ...tinyQwen2Config({ seed: 0, hiddenSize: 64, layers: 3, heads: 4, kvHeads: 2 }),
+      modelType: 'qwen3',
+      qkvBias: false,
+      qkNorm: true,
+      oBias: true,
+      mlpBias: true,
+      tieWordEmbeddings: false,
+    };
+    const weights = initTinyWeights(qwen3, 2);
+    const values = async (checkpointing: boolean) => {
+      const dir = join(tmp, `qwen3-${checkpointing}`);
+      buildTrainingArtifacts(weights, dir, {
+        lora,
+        graphs: ['train_step'],
+        maxPositions: 64,
+        gradientCheckpointing: checkpointing,
+      });
+      const outputs = join(tmp, `qwen3-${checkpointing}.json`);
+      await measureTrainStepPeak(join(dir, 'train_step.onnx'), 2, 64, qwen3.vocabSize, { outputs });
+      return JSON.parse(readFileSync(outputs, 'utf8')) as Record<string, number[]>;
+    };
+    const kept = await values(false);
+    const recomputed = await values(true);
+    expect(Object.keys(recomputed).sort()).toEqual(Object.keys(kept).sort());
+    for (const [name, v] of Object.entries(kept)) expect(recomputed[name], name).toEqual(v);
+  }, 300_000);
+
   it('a GRPO run with it logs the metrics of the run without it; artifacts built the other way are refused', async () => {
     const root = join(tmp, 'grpo');
     const byDefault = join(root, 'default');
@@ -180,6 +210,7 @@ describe('gradient_checkpointing', () => {
     });
     const run = async (name: string, gradient_checkpointing: boolean) => {
       const out = join(tmp, 'full', name);
+      const graph = join(out, 'graphs', 'train_step.onnx');
       await new SFTTrainer({
         config: {
           output_dir: out,
@@ -197,6 +228,10 @@ describe('gradient_checkpointing', () => {
           { text: 'and a third example to learn' },
         ],
       }).train();
+      // The graph the trainer built for itself recomputes its layers exactly when asked to.
+      expect(readFileSync(graph).includes('layer0.recompute.grad'), graph).toBe(
+        gradient_checkpointing,
+      );
       return metricsOf(out);
     };
     const kept = await run('kept', false);
@@ -244,7 +279,7 @@ describe('gradient_checkpointing', () => {
     const err = thrownSync(() => checkGrpoMemory(c, facts, available));
     expect(InsufficientMemoryError.isInstance(err)).toBe(true);
     expect((err as InsufficientMemoryError).hint).toMatch(
-      /^set gradient_checkpointing: true \(each layer's activations recomputed in the backward, one more forward per step: that fits\)/,
+      /^set gradient_checkpointing: true \(each layer's activations recomputed in the backward, one more forward per step; artifacts built without it are rebuilt with flowgrpo export --gradient-checkpointing: that fits\)/,
     );
     expect(checkGrpoMemory({ ...c, gradient_checkpointing: true }, facts, available).bytes).toBe(
       recomputed,

@@ -243,9 +243,10 @@ describe('frozen weights held once', () => {
     );
 
     // Neither switch alone fits: a budget of 4,096 tokens (8 rows of 456; a row's activations are
-    // ~1.9 GB here) against 1 GiB over the shared run at 512 — more than sharing saves (2.1 GiB),
-    // and the frozen weights' prepacked copies stay over it with the activations recomputed
-    // (gradient_checkpointing). Both switches together fit.
+    // ~1.9 GB here) against 1 GiB over the shared run at 512. The 4,096-token run exceeds that by
+    // far more than sharing saves (2.1 GiB), and with the activations recomputed
+    // (gradient_checkpointing) the frozen weights' prepacked copies still keep it over. Both
+    // switches together fit.
     const wide = { ...c, max_tokens_per_microbatch: 4096 };
     const between = sharedBytes + 2 ** 30;
     const at = (o: object, bytes = 2 ** 40) =>

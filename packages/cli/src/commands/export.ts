@@ -162,6 +162,8 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
 
   if (args.values.merge === true) {
     if (!adapterDir) throw new UsageError('--merge needs --adapter');
+    if (args.values['gradient-checkpointing'] === true)
+      throw new UsageError('--gradient-checkpointing builds artifacts; --merge writes a HF folder');
     const dtypeArg = stringOption(args, 'dtype');
     if (dtypeArg !== undefined && !DTYPES[dtypeArg])
       throw new UsageError(`--dtype must be ${Object.keys(DTYPES).join(', ')}, got '${dtypeArg}'`);

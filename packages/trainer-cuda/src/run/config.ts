@@ -335,6 +335,7 @@ export function policyOptions(
     GRPOConfig,
     | 'intra_op_threads'
     | 'share_frozen_weights'
+    | 'gradient_checkpointing'
     | 'adam_beta1'
     | 'adam_beta2'
     | 'adam_epsilon'
@@ -345,6 +346,7 @@ export function policyOptions(
   return {
     ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
     ...(c.share_frozen_weights && { prepackWeights: false }),
+    gradientCheckpointing: c.gradient_checkpointing,
     optimizer: {
       beta1: c.adam_beta1,
       beta2: c.adam_beta2,

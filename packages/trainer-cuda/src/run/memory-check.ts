@@ -170,7 +170,7 @@ const SWITCHES: readonly { key: keyof MemorySwitches; why: string }[] = [
   { key: 'share_frozen_weights', why: 'one mapped copy of the frozen weights' },
   {
     key: 'gradient_checkpointing',
-    why: "each layer's activations recomputed in the backward, one more forward per step",
+    why: "each layer's activations recomputed in the backward, one more forward per step; artifacts built without it are rebuilt with flowgrpo export --gradient-checkpointing",
   },
 ];
 
@@ -178,8 +178,9 @@ const SWITCHES: readonly { key: keyof MemorySwitches; why: string }[] = [
  * The fixes of a refused run. First the switches that are off (share_frozen_weights,
  * gradient_checkpointing: they change no result beyond float32 rounding, only the step's speed),
  * each that alone makes the run fit, else both when together they do; then each knob that fits
- * alone (`knobs`, under the config's own switches); when none does, the knobs that fit with the
- * switches on, as pairs; else `fallback`. `switches`: those the run may take.
+ * alone (`knobs`, under the config's own switches); when none does, the knobs that fit with both
+ * switches on, then with each alone, as pairs; else `fallback`. `switches`: those the run may
+ * take.
  */
 function fixesWithSwitches<O extends MemorySwitches>(
   c: O,
@@ -199,9 +200,14 @@ function fixesWithSwitches<O extends MemorySwitches>(
       : [];
   const alone = knobs(fits);
   if (named.length || alone.length) return [...named, ...alone];
-  const paired = off.length
-    ? knobs((o) => fits({ ...o, ...on(off) })).map((fix) => `${setting(off)} and ${fix}`)
-    : [];
+  const pairedWith = (ss: typeof off) =>
+    knobs((o) => fits({ ...o, ...on(ss) })).map((fix) => `${setting(ss)} and ${fix}`);
+  // Both switches first (they cost speed only), then each alone, whose knob may cost more
+  // (a shorter completion changes what is learnt).
+  const paired = [
+    ...(off.length > 1 ? pairedWith(off) : []),
+    ...off.flatMap((s) => pairedWith([s])),
+  ];
   return orFallback(paired, fallback);
 }
 
@@ -311,8 +317,7 @@ export function checkSftMemory(
   const available = availableOf(availableBytes);
   const est = (o: Partial<SftMemoryConfig>) => estimateMemory(sftMemoryShape({ ...c, ...o }, f));
   const fits = (o: Partial<SftMemoryConfig>) => est(o).bytes <= available.bytes;
-  const fallback =
-    'no smaller micro-batch or length fits: use a smaller model or a machine with more memory (frozen weights are float32)';
+  const fallback = `no smaller micro-batch or length fits: use a smaller model or a machine with more memory (${c.use_peft ? 'frozen weights are' : 'every weight is'} float32)`;
   // Full fine-tuning (use_peft: false) has no frozen weights to share (checkSftConfig refuses
   // the key there): only checkpointing is named.
   const switches = c.use_peft ? SWITCHES : SWITCHES.filter((s) => s.key !== 'share_frozen_weights');

@@ -325,7 +325,6 @@ export class SFTTrainer {
           dir: run.path('graphs'),
           ...(params && { params }),
           maxPositions: c.max_length + 1,
-          gradientCheckpointing: c.gradient_checkpointing,
         })
       : await LoraPolicy.open({ ...common, artifacts: o.artifacts!, params: params! });
     // A full fine-tuning checkpoint is a complete HF folder: the tokenizer goes with it.

@@ -35,7 +35,7 @@ import {
 } from '../graphs/train-step-graph.js';
 import { TrainLoopError } from '../optimizer-step/errors.js';
 import { TrainStepRunner, type TrainStepState } from '../optimizer-step/train-step-runner.js';
-import type { GRPOConfig } from '../run/config.js';
+import { checkArtifactsCheckpointing, type GRPOConfig } from '../run/config.js';
 import {
   packMicroBatches,
   perTargetFeed,
@@ -66,6 +66,11 @@ export interface LoraPolicyOptions {
   intraOpThreads?: number;
   /** false: the two sessions share the mapped frozen weights, unpacked (CreateSessionOptions). */
   prepackWeights?: boolean;
+  /**
+   * The run's gradient_checkpointing: `open` refuses artifacts whose train_step was built the
+   * other way (left out: whichever they hold); `openFull` builds its train_step with it.
+   */
+  gradientCheckpointing?: boolean;
   /** AdamW (torch semantics) and global-norm clipping. */
   optimizer?: {
     beta1?: number;
@@ -195,6 +200,10 @@ export class LoraPolicy {
       throw new TrainLoopError(
         `${o.artifacts} has no LoRA train_step and logprobs graphs; build the artifacts with a LoRA config`,
       );
+    // Every trainer opens its policy here (GRPO, SFT, the gateway's): GRPO and SFT have refused
+    // a mismatch already, before output_dir; this covers every caller.
+    if (o.gradientCheckpointing !== undefined)
+      checkArtifactsCheckpointing(o.gradientCheckpointing, manifest.gradientCheckpointing);
     const specs = loraParamSpecs(manifest.config, manifest.lora).map((s) => ({
       name: s.name,
       shape: [...s.shape],
@@ -216,8 +225,6 @@ export class LoraPolicy {
       dir: string;
       params?: LoraParams;
       maxPositions?: number;
-      /** The train_step graph recomputes each layer's activations in its backward. */
-      gradientCheckpointing?: boolean;
     },
   ): Promise<LoraPolicy> {
     const graphs = buildFullTrainingGraphs(o.weights, o.dir, {

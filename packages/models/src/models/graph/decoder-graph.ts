@@ -275,7 +275,7 @@ export function decoderForward(
     // graph inputs, the inputs of its recomputation's gradient.
     const trained = new Set<Value>();
     const seen = (v: Value) => {
-      if (b.graph.inputs.includes(v)) trained.add(v);
+      if (options.recompute && b.graph.inputs.includes(v)) trained.add(v);
       return v;
     };
     const weights: LayerWeights = {
@@ -297,8 +297,8 @@ export function decoderForward(
         outputs: [out.y],
         vjp: ({ b, gy, needs }) => {
           const g = gy[0]!;
-          // Zeros shaped like the incoming gradient added to the layer's input: no bit changes,
-          // and the data dependence makes ORT run the recomputation after the layers above have
+          // Zeros shaped like the incoming gradient added to the layer's input: no value changes
+          // (−0 becomes +0, which no op here tells apart), and the data dependence makes ORT run the recomputation after the layers above have
           // been differentiated, not in the forward (where it would keep the activations alive).
           const xAgain = b.add(input, b.zerosLike(g));
           // Copies of the trained tensors: the inner gradient reaches only the recomputed nodes.
