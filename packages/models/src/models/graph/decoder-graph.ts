@@ -194,10 +194,13 @@ export function decoderForward(
 
   const w = (name: string) => baseWeight(b, base, name);
 
-  /** RMSNorm over the last axis: x / √(mean(x²) + eps) · weight. */
-  const rmsNorm = (x: Value, weight: Value): Value => {
+  /**
+   * RMSNorm over the last axis: x / √(mean(x²) + eps) · weight. The weight is looked up last, so
+   * that the graph is built value for value (names included) as before layers were recomputable.
+   */
+  const rmsNorm = (x: Value, weight: () => Value): Value => {
     const ms = b.reduceMean(b.mul(x, x), [-1], true);
-    return b.mul(b.div(x, b.sqrt(b.add(ms, c.rmsNormEps))), weight);
+    return b.mul(b.div(x, b.sqrt(b.add(ms, c.rmsNormEps))), weight());
   };
 
   // Token embeddings, [B, T, hidden].
@@ -220,10 +223,13 @@ export function decoderForward(
   /** Layer l on the residual stream x [B·T, hidden] → its output and K/V [B, nkv, S, d]. */
   const layer = (l: number, x: Value, p: LayerWeights) => {
     const n = layerTensorNames(l);
-    const opt = (has: boolean, name: string) => (has ? p.weight(name) : undefined);
     /** y = x·Wᵀ (+ bias) (+ lora_scale · scaling · (x·Aᵀ)·Bᵀ), x 2-D [rows, in]. */
-    const linear = (x: Value, weight: string, bias: Value | undefined, m: LoraTargetModule) => {
-      const y = b.gemm(x, p.weight(weight), bias, { transB: true });
+    const linear = (x: Value, weight: string, bias: string | undefined, m: LoraTargetModule) => {
+      // The weight before the bias, as before layers were recomputable: the same graph inputs
+      // in the same order (full fine-tuning's parameters) and the same value names.
+      const y = b.gemm(x, p.weight(weight), bias === undefined ? undefined : p.weight(bias), {
+        transB: true,
+      });
       const adapter = p.adapter(m);
       if (!adapter || !lora) return y;
       const down = b.gemm(x, adapter.a, undefined, { transB: true });
@@ -232,13 +238,13 @@ export function decoderForward(
     };
 
     // Attention: q, k, v projections, RoPE, the KV cache.
-    const h = rmsNorm(x, p.weight(n.inputNorm));
-    let q = heads(linear(h, n.qProj, opt(c.qkvBias, n.qBias), 'q_proj'), nh);
-    let k = heads(linear(h, n.kProj, opt(c.qkvBias, n.kBias), 'k_proj'), nkv);
-    const v0 = heads(linear(h, n.vProj, opt(c.qkvBias, n.vBias), 'v_proj'), nkv);
+    const h = rmsNorm(x, () => p.weight(n.inputNorm));
+    let q = heads(linear(h, n.qProj, c.qkvBias ? n.qBias : undefined, 'q_proj'), nh);
+    let k = heads(linear(h, n.kProj, c.qkvBias ? n.kBias : undefined, 'k_proj'), nkv);
+    const v0 = heads(linear(h, n.vProj, c.qkvBias ? n.vBias : undefined, 'v_proj'), nkv);
     if (c.qkNorm) {
-      q = rmsNorm(q, p.weight(n.qNorm));
-      k = rmsNorm(k, p.weight(n.kNorm));
+      q = rmsNorm(q, () => p.weight(n.qNorm));
+      k = rmsNorm(k, () => p.weight(n.kNorm));
     }
     q = b.transpose(rope(q), [0, 2, 1, 3]); // [B, nh, T, d]
     k = b.transpose(rope(k), [0, 2, 1, 3]); // [B, nkv, T, d]
@@ -255,14 +261,14 @@ export function decoderForward(
     const probs = b.softmax(b.add(scores, attnBias), -1);
     const att = b.matmul(probs, v); // [B, nkv, g·T, d]
     const merged = mergeHeads(b, b.reshape(att, [0, nh, -1, 0]), nh, hd); // [B·T, nh·d]
-    const x1 = b.add(x, linear(merged, n.oProj, opt(c.oBias, n.oBias), 'o_proj'));
+    const x1 = b.add(x, linear(merged, n.oProj, c.oBias ? n.oBias : undefined, 'o_proj'));
 
     // MLP: SwiGLU, down(silu(gate(h)) · up(h)).
-    const h2 = rmsNorm(x1, p.weight(n.postAttentionNorm));
-    const gate = linear(h2, n.gateProj, opt(c.mlpBias, n.gateBias), 'gate_proj');
-    const up = linear(h2, n.upProj, opt(c.mlpBias, n.upBias), 'up_proj');
+    const h2 = rmsNorm(x1, () => p.weight(n.postAttentionNorm));
+    const gate = linear(h2, n.gateProj, c.mlpBias ? n.gateBias : undefined, 'gate_proj');
+    const up = linear(h2, n.upProj, c.mlpBias ? n.upBias : undefined, 'up_proj');
     const act = b.mul(b.mul(gate, b.sigmoid(gate)), up);
-    const down = linear(act, n.downProj, opt(c.mlpBias, n.downBias), 'down_proj');
+    const down = linear(act, n.downProj, c.mlpBias ? n.downBias : undefined, 'down_proj');
     return { y: b.add(x1, down), key: k, value: v };
   };
 
