@@ -33,7 +33,8 @@ import {
   SFTTrainer,
 } from '../src/index.js';
 import { measureTrainStepPeak } from './support/measure-train-step-peak.js';
-import { LORA, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
+import { QWEN05_FACTS, QWEN05_GRPO } from './support/qwen05-preflight.js';
+import { LORA, metricsOf, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-checkpointing-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -54,17 +55,6 @@ const config = tinyQwen2Config({
 });
 const B = 4;
 const T = 512;
-
-/** The metrics a run logged, step by step (the values that depend on the gradients). */
-function metricsOf(out: string) {
-  return readFileSync(join(out, 'metrics.jsonl'), 'utf8')
-    .trim()
-    .split('\n')
-    .map((l) => {
-      const { loss, grad_norm, reward, step } = JSON.parse(l) as Record<string, unknown>;
-      return { step, loss, grad_norm, reward };
-    });
-}
 
 describe('gradient_checkpointing', () => {
   it('the same step to the bit, under 0.6× the peak; the estimate within 25% either way', async () => {
@@ -242,32 +232,8 @@ describe('gradient_checkpointing', () => {
   it('the preflight names it when it alone makes the run fit', () => {
     // Qwen2.5-0.5B's shape at 4,096 tokens a micro-batch, rollouts on a server: the activations
     // (~16 GB of the ~21 GiB) dominate.
-    const qwen = tinyQwen2Config({
-      seed: 0,
-      vocabSize: 151936,
-      hiddenSize: 896,
-      layers: 24,
-      heads: 14,
-      kvHeads: 2,
-      intermediateSize: 4864,
-      maxPositionEmbeddings: 2048,
-    });
-    const facts = {
-      config: qwen,
-      lora: { r: 16, targetModules: LORA_TARGET_MODULES },
-      headChunk: 16384,
-      maxPositions: 2048,
-      promptTokens: 200,
-      localRollouts: false,
-    };
-    const c = {
-      max_tokens_per_microbatch: 4096,
-      max_completion_length: 256,
-      max_turns: 1,
-      num_generations: 8,
-      queries_per_step: 8,
-      rollout_concurrency: 64,
-    };
+    const facts = QWEN05_FACTS;
+    const c = { ...QWEN05_GRPO, max_tokens_per_microbatch: 4096 };
     const kept = checkGrpoMemory(c, facts, 2 ** 40).bytes;
     const recomputed = checkGrpoMemory(
       { ...c, gradient_checkpointing: true },

@@ -42,7 +42,8 @@ import {
 } from '../src/index.js';
 import { policyOptions } from '../src/run/config.js';
 import { measureTrainStepPeak } from './support/measure-train-step-peak.js';
-import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
+import { QWEN05_FACTS, QWEN05_GRPO } from './support/qwen05-preflight.js';
+import { metricsOf, tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-shared-weights-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -173,13 +174,7 @@ describe('frozen weights held once', () => {
         extra.share_frozen_weights === true,
       );
       await trainer.train();
-      return readFileSync(join(out, 'metrics.jsonl'), 'utf8')
-        .trim()
-        .split('\n')
-        .map((l) => {
-          const { loss, grad_norm, reward, step } = JSON.parse(l) as Record<string, unknown>;
-          return { step, loss, grad_norm, reward };
-        });
+      return metricsOf(out);
     };
     const byDefault = await metrics('default', {});
     const shared = await metrics('shared', { share_frozen_weights: true });
@@ -201,32 +196,8 @@ describe('frozen weights held once', () => {
   it('the preflight names share_frozen_weights when it alone makes the run fit', () => {
     // Qwen2.5-0.5B's shape (24 layers, 896 wide, vocabulary 151,936 in chunks), rollouts on a
     // server: the frozen weights dominate the estimate.
-    const qwen = tinyQwen2Config({
-      seed: 0,
-      vocabSize: 151936,
-      hiddenSize: 896,
-      layers: 24,
-      heads: 14,
-      kvHeads: 2,
-      intermediateSize: 4864,
-      maxPositionEmbeddings: 2048,
-    });
-    const facts = {
-      config: qwen,
-      lora: { r: 16, targetModules: LORA_TARGET_MODULES },
-      headChunk: 16384,
-      maxPositions: 2048,
-      promptTokens: 200,
-      localRollouts: false,
-    };
-    const c = {
-      max_tokens_per_microbatch: 512,
-      max_completion_length: 256,
-      max_turns: 1,
-      num_generations: 8,
-      queries_per_step: 8,
-      rollout_concurrency: 64,
-    };
+    const facts = QWEN05_FACTS;
+    const c = QWEN05_GRPO;
     const unshared = checkGrpoMemory(c, facts, 2 ** 40).bytes;
     const sharedBytes = checkGrpoMemory({ ...c, share_frozen_weights: true }, facts, 2 ** 40).bytes;
     // Prepacked: train_step 2× the projections + 1× the head's chunks, logprobs 1× + 1×; shared:

@@ -1,6 +1,6 @@
 // A tiny, fully deterministic GRPO setup on the embedded demo task, shared by the trainer tests
 // and by the child process that the resume test kills with SIGKILL.
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RolloutAgent } from '@flowgrpo/agent';
 import { createTinyQwen2 } from '@flowgrpo/models';
@@ -100,6 +100,17 @@ export const quoteReward: RewardFunction<object> = {
     return { score: text.length === 0 ? 0 : quotes / text.length, details: {} };
   },
 };
+
+/** The metrics a run in `out` logged, step by step: the values that depend on the gradients. */
+export function metricsOf(out: string) {
+  return readFileSync(join(out, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => {
+      const { loss, grad_norm, reward, step } = JSON.parse(l) as Record<string, unknown>;
+      return { step, loss, grad_norm, reward };
+    });
+}
 
 /** Drops what differs between two runs of the same steps: wall-clock timings. */
 export function comparable(record: Record<string, unknown>): Record<string, unknown> {

@@ -1,0 +1,31 @@
+// Shared by the tests of the memory preflight's switches (shared-weights, gradient-checkpointing):
+// a Qwen2.5-0.5B-shaped GRPO run (24 layers, 896 wide, vocabulary 151,936 in chunks) with rollouts
+// on a server, and the GRPO keys the estimate reads (one micro-batch of 512 tokens).
+import { LORA_TARGET_MODULES, tinyQwen2Config } from '@flowgrpo/models';
+
+export const QWEN05_FACTS = {
+  config: tinyQwen2Config({
+    seed: 0,
+    vocabSize: 151936,
+    hiddenSize: 896,
+    layers: 24,
+    heads: 14,
+    kvHeads: 2,
+    intermediateSize: 4864,
+    maxPositionEmbeddings: 2048,
+  }),
+  lora: { r: 16, targetModules: LORA_TARGET_MODULES },
+  headChunk: 16384,
+  maxPositions: 2048,
+  promptTokens: 200,
+  localRollouts: false,
+};
+
+export const QWEN05_GRPO = {
+  max_tokens_per_microbatch: 512,
+  max_completion_length: 256,
+  max_turns: 1,
+  num_generations: 8,
+  queries_per_step: 8,
+  rollout_concurrency: 64,
+};
