@@ -6,12 +6,19 @@ import {
   type ArtifactsManifest,
   type DecoderGraphKind,
   type LoraConfig,
+  loadDecoderConfig,
   loadDecoderModel,
   loadTokenizer,
+  type ProjectionDtype,
   readArtifactsManifest,
   type Tokenizer,
 } from '@flowgrpo/models';
-import { buildTrainingArtifacts, type LoraOptionsSchema } from '@flowgrpo/trainer';
+import {
+  type BaseWeightsDtypeKey,
+  buildTrainingArtifacts,
+  type LoraOptionsSchema,
+  resolveBaseWeightsDtype,
+} from '@flowgrpo/trainer';
 import type { z } from 'zod';
 
 // What `--model` / `model` may name: an artifacts directory (used as it is) or a HF model folder
@@ -58,6 +65,7 @@ function stampOf(
     graphs?: readonly DecoderGraphKind[];
     maxPositions?: number;
     gradientCheckpointing?: boolean;
+    baseWeightsDtype?: ProjectionDtype;
   },
 ) {
   const files = readdirSync(modelDir)
@@ -75,6 +83,8 @@ function stampOf(
     maxPositions: o.maxPositions ?? null,
     // Only when on: folders built before the option keep their stamp.
     ...(o.gradientCheckpointing && { gradientCheckpointing: true }),
+    ...(o.baseWeightsDtype &&
+      o.baseWeightsDtype !== 'float32' && { baseWeightsDtype: o.baseWeightsDtype }),
   };
 }
 
@@ -91,12 +101,21 @@ export async function ensureArtifacts(
     maxPositions?: number;
     /** The train_step graph recomputes each layer's activations (config gradient_checkpointing). */
     gradientCheckpointing?: boolean;
+    /** The config's base_weights_dtype ('auto': the checkpoint's torch_dtype; see resolveBaseWeightsDtype). */
+    baseWeightsDtype?: BaseWeightsDtypeKey;
+    /** The device the run's sessions open on (base_weights_dtype 'auto' is float32 on WebGPU). */
+    device?: string;
     log?: (line: string) => void;
   },
 ): Promise<{ dir: string; manifest: ArtifactsManifest; built: boolean }> {
   if (modelKind(model) === 'artifacts')
     return { dir: model, manifest: readArtifactsManifest(model), built: false };
-  const stamp = JSON.stringify(stampOf(model, o));
+  const baseWeightsDtype = resolveBaseWeightsDtype(
+    o.baseWeightsDtype ?? 'float32',
+    (await loadDecoderConfig(model)).torchDtype,
+    o.device,
+  );
+  const stamp = JSON.stringify(stampOf(model, { ...o, baseWeightsDtype }));
   const stampFile = join(dir, STAMP);
   if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) {
     try {
@@ -115,6 +134,7 @@ export async function ensureArtifacts(
       ...(o.graphs && { graphs: o.graphs }),
       maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
       gradientCheckpointing: o.gradientCheckpointing,
+      baseWeightsDtype,
     });
     writeFileSync(stampFile, stamp);
     return { dir, manifest, built: true };

@@ -16,6 +16,7 @@ import {
   ExecutionProviderUnavailableError,
   type LoraTargetModule,
   loadDecoderConfig,
+  type ProjectionDtype,
   policyPromptIds,
   readArtifactsManifest,
   type Tokenizer,
@@ -24,6 +25,7 @@ import {
 } from '@flowgrpo/models';
 import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flowgrpo/tools';
 import {
+  checkArtifactsBaseWeights,
   checkArtifactsCheckpointing,
   checkGrpoMemory,
   checkSftMemory,
@@ -33,6 +35,7 @@ import {
   outputDirProblems,
   outputOverlaps,
   type RunInput,
+  resolveBaseWeightsDtype,
   type SFTConfig,
   type SFTExample,
   sftRows,
@@ -220,6 +223,10 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
         plan.memory.config.gradient_checkpointing,
         model.artifacts.gradientCheckpointing,
       );
+      checkArtifactsBaseWeights(
+        plan.memory.config.base_weights_dtype,
+        model.artifacts.baseWeightsDtype,
+      );
     } catch (e) {
       problem(e, 'model');
     }
@@ -341,6 +348,7 @@ function memoryEstimate(
     lora: artifacts ? artifacts.lora : lora(memory.config.lora),
     headChunk: artifacts ? artifacts.headChunk : vocabChunks(config.vocabSize).size,
     maxPositions: model.maxPositions,
+    halfProjections: model.halfProjections,
   };
   if (memory.trainer === 'sft')
     return checkSftMemory(
@@ -491,10 +499,13 @@ interface ModelFacts {
   config: DecoderConfig;
   vocabSize: number;
   maxPositions: number;
+  /** The projections are (or a build would put them) in half precision: base_weights_dtype. */
+  halfProjections: boolean;
   artifacts?: {
     lora: { r: number; targetModules: readonly LoraTargetModule[] } | undefined;
     headChunk: number;
     gradientCheckpointing: boolean;
+    baseWeightsDtype: ProjectionDtype | undefined;
   };
 }
 
@@ -516,7 +527,9 @@ async function modelFacts(plan: PreflightPlan): Promise<ModelFacts> {
         lora: m.lora,
         headChunk: m.vocabChunks?.size ?? m.config.vocabSize,
         gradientCheckpointing: m.gradientCheckpointing === true,
+        baseWeightsDtype: m.baseWeightsDtype,
       },
+      halfProjections: m.baseWeightsDtype !== undefined,
     };
   }
   const config = await loadDecoderConfig(plan.model);
@@ -525,6 +538,13 @@ async function modelFacts(plan: PreflightPlan): Promise<ModelFacts> {
     vocabSize: config.vocabSize,
     // As ensureArtifacts builds them (model-artifacts.ts).
     maxPositions: plan.maxPositions ?? Math.min(config.maxPositionEmbeddings, 32768),
+    halfProjections:
+      plan.memory !== undefined &&
+      resolveBaseWeightsDtype(
+        plan.memory.config.base_weights_dtype,
+        config.torchDtype,
+        plan.device,
+      ) !== 'float32',
   };
 }
 

@@ -98,6 +98,7 @@ export { UnsupportedArchitectureError, WeightsMismatchError } from './models/err
 // your own over the same weights) is built from.
 export {
   type BaseWeights,
+  type ProjectionDtype,
   ROPE_COS,
   ROPE_SIN,
   ropeTables,

@@ -55,6 +55,8 @@ export {
 } from './run/checkpoint.js';
 // Trainers (TRL's names): GRPO over agent rollouts, SFT, their configs and the policy they update.
 export {
+  type BaseWeightsDtypeKey,
+  checkArtifactsBaseWeights,
   checkArtifactsCheckpointing,
   checkSftConfig,
   type GRPOConfig,
@@ -62,6 +64,7 @@ export {
   GRPOConfigSchema,
   LoraOptionsSchema,
   parseConfig,
+  resolveBaseWeightsDtype,
   type SFTConfig,
   type SFTConfigInput,
   SFTConfigSchema,

@@ -16,7 +16,11 @@ import {
   saveHfModel,
   type WeightDType,
 } from '@flowgrpo/models';
-import { buildTrainingArtifacts } from '@flowgrpo/trainer';
+import {
+  type BaseWeightsDtypeKey,
+  buildTrainingArtifacts,
+  resolveBaseWeightsDtype,
+} from '@flowgrpo/trainer';
 import {
   type CliIO,
   type Command,
@@ -50,6 +54,9 @@ const usage = `Usage:
   --gradient-checkpointing
                          the train_step graph recomputes each layer in its backward (a run
                          config's gradient_checkpointing: true needs artifacts built with it)
+  --base-weights-dtype D the layers' projection matrices in weights.data and in memory: auto |
+                         float32 | bfloat16 | float16 (default auto: the model's torch_dtype;
+                         a run config's base_weights_dtype, when not auto, must match)
   --dtype D              --merge: float32 | bfloat16 | float16 (default: the model's torch_dtype)
   --overwrite            replace an existing --out (never the --model or --adapter folder,
                          nor one that holds or lies in them)`;
@@ -164,6 +171,10 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     if (!adapterDir) throw new UsageError('--merge needs --adapter');
     if (args.values['gradient-checkpointing'] === true)
       throw new UsageError('--gradient-checkpointing builds artifacts; --merge writes a HF folder');
+    if (args.values['base-weights-dtype'] !== undefined)
+      throw new UsageError(
+        '--base-weights-dtype builds artifacts; --merge writes a HF folder (--dtype)',
+      );
     const dtypeArg = stringOption(args, 'dtype');
     if (dtypeArg !== undefined && !DTYPES[dtypeArg])
       throw new UsageError(`--dtype must be ${Object.keys(DTYPES).join(', ')}, got '${dtypeArg}'`);
@@ -211,6 +222,15 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     throw new UsageError(
       '--gradient-checkpointing changes the train_step graph only: it needs LoRA (--adapter or --lora-r) and train_step among --graphs',
     );
+  const dtypeKey = stringOption(args, 'base-weights-dtype') ?? 'auto';
+  if (!['auto', ...Object.keys(DTYPES)].includes(dtypeKey))
+    throw new UsageError(
+      `--base-weights-dtype must be auto, ${Object.keys(DTYPES).join(', ')}, got '${dtypeKey}'`,
+    );
+  const baseWeightsDtype = resolveBaseWeightsDtype(
+    dtypeKey as BaseWeightsDtypeKey,
+    config.torchDtype,
+  );
   const maxPositions = numberOption(args, 'max-positions');
   const weights = await loadHfModel(model);
   const created = !existsSync(out);
@@ -221,6 +241,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
       ...(graphs && { graphs }),
       maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
       gradientCheckpointing,
+      baseWeightsDtype,
     });
   } catch (e) {
     // A folder this call created holds only a partial build (a full disk, say): not left behind.
@@ -228,7 +249,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     throw systemError(e, { what: '--out', path: out }) ?? e;
   }
   io.stdout(
-    `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}${manifest.gradientCheckpointing ? '; gradient checkpointing' : ''}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
+    `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}${manifest.gradientCheckpointing ? '; gradient checkpointing' : ''}${manifest.baseWeightsDtype ? `; projections in ${manifest.baseWeightsDtype}` : ''}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
   );
   return 0;
 }
@@ -250,6 +271,7 @@ export const exportCommand: Command = {
     graphs: { type: 'string' },
     'max-positions': { type: 'string' },
     'gradient-checkpointing': { type: 'boolean' },
+    'base-weights-dtype': { type: 'string' },
     overwrite: { type: 'boolean' },
   },
   run: (args, io) => exportModel(args, io),

@@ -240,6 +240,8 @@ async function serveAndTrain(
       lora: loraFromOptions(config.lora),
       graphs: ['decode', 'logprobs', 'train_step'],
       gradientCheckpointing: config.gradient_checkpointing,
+      baseWeightsDtype: config.base_weights_dtype,
+      device: o.device,
       log,
     },
   );

@@ -134,6 +134,8 @@ async function trainLocked(
         lora: loraFromOptions(config.lora),
         ...(run.max_positions && { maxPositions: run.max_positions }),
         gradientCheckpointing: config.gradient_checkpointing,
+        baseWeightsDtype: config.base_weights_dtype,
+        device,
         log,
       });
   const modelConfig = built ? built.manifest.config : await loadDecoderConfig(run.model);

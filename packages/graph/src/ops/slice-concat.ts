@@ -157,6 +157,8 @@ export const sliceConcatOps = defineOps(
         const d = x.shape[p.axis]!;
         if (typeof d === 'number')
           shape[p.axis] = sliceLen(...sliceRange(p.start, p.end, p.step, d), p.step);
+        else if (p.step > 0 && p.start >= 0 && p.end >= 0 && p.end <= p.start)
+          shape[p.axis] = 0; // empty whatever the length: both ends clamp to min(·, n)
         else if (!(p.start === 0 && p.step === 1 && p.end >= BIG)) shape[p.axis] = c.fresh();
       }
       let known: Dim[] | undefined;

@@ -6,7 +6,11 @@ import * as ort from 'onnxruntime-node';
 import type { LoraConfig } from '../lora/lora-config.js';
 import { loraScaling } from '../lora/lora-config.js';
 import type { DecoderConfig } from '../models/config.js';
-import { type BaseWeights, writeBaseWeights } from '../models/graph/base-weights.js';
+import {
+  type BaseWeights,
+  type ProjectionDtype,
+  writeBaseWeights,
+} from '../models/graph/base-weights.js';
 import {
   buildDecoderGraph,
   type DecoderGraph,
@@ -88,6 +92,11 @@ export interface ArtifactsManifest {
    * (`gradient_checkpointing`); absent when it keeps them (and in artifacts built before).
    */
   gradientCheckpointing?: true;
+  /**
+   * The dtype the layers' projection matrices are stored in, in weights.data and in memory
+   * (`base_weights_dtype`); absent: float32, like every other tensor.
+   */
+  baseWeightsDtype?: 'bfloat16' | 'float16';
   /** Log-probabilities are of softmax(logits / temperature) over the full vocabulary (sampling.ts). */
   graphs: Partial<Record<ArtifactGraphKind, GraphManifest>>;
   createdAt: string;
@@ -137,6 +146,11 @@ export interface BuildArtifactsOptions {
    * them from the forward (HF's `gradient_checkpointing`): less memory, one more forward.
    */
   gradientCheckpointing?: boolean | undefined;
+  /**
+   * The dtype of the layers' projection matrices (default float32): in half precision they are
+   * held once, in half, and cast to float32 where each product needs them (half-weights.ts).
+   */
+  baseWeightsDtype?: ProjectionDtype | undefined;
 }
 
 const PRODUCER_VERSION = '0.1.0';
@@ -202,7 +216,10 @@ function writeArtifacts(
   const graphs: Partial<Record<ArtifactGraphKind, GraphManifest>> = {};
   let base: ReturnType<typeof writeBaseWeights>;
   try {
-    base = writeBaseWeights(weights, writer, { maxPositions: options.maxPositions });
+    base = writeBaseWeights(weights, writer, {
+      maxPositions: options.maxPositions,
+      projections: options.baseWeightsDtype,
+    });
     for (const kind of kinds) {
       if (kind === 'generate') {
         const g = buildGenerateGraph(base, {
@@ -250,6 +267,8 @@ function writeArtifacts(
     weights: { file: WEIGHTS_FILE, bytes: writer.size, tensors: writer.count },
     vocabChunks: chunks,
     ...(options.gradientCheckpointing && graphs.train_step && { gradientCheckpointing: true }),
+    ...(options.baseWeightsDtype &&
+      options.baseWeightsDtype !== 'float32' && { baseWeightsDtype: options.baseWeightsDtype }),
     graphs,
     createdAt: new Date().toISOString(),
   };

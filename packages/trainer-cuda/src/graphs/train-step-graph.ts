@@ -129,6 +129,7 @@ export function buildTrainStepGraph(
 
   const forward = decoderForward(b, base, inputs, adapters, {
     recompute: options.gradientCheckpointing ?? false,
+    castPerUse: true,
   });
   const head = targetLogprobs(b, base, forward, targets, {
     entropy: true,

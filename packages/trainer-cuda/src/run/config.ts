@@ -1,5 +1,10 @@
 import { ConfigError } from '@flowgrpo/core';
-import { LORA_TARGET_MODULES, type LoraConfig, loraFitsBuilt } from '@flowgrpo/models';
+import {
+  LORA_TARGET_MODULES,
+  type LoraConfig,
+  loraFitsBuilt,
+  type ProjectionDtype,
+} from '@flowgrpo/models';
 import { z } from 'zod';
 import { AlarmsConfigSchema } from './alarms.js';
 import { CurriculumSchema } from './query-sampler.js';
@@ -88,6 +93,18 @@ const common = {
    * into the train_step graph: artifacts built without it are refused (rebuild them).
    */
   gradient_checkpointing: z.boolean().default(false),
+  /**
+   * flowgrpo (the frozen base's `torch_dtype`): the dtype the layers' projection matrices — the
+   * frozen q/k/v/o and gate/up/down weights, nearly all of a model — are stored and held in. In
+   * half precision (bfloat16, float16) the train_step and logprobs graphs hold each one once, in
+   * half, and cast it to float32 where a product needs it; the products, LoRA, gradients and
+   * AdamW stay float32. 'auto': the checkpoint's own dtype (config.json's torch_dtype), so a bf16
+   * checkpoint's weights are the same values either way (float32 on the WebGPU EP, which has no
+   * bfloat16). It is built into the artifacts: prebuilt ones are taken as they are under 'auto',
+   * and refused under a dtype they were not built with. LoRA only (full fine-tuning trains every
+   * weight in float32). docs/performance.md, "Frozen weights in half precision".
+   */
+  base_weights_dtype: z.enum(['auto', 'float32', 'bfloat16', 'float16']).default('auto'),
   /**
    * flowgrpo: run even when the memory preflight estimates a peak above the memory available
    * (run/memory-check.ts) — for an estimate that is wrong. Named after HF's
@@ -255,7 +272,7 @@ export type SFTConfigInput = z.input<typeof SFTConfigSchema>;
  * (`what` names the file there, as parseConfig's does), so that `flowgrpo train --dry-run` reports it.
  */
 export function checkSftConfig(
-  c: Pick<SFTConfig, 'use_peft' | 'share_frozen_weights'>,
+  c: Pick<SFTConfig, 'use_peft' | 'share_frozen_weights' | 'base_weights_dtype'>,
   what = 'SFT config',
 ): void {
   if (!c.use_peft && c.share_frozen_weights)
@@ -263,6 +280,13 @@ export function checkSftConfig(
       `${what}: share_frozen_weights: nothing to share under use_peft: false (every weight is trained)`,
       { key: 'share_frozen_weights' },
       { hint: 'remove share_frozen_weights, or train a LoRA adapter (use_peft: true)' },
+    );
+  // 'auto' and float32 are what full fine-tuning does anyway.
+  if (!c.use_peft && (c.base_weights_dtype === 'bfloat16' || c.base_weights_dtype === 'float16'))
+    throw new ConfigError(
+      `${what}: base_weights_dtype: ${c.base_weights_dtype}: nothing is frozen under use_peft: false (every weight is trained in float32)`,
+      { key: 'base_weights_dtype' },
+      { hint: 'remove base_weights_dtype, or train a LoRA adapter (use_peft: true)' },
     );
 }
 
@@ -336,6 +360,7 @@ export function policyOptions(
     | 'intra_op_threads'
     | 'share_frozen_weights'
     | 'gradient_checkpointing'
+    | 'base_weights_dtype'
     | 'adam_beta1'
     | 'adam_beta2'
     | 'adam_epsilon'
@@ -347,6 +372,7 @@ export function policyOptions(
     ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
     ...(c.share_frozen_weights && { prepackWeights: false }),
     gradientCheckpointing: c.gradient_checkpointing,
+    baseWeightsDtype: c.base_weights_dtype,
     optimizer: {
       beta1: c.adam_beta1,
       beta2: c.adam_beta2,
@@ -369,6 +395,42 @@ export function checkArtifactsCheckpointing(wanted: boolean, built: boolean | un
     { key: 'gradient_checkpointing' },
     {
       hint: `rebuild the artifacts with it ${wanted ? 'on' : 'off'} (flowgrpo export ${wanted ? 'with' : 'without'} --gradient-checkpointing, or buildTrainingArtifacts' gradientCheckpointing; flowgrpo train builds them from its config when the model is a HF folder), or set gradient_checkpointing: ${!wanted}`,
+    },
+  );
+}
+
+export type BaseWeightsDtypeKey = GRPOConfig['base_weights_dtype'];
+
+/**
+ * The projections' dtype an artifacts build gets from `base_weights_dtype`: 'auto' is the
+ * checkpoint's (its config.json torch_dtype) when half, else float32 — and float32 on WebGPU,
+ * whose EP has no bfloat16 (the casts would fall back to the CPU).
+ */
+export function resolveBaseWeightsDtype(
+  key: BaseWeightsDtypeKey,
+  torchDtype: string | undefined,
+  device?: string,
+): ProjectionDtype {
+  if (key !== 'auto') return key;
+  if (device === 'webgpu') return 'float32';
+  return torchDtype === 'bfloat16' || torchDtype === 'float16' ? torchDtype : 'float32';
+}
+
+/**
+ * The config's base_weights_dtype against the artifacts' (built in): 'auto' takes what they
+ * hold; a dtype they were not built with is refused with how to rebuild them.
+ */
+export function checkArtifactsBaseWeights(
+  key: BaseWeightsDtypeKey,
+  built: ProjectionDtype | undefined,
+): void {
+  const has = built ?? 'float32';
+  if (key === 'auto' || key === has) return;
+  throw new ConfigError(
+    `base_weights_dtype: ${key}, but the artifacts hold the projections in ${has}`,
+    { key: 'base_weights_dtype' },
+    {
+      hint: `rebuild the artifacts in ${key} (flowgrpo export --base-weights-dtype ${key}, or buildTrainingArtifacts' baseWeightsDtype; flowgrpo train builds them from its config when the model is a HF folder), or set base_weights_dtype: auto (or ${has})`,
     },
   );
 }

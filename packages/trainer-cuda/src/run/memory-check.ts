@@ -52,6 +52,8 @@ export interface RunMemoryFacts {
   headChunk: number;
   /** Positions the graphs have: no row is longer. */
   maxPositions: number;
+  /** The artifacts hold the projections in half precision (base_weights_dtype). */
+  halfProjections?: boolean | undefined;
 }
 
 /** The GRPO run's own facts: its longest prompt, and whether its rollouts run in this process. */
@@ -123,6 +125,7 @@ export function grpoMemoryShape(c: GrpoMemoryConfig, f: GrpoMemoryFacts): Memory
     },
     sharedWeights: c.share_frozen_weights === true,
     gradientCheckpointing: c.gradient_checkpointing === true,
+    halfProjections: f.halfProjections === true,
     microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, rows),
     ...(f.localRollouts && {
       sampling: { rows: Math.max(c.num_generations, c.rollout_concurrency), seqLen },
@@ -145,6 +148,7 @@ export function sftMemoryShape(c: SftMemoryConfig, f: RunMemoryFacts): MemorySha
     sessions: { trainStep: true, logprobs: true, sampling: 0 },
     sharedWeights: c.share_frozen_weights === true,
     gradientCheckpointing: c.gradient_checkpointing === true,
+    halfProjections: c.use_peft && f.halfProjections === true,
     microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, c.per_device_train_batch_size),
   };
 }

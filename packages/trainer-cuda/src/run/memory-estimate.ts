@@ -3,8 +3,8 @@ import { EMBED_TOKENS, expectedTensorShapes, LM_HEAD } from '@flowgrpo/models';
 
 // The peak resident memory of a process that opens a decoder's ONNX Runtime sessions and runs
 // them, as a sum of named terms — what the memory preflight (memory-check.ts) compares with the
-// memory the machine has before anything is built. Every size is float32 (4 bytes): the
-// artifacts hold the frozen weights in float32 today, whatever the checkpoint's dtype.
+// memory the machine has before anything is built. Every size is float32 (4 bytes), except the
+// projections of artifacts built with them in half precision (base_weights_dtype: 2 bytes).
 //
 // Where the factors come from: bench/train-step-child.ts reports a fresh process's resident set
 // before a session is opened, right after, and its peak (VmHWM) over a train step. Measured on
@@ -13,6 +13,7 @@ import { EMBED_TOKENS, expectedTensorShapes, LM_HEAD } from '@flowgrpo/models';
 // preflight"), then checked at shapes the factors were not fitted on (test/memory-estimate.test.ts).
 
 const F32 = 4;
+const HALF = 2;
 const MiB = 2 ** 20;
 
 /** Node with ONNX Runtime loaded, before any session: 150–168 MiB measured. */
@@ -117,6 +118,12 @@ export interface MemoryShape {
    * layer's activations in the backward, one layer at a time.
    */
   gradientCheckpointing?: boolean;
+  /**
+   * The artifacts hold the projections in half precision (base_weights_dtype): the train_step and
+   * logprobs sessions read them from the mapped weights file, once, and cast each to float32 where
+   * it is used (no prepacked copies); the sampling session casts them once, at load.
+   */
+  halfProjections?: boolean;
   /** The largest micro-batch of the train step: rows × padded tokens per row. */
   microBatch?: { rows: number; seqLen: number } | undefined;
   /** The batch sampled at once: rows decoded together and the longest sequence (prompt + new). */
@@ -189,6 +196,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
   // the train_step and logprobs sessions share the mapped file.
   const { trainStep, logprobs, sampling } = shape.sessions;
   const shared = shape.sharedWeights === true && !shape.full && (trainStep || logprobs);
+  const half = shape.halfProjections === true && !shape.full && (trainStep || logprobs);
   // An untied embedding is gathered from where it lies: 1× per session, or nothing when mapped.
   const frozen = (f: {
     linear: number;
@@ -199,16 +207,22 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
     shape.full
       ? f.overhead // the weights are inputs: held by the trainable term, never prepacked
       : F32 *
-          (f.linear * w.linear +
+          ((half ? 0 : f.linear) * w.linear +
             (whole ? f.headWhole : f.headChunked) * w.head +
             (shared ? 0 : w.embed)) +
         f.overhead;
   const factors = shared ? SHARED_SESSION_FACTORS : SESSION_FACTORS;
-  if (shared)
+  if (shared || half)
     terms.push({
       name: 'frozen weights',
-      bytes: F32 * (w.linear + w.head + w.embed),
-      what: 'weights.data mapped once, read by the train_step and logprobs sessions (float32)',
+      bytes: (half ? HALF : F32) * w.linear + (shared ? F32 * (w.head + w.embed) : 0),
+      what: `weights.data mapped once, read by the train_step and logprobs sessions (${half ? `the projections in half precision${shared ? ', the rest float32' : ''}` : 'float32'})`,
+    });
+  if (half)
+    terms.push({
+      name: 'projection casts',
+      bytes: (F32 * w.linear) / c.numHiddenLayers,
+      what: "one layer's projections cast to float32 where they are used",
     });
   if (trainStep)
     terms.push({
@@ -216,7 +230,9 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       bytes: frozen(factors.trainStep),
       what: shared
         ? `what the train_step session holds of its own${whole ? '' : ' (the head in vocabulary chunks)'}`
-        : 'frozen weights as the train_step session holds them (float32, prepacked copies)',
+        : half
+          ? 'the head and embeddings as the train_step session holds them (float32, prepacked)'
+          : 'frozen weights as the train_step session holds them (float32, prepacked copies)',
     });
   if (logprobs)
     terms.push({
@@ -224,7 +240,9 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       bytes: frozen(factors.logprobs),
       what: shared
         ? `what the logprobs session holds of its own${whole ? '' : ' (the head in vocabulary chunks)'}`
-        : 'frozen weights as the logprobs session holds them',
+        : half
+          ? 'the head and embeddings as the logprobs session holds them'
+          : 'frozen weights as the logprobs session holds them',
     });
   if (sampling > 0) {
     const f = SESSION_FACTORS.sampling;

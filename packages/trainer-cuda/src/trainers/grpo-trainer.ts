@@ -27,6 +27,7 @@ import { countRolloutFailures, type RolloutFailures } from '../eval/rollout-fail
 import { type BestModelRule, bestModelRule } from '../run/best-model.js';
 import type { RolloutPolicy, TrainerState } from '../run/checkpoint.js';
 import {
+  checkArtifactsBaseWeights,
   checkArtifactsCheckpointing,
   checkArtifactsLora,
   type GRPOConfig,
@@ -177,6 +178,7 @@ export class GRPOTrainer {
     const manifest = readArtifactsManifest(options.artifacts);
     checkArtifactsLora(this.config.lora, manifest.lora);
     checkArtifactsCheckpointing(this.config.gradient_checkpointing, manifest.gradientCheckpointing);
+    checkArtifactsBaseWeights(this.config.base_weights_dtype, manifest.baseWeightsDtype);
     checkMaxStaleness(this.config, { rolloutEngine: options.rolloutEngine });
     this.#bestModel = bestModelRule(this.config, {
       name: 'GRPOTrainer',
@@ -257,6 +259,7 @@ export class GRPOTrainer {
         lora: manifest.lora,
         headChunk: manifest.vocabChunks?.size ?? manifest.config.vocabSize,
         maxPositions: manifest.maxPositions,
+        halfProjections: manifest.baseWeightsDtype !== undefined,
         promptTokens,
         localRollouts: !o.rolloutEngine,
       },

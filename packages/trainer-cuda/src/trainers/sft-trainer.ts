@@ -15,6 +15,7 @@ import { writeReport } from '../report/report.js';
 import { AlarmStopError, stoppingAlarm } from '../run/alarms.js';
 import { checkpointName } from '../run/checkpoint.js';
 import {
+  checkArtifactsBaseWeights,
   checkArtifactsCheckpointing,
   checkArtifactsLora,
   checkSftConfig,
@@ -209,6 +210,7 @@ export class SFTTrainer {
       manifest = readArtifactsManifest(o.artifacts);
       checkArtifactsLora(c.lora, manifest.lora);
       checkArtifactsCheckpointing(c.gradient_checkpointing, manifest.gradientCheckpointing);
+      checkArtifactsBaseWeights(c.base_weights_dtype, manifest.baseWeightsDtype);
       modelConfig = manifest.config;
     }
     // ---- memory: refused here, before output_dir or a session, when the peak will not fit ------
@@ -223,6 +225,7 @@ export class SFTTrainer {
             manifest?.vocabChunks?.size ??
             (full ? vocabChunks(modelConfig.vocabSize).size : modelConfig.vocabSize),
           maxPositions: manifest?.maxPositions ?? c.max_length + 1,
+          halfProjections: manifest?.baseWeightsDtype !== undefined,
         },
         o.availableMemory,
       );

@@ -35,7 +35,12 @@ import {
 } from '../graphs/train-step-graph.js';
 import { TrainLoopError } from '../optimizer-step/errors.js';
 import { TrainStepRunner, type TrainStepState } from '../optimizer-step/train-step-runner.js';
-import { checkArtifactsCheckpointing, type GRPOConfig } from '../run/config.js';
+import {
+  type BaseWeightsDtypeKey,
+  checkArtifactsBaseWeights,
+  checkArtifactsCheckpointing,
+  type GRPOConfig,
+} from '../run/config.js';
 import {
   packMicroBatches,
   perTargetFeed,
@@ -71,6 +76,11 @@ export interface LoraPolicyOptions {
    * other way (left out: whichever they hold); `openFull` builds its train_step with it.
    */
   gradientCheckpointing?: boolean;
+  /**
+   * The run's base_weights_dtype: `open` refuses artifacts whose projections are in another
+   * dtype ('auto' and left out: whichever they hold).
+   */
+  baseWeightsDtype?: BaseWeightsDtypeKey;
   /** AdamW (torch semantics) and global-norm clipping. */
   optimizer?: {
     beta1?: number;
@@ -204,6 +214,8 @@ export class LoraPolicy {
     // a mismatch already, before output_dir; this covers every caller.
     if (o.gradientCheckpointing !== undefined)
       checkArtifactsCheckpointing(o.gradientCheckpointing, manifest.gradientCheckpointing);
+    if (o.baseWeightsDtype !== undefined)
+      checkArtifactsBaseWeights(o.baseWeightsDtype, manifest.baseWeightsDtype);
     const specs = loraParamSpecs(manifest.config, manifest.lora).map((s) => ({
       name: s.name,
       shape: [...s.shape],

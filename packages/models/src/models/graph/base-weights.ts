@@ -1,19 +1,30 @@
+import { float32ToTensor, type Tensor, tensorToFloat32 } from '@flowgrpo/core';
 import type { ExternalRef, WeightsFileWriter } from '@flowgrpo/graph';
 import type { DecoderConfig } from '../config.js';
 import { type ModelWeights, weightAsFloat32 } from '../weights/model-weights.js';
-import { expectedTensorShapes } from '../weights/tensor-names.js';
+import { expectedTensorShapes, layerTensorNames } from '../weights/tensor-names.js';
 
 // The base model's weights, written once into the shared weights.data that every artifact graph
-// references: float32, HF names and HF layout (Linear [out, in]; the graphs use Gemm with
-// transB, so no transposed copy is stored), plus the RoPE cos/sin tables.
+// references: HF names and HF layout (Linear [out, in]; the graphs use Gemm with transB, so no
+// transposed copy is stored), plus the RoPE cos/sin tables. Float32, except the layers'
+// projection matrices when they are asked for in half precision (`projections`).
 
 export const ROPE_COS = 'rope.cos';
 export const ROPE_SIN = 'rope.sin';
+
+/**
+ * The dtype the layers' projection matrices (q/k/v/o, gate/up/down: nearly all of a decoder's
+ * weights but its embeddings) are stored in. Half precision halves them in weights.data and in
+ * memory; the graphs cast them to float32 where they are used (half-weights.ts).
+ */
+export type ProjectionDtype = 'float32' | 'bfloat16' | 'float16';
 
 /** Where one base tensor lives in weights.data. */
 export interface WeightRef {
   shape: number[];
   external: ExternalRef;
+  /** Stored in half precision (a projection matrix); absent: float32. */
+  half?: 'bfloat16' | 'float16';
 }
 
 export interface BaseWeights {
@@ -46,31 +57,57 @@ export function ropeTables(
   return { cos, sin };
 }
 
-const bytesOf = (f: Float32Array): Uint8Array =>
+const bytesOf = (f: Float32Array | Uint16Array): Uint8Array =>
   new Uint8Array(f.buffer, f.byteOffset, f.byteLength);
+
+/** The layers' projection matrices, by name (what `projections` applies to). */
+export function projectionNames(config: DecoderConfig): Set<string> {
+  const names = new Set<string>();
+  for (let l = 0; l < config.numHiddenLayers; l++) {
+    const n = layerTensorNames(l);
+    for (const m of [n.qProj, n.kProj, n.vProj, n.oProj, n.gateProj, n.upProj, n.downProj])
+      names.add(m);
+  }
+  return names;
+}
+
+/** A tensor's bits in a half dtype: as stored when it already is, else rounded to nearest even. */
+function halfBits(t: Tensor, dtype: 'bfloat16' | 'float16'): Uint16Array {
+  const code = dtype === 'bfloat16' ? 'BF16' : 'F16';
+  if (t.dtype === code) return t.data as Uint16Array;
+  return float32ToTensor(tensorToFloat32(t), code, [...t.shape]).data as Uint16Array;
+}
 
 /** Default RoPE table length: the config's context, capped so tables stay small. */
 export const DEFAULT_MAX_POSITIONS_CAP = 32768;
 
-/** Appends every base tensor (as float32) and the RoPE tables to `writer`. */
+/**
+ * Appends every base tensor and the RoPE tables to `writer`: float32, the projection matrices in
+ * `projections` (default float32).
+ */
 export function writeBaseWeights(
   weights: ModelWeights,
   writer: WeightsFileWriter,
-  options: { maxPositions?: number } = {},
+  options: { maxPositions?: number | undefined; projections?: ProjectionDtype | undefined } = {},
 ): BaseWeights {
   const config = weights.config;
   const maxPositions =
     options.maxPositions ?? Math.min(config.maxPositionEmbeddings, DEFAULT_MAX_POSITIONS_CAP);
+  const half = options.projections === 'float32' ? undefined : options.projections;
+  const halves = half ? projectionNames(config) : new Set<string>();
   const refs = new Map<string, WeightRef>();
   for (const [name, shape] of expectedTensorShapes(config)) {
-    refs.set(name, {
-      shape,
-      external: writer.append(bytesOf(weightAsFloat32(weights, name))),
-    });
+    const t = halves.has(name) && weights.tensors.get(name);
+    refs.set(
+      name,
+      t && half
+        ? { shape, external: writer.append(bytesOf(halfBits(t, half))), half }
+        : { shape, external: writer.append(bytesOf(weightAsFloat32(weights, name))) },
+    );
   }
   const { cos, sin } = ropeTables(config, maxPositions);
-  const half = config.headDim / 2;
-  refs.set(ROPE_COS, { shape: [maxPositions, half], external: writer.append(bytesOf(cos)) });
-  refs.set(ROPE_SIN, { shape: [maxPositions, half], external: writer.append(bytesOf(sin)) });
+  const cols = config.headDim / 2;
+  refs.set(ROPE_COS, { shape: [maxPositions, cols], external: writer.append(bytesOf(cos)) });
+  refs.set(ROPE_SIN, { shape: [maxPositions, cols], external: writer.append(bytesOf(sin)) });
   return { config, refs, maxPositions };
 }

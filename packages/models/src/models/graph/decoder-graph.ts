@@ -7,6 +7,7 @@ import {
 } from '../../lora/lora-config.js';
 import { EMBED_TOKENS, FINAL_NORM, LM_HEAD, layerTensorNames } from '../weights/tensor-names.js';
 import { type BaseWeights, ROPE_COS, ROPE_SIN } from './base-weights.js';
+import { castAfter, frozenLinear } from './half-weights.js';
 import { chunkedTargetLogprobs, vocabChunks } from './vocab-chunks.js';
 import {
   causalPaddingBias,
@@ -120,13 +121,37 @@ export function baseWeight(b: GraphBuilder, base: BaseWeights, name: string): Va
   }
   let v = loaded.get(name);
   if (!v) {
+    const stored = storedWeight(b, base, name);
+    // A half-precision projection read whole: ORT folds the Cast at load (a float32 copy, as
+    // before). The graphs that read it per use call storedWeight and cast it there.
+    v = stored.dtype === 'float32' ? stored : b.cast(stored, 'float32');
+    loaded.set(name, v);
+  }
+  return v;
+}
+
+const storedWeights = new WeakMap<GraphBuilder, Map<string, Value>>();
+
+/** A base tensor in its stored dtype (half-weights.ts for the half-precision projections). */
+export function storedWeight(b: GraphBuilder, base: BaseWeights, name: string): Value {
+  let stored = storedWeights.get(b);
+  if (!stored) {
+    stored = new Map();
+    storedWeights.set(b, stored);
+  }
+  let v = stored.get(name);
+  if (!v) {
     const ref = base.refs.get(name);
     if (!ref) throw new RangeError(`weights.data has no tensor '${name}'`);
+    if (weightsAsInputs.has(b) && ref.half)
+      throw new RangeError(
+        `'${name}' is stored in ${ref.half}: full fine-tuning trains every weight in float32`,
+      );
     v =
       weightsAsInputs.has(b) && name !== ROPE_COS && name !== ROPE_SIN
         ? b.input(name, 'float32', ref.shape)
-        : b.externalInitializer(name, 'float32', ref.shape, ref.external);
-    loaded.set(name, v);
+        : b.externalInitializer(name, ref.half ?? 'float32', ref.shape, ref.external);
+    stored.set(name, v);
   }
   return v;
 }
@@ -166,6 +191,12 @@ export interface DecoderForwardOptions {
    * differentiated (train_step) are changed by it; the gradients are the same values.
    */
   recompute?: boolean;
+  /**
+   * Half-precision projection matrices are cast to float32 at each product (half-weights.ts),
+   * so that they are held once, in half: the graphs that multiply many rows (logprobs,
+   * train_step). Otherwise (prefill, decode) ORT casts them once at load.
+   */
+  castPerUse?: boolean;
 }
 
 /**
@@ -220,16 +251,35 @@ export function decoderForward(
   const attnBias = causalPaddingBias(b, maskAsFloat(b, inputs.attentionMask), emb, group, segments);
   const heads = (x: Value, n: number) => b.reshape(x, runtimeShape(b, emb, [n, hd])); // [B, T, n, d]
 
+  /**
+   * x·Wᵀ (+ bias) for a half-precision W cast where it is used. A recomputed layer's gradient
+   * already reads the recomputation's own cast; otherwise frozenLinear casts again for it.
+   */
+  const halfLinear = (x: Value, w: Value, bias: Value | undefined, name: string) => {
+    const y = options.recompute
+      ? b.gemm(x, castAfter(b, w, x), undefined, { transB: true })
+      : frozenLinear(b, x, w, name);
+    return bias ? b.add(y, bias) : y;
+  };
+
   /** Layer l on the residual stream x [B·T, hidden] → its output and K/V [B, nkv, S, d]. */
   const layer = (l: number, x: Value, p: LayerWeights) => {
     const n = layerTensorNames(l);
     /** y = x·Wᵀ (+ bias) (+ lora_scale · scaling · (x·Aᵀ)·Bᵀ), x 2-D [rows, in]. */
     const linear = (x: Value, weight: string, bias: string | undefined, m: LoraTargetModule) => {
+      const half = options.castPerUse && base.refs.get(weight)?.half;
       // The weight before the bias, as before layers were recomputable: the same graph inputs
       // in the same order (full fine-tuning's parameters) and the same value names.
-      const y = b.gemm(x, p.weight(weight), bias === undefined ? undefined : p.weight(bias), {
-        transB: true,
-      });
+      const y = half
+        ? halfLinear(
+            x,
+            storedWeight(b, base, weight),
+            bias === undefined ? undefined : p.weight(bias),
+            `${weight}.frozen`,
+          )
+        : b.gemm(x, p.weight(weight), bias === undefined ? undefined : p.weight(bias), {
+            transB: true,
+          });
       const adapter = p.adapter(m);
       if (!adapter || !lora) return y;
       const down = b.gemm(x, adapter.a, undefined, { transB: true });
@@ -463,7 +513,7 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
   const inputs = addDecoderInputs(b, base, kind);
   const targets = kind === 'logprobs' ? addTargetInputs(b) : undefined;
   const lora = options.lora ? addLoraInputs(b, base, options.lora) : undefined;
-  const forward = decoderForward(b, base, inputs, lora);
+  const forward = decoderForward(b, base, inputs, lora, { castPerUse: kind === 'logprobs' });
 
   if (targets) {
     const { vocabChunkSize } = options;

@@ -1,4 +1,4 @@
-import type { OnnxTensor } from '@flowgrpo/graph';
+import { OnnxDataType, type OnnxTensor } from '@flowgrpo/graph';
 import {
   type LoraConfig,
   type LoraParamSpec,
@@ -15,6 +15,8 @@ import type { OnnxEmitter } from './onnx-emitter.js';
 // q|k|v and their rotate-half copies, one for gate|up, 1/√d folded into q. The packing is nodes
 // over initializers only, which ORT folds at load. LoRA updates are packed the same way, once per
 // run outside the decode loop. RoPE's cos/sin come as one table of per-position factors.
+
+const HALF = { bfloat16: OnnxDataType.BFLOAT16, float16: OnnxDataType.FLOAT16 } as const;
 
 type Group = 'qkv' | 'o' | 'gateUp' | 'down';
 const GROUPS: Record<Group, LoraTargetModule[]> = {
@@ -72,12 +74,26 @@ export function packWeights(
   lora: LoraGraphInputs | undefined,
 ): GenerateWeights {
   const external: OnnxTensor[] = [];
+  const cast = new Map<string, string>();
   const weight = (name: string): string => {
     const ref = base.refs.get(name);
     if (!ref) throw new RangeError(`weights.data has no tensor '${name}'`);
     if (!external.some((t) => t.name === name))
-      external.push({ name, dataType: F, dims: ref.shape, external: ref.external });
-    return name;
+      external.push({
+        name,
+        dataType: ref.half ? HALF[ref.half] : F,
+        dims: ref.shape,
+        external: ref.external,
+      });
+    if (!ref.half) return name;
+    // Sampling reads every weight for each token: a half-precision one is cast once, at load
+    // (ORT folds the Cast with the packing), not per token.
+    let f = cast.get(name);
+    if (!f) {
+      f = ctx.g.op1('Cast', [name], { to: F });
+      cast.set(name, f);
+    }
+    return f;
   };
   const layers = Array.from({ length: ctx.L }, (_, l) => packLayer(ctx, weight, l));
   if (lora) {
