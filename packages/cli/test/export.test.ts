@@ -12,7 +12,12 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadHfModel, loadLoraAdapter, readArtifactsManifest } from '@flowgrpo/models';
+import {
+  createTinyQwen2,
+  loadHfModel,
+  loadLoraAdapter,
+  readArtifactsManifest,
+} from '@flowgrpo/models';
 import { ReferenceDecoder, referenceSequenceLogprobs } from '@flowgrpo/models/testing';
 import { LoraPolicy, type TrainRow, targetsOf } from '@flowgrpo/trainer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -305,6 +310,64 @@ describe('flowgrpo export', () => {
     const trained = captureIO(tmp);
     const on = run('ckpt-on', { gradient_checkpointing: true });
     expect(await runCli(['train', '--config', on], trained), trained.err).toBe(0);
+  });
+
+  it('--base-weights-dtype: the projections in half; a run that names another dtype is refused; auto follows the checkpoint', async () => {
+    const out = join(tmp, 'artifacts-bf16');
+    const io = captureIO(tmp);
+    const args = ['export', '--model', model, '--adapter', checkpoint, '--out', out];
+    expect(await runCli([...args, '--base-weights-dtype', 'bfloat16'], io), io.err).toBe(0);
+    expect(io.out).toContain('; projections in bfloat16;');
+    expect(readArtifactsManifest(out).baseWeightsDtype).toBe('bfloat16');
+    const bad = captureIO(tmp);
+    const wrong = ['--out', join(tmp, 'x-bf'), '--base-weights-dtype', 'half'];
+    expect(await runCli([...args.slice(0, 5), ...wrong], bad)).toBe(2);
+    expect(bad.err).toContain('--base-weights-dtype must be auto, float32, bfloat16, float16');
+    const run = (name: string, extra: object) =>
+      writeConfig(
+        join(tmp, `${name}.json`),
+        sftConfig(tmp, out, { tokenizer: model, output_dir: join(tmp, name), ...extra }),
+      );
+    const refused = captureIO(tmp);
+    const f32 = run('half-f32', { base_weights_dtype: 'float32' });
+    expect(await runCli(['train', '--config', f32], refused)).toBe(1);
+    expect(refused.err).toContain(
+      '[CONFIG_ERROR] model: base_weights_dtype: float32, but the artifacts hold the projections in bfloat16',
+    );
+    expect(existsSync(join(tmp, 'half-f32'))).toBe(false);
+    const trained = captureIO(tmp);
+    expect(await runCli(['train', '--config', run('half-auto', {})], trained), trained.err).toBe(0);
+
+    // A bf16 checkpoint, named as a HF folder: `flowgrpo train` builds its artifacts in bf16 under
+    // 'auto', and in float32 when the config says so (a rebuild: the stamp holds the dtype).
+    const bf16 = join(tmp, 'tiny-bf16');
+    await createTinyQwen2(bf16, {
+      seed: 'cli-train',
+      hiddenSize: 32,
+      layers: 1,
+      heads: 2,
+      kvHeads: 1,
+      intermediateSize: 64,
+      maxPositionEmbeddings: 2048,
+      dtype: 'BF16',
+    });
+    const fromHf = (name: string, extra: object) =>
+      writeConfig(
+        join(tmp, `${name}.json`),
+        sftConfig(tmp, bf16, { output_dir: join(tmp, name), max_steps: 1, ...extra }),
+      );
+    const auto = captureIO(tmp);
+    expect(await runCli(['train', '--config', fromHf('hf-auto', {})], auto), auto.err).toBe(0);
+    expect(readArtifactsManifest(join(tmp, 'hf-auto', 'artifacts')).baseWeightsDtype).toBe(
+      'bfloat16',
+    );
+    const asked = captureIO(tmp);
+    const float = fromHf('hf-auto', { base_weights_dtype: 'float32', overwrite_output_dir: true });
+    expect(await runCli(['train', '--config', float], asked), asked.err).toBe(0);
+    expect(asked.err).toContain('artifacts: building');
+    expect(
+      readArtifactsManifest(join(tmp, 'hf-auto', 'artifacts')).baseWeightsDtype,
+    ).toBeUndefined();
   });
 
   it('--merge needs --adapter; --help', async () => {

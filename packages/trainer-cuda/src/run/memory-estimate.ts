@@ -216,7 +216,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
     terms.push({
       name: 'frozen weights',
       bytes: (half ? HALF : F32) * w.linear + (shared ? F32 * (w.head + w.embed) : 0),
-      what: `weights.data mapped once, read by the train_step and logprobs sessions (${half ? `the projections in half precision${shared ? ', the rest float32' : ''}` : 'float32'})`,
+      what: `weights.data mapped once, read by the train_step and logprobs sessions${half ? `: the projections in half precision${shared ? ', the rest float32' : ''}` : ' (float32)'}`,
     });
   if (half)
     terms.push({
