@@ -32,8 +32,8 @@ export function castAfter(b: GraphBuilder, w: Value, after: Value): Value {
  * gradient (g·W) each cast W where they use it. No gradient flows to W.
  */
 export function frozenLinear(b: GraphBuilder, x: Value, w: Value, name: string): Value {
-  // The forward's copy is an input of the region, made outside it: the Shape nodes it reads are
-  // shared with the layer's other projections of the same x, and a node sits in one region only.
+  // The forward's copy is an input of the region, made outside it: the nodes that take x's empty
+  // slice are shared with the layer's other projections of x, and a node sits in one region only.
   const wf = castAfter(b, w, x);
   const y = b.gemm(x, wf, undefined, { transB: true });
   b.customVjp({
