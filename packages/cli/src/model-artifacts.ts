@@ -4,6 +4,7 @@ import { ConfigError, FileNotFoundError, systemError } from '@flowgrpo/core';
 import {
   ARTIFACTS_MANIFEST,
   type ArtifactsManifest,
+  chooseDevice,
   type DecoderGraphKind,
   type LoraConfig,
   loadDecoderConfig,
@@ -110,10 +111,12 @@ export async function ensureArtifacts(
 ): Promise<{ dir: string; manifest: ArtifactsManifest; built: boolean }> {
   if (modelKind(model) === 'artifacts')
     return { dir: model, manifest: readArtifactsManifest(model), built: false };
+  // 'auto' is float32 on WebGPU: a device left to choose is chosen here as the run will.
+  const device = o.device === 'auto' ? (await chooseDevice('auto')).device : o.device;
   const baseWeightsDtype = resolveBaseWeightsDtype(
     o.baseWeightsDtype ?? 'float32',
     (await loadDecoderConfig(model)).torchDtype,
-    o.device,
+    device,
   );
   const stamp = JSON.stringify(stampOf(model, { ...o, baseWeightsDtype }));
   const stampFile = join(dir, STAMP);

@@ -214,7 +214,8 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
         problems.push({ code: e.code, message: e.message, hint: e.hint });
   }
 
-  const model = await modelFacts(plan).catch((e: unknown) => problem(e, 'model'));
+  // base_weights_dtype 'auto' depends on the device the run gets (float32 on WebGPU).
+  const model = await modelFacts(plan, device?.device).catch((e: unknown) => problem(e, 'model'));
   // An artifacts folder's train_step is built with or without recomputation: a run that wants
   // the other is refused here, before output_dir is claimed (the trainer checks the same).
   if (model?.artifacts && plan.memory)
@@ -223,9 +224,15 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
         plan.memory.config.gradient_checkpointing,
         model.artifacts.gradientCheckpointing,
       );
+    } catch (e) {
+      problem(e, 'model');
+    }
+  if (model?.artifacts && plan.memory)
+    try {
       checkArtifactsBaseWeights(
         plan.memory.config.base_weights_dtype,
         model.artifacts.baseWeightsDtype,
+        device?.device,
       );
     } catch (e) {
       problem(e, 'model');
@@ -509,7 +516,7 @@ interface ModelFacts {
   };
 }
 
-async function modelFacts(plan: PreflightPlan): Promise<ModelFacts> {
+async function modelFacts(plan: PreflightPlan, device: string | undefined): Promise<ModelFacts> {
   const kind = modelKind(plan.model);
   if (kind === 'artifacts' && plan.hfModelOnly)
     throw new ConfigError(
@@ -540,11 +547,8 @@ async function modelFacts(plan: PreflightPlan): Promise<ModelFacts> {
     maxPositions: plan.maxPositions ?? Math.min(config.maxPositionEmbeddings, 32768),
     halfProjections:
       plan.memory !== undefined &&
-      resolveBaseWeightsDtype(
-        plan.memory.config.base_weights_dtype,
-        config.torchDtype,
-        plan.device,
-      ) !== 'float32',
+      resolveBaseWeightsDtype(plan.memory.config.base_weights_dtype, config.torchDtype, device) !==
+        'float32',
   };
 }
 

@@ -216,6 +216,25 @@ describe('gradients over symbolic dims', () => {
   });
 });
 
+describe('slices of a symbolic dim', () => {
+  it('an empty range is empty whatever the length (and ORT agrees); others stay symbolic', async () => {
+    const b = new GraphBuilder();
+    const x = b.input('x', 'float32', ['n', 3]);
+    // ONNX clamps both ends to [0, n]: end ≤ start ≥ 0 is empty for every n.
+    const none = b.slice(x, [0], [0], [0]);
+    const none2 = b.slice(x, [2], [1], [0]);
+    expect(none.shape).toEqual([0, 3]);
+    expect(none2.shape).toEqual([0, 3]);
+    // Not provably empty: a negative start (n − 1), a negative step, a start past n's unknown end.
+    expect(b.slice(x, [-1], [0], [0]).shape![0]).toEqual(expect.any(String));
+    expect(b.slice(x, [0], [1], [0]).shape![0]).toEqual(expect.any(String));
+    expect(b.slice(x, [2], [0], [0], [-1]).shape![0]).toEqual(expect.any(String));
+    b.output(b.concat([none, none2], 0), 'y');
+    const r = testRandom(3);
+    for (const n of [1, 4]) await expectOrtMatches(b.graph, { x: randomTensor(r, [n, 3]) });
+  });
+});
+
 describe('export and evaluation', () => {
   it('writes unique names, only standard ai.onnx ops, and loads in onnxruntime-node', async () => {
     const b = new GraphBuilder('mlp');

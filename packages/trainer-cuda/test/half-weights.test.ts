@@ -1,15 +1,16 @@
 // base_weights_dtype: the layers' projection matrices stored and held in half precision, cast to
 // float32 where each product needs them (packages/models' half-weights.ts).
-// - The same values: for a checkpoint whose weights are bf16 values (as every bf16 checkpoint's
-//   are), the cast is exact, so the reference is the float32 artifacts of the same weights (the
-//   path the fidelity tests check against PyTorch). The train step's loss, log-probs and every
-//   LoRA gradient agree within 1e-5 in relative L2 (measured 8e-7: the Gemms pack the cast weight
-//   on every call, which sums in other blocks than the prepacked float32 weight); greedy
-//   generation gives the same tokens through the fused generate graph and the decode graph.
+// - The same values: for a checkpoint whose weights are bf16 (or fp16) values, as every such
+//   checkpoint's are, the cast is exact, so the reference is the float32 artifacts of the same
+//   weights (the path the fidelity tests check against PyTorch). The train step's loss, log-probs
+//   and every LoRA gradient, and the logprobs graph's log-probs, agree within 1e-5 in relative L2
+//   (measured 8e-7: the Gemms pack the cast weight on every call, which sums in other blocks than
+//   the prepacked float32 weight); greedy generation gives the same tokens through the fused
+//   generate graph and the decode graph.
 // - Less memory: peaks (VmHWM) of fresh processes opening train_step and logprobs as a trainer
-//   does and running one step, bytes not times. Measured on this test's model (4 layers, 2,048
-//   wide, 772 MiB of float32 projections): 1,833 MiB float32 prepacked against 854 MiB bf16;
-//   1,061 MiB float32 shared against 793 MiB bf16. The estimate within 25% of the bf16 peaks.
+//   does and running one train step, bytes not times. Measured on this test's model (4 layers,
+//   2,048 wide, 772 MiB of float32 projections): 2,625 MiB float32 prepacked against 896 MiB bf16;
+//   1,048 MiB float32 shared against 774 MiB bf16. The estimate within 25% of the bf16 peaks.
 // - The key: 'auto' takes the artifacts as they are, a dtype they were not built with is refused
 //   before output_dir exists, full fine-tuning refuses half precision.
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -26,10 +27,12 @@ import {
   readArtifactsManifest,
   tinyQwen2Config,
 } from '@flowgrpo/models';
+import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { thrownSync } from '../../../test-utils/folder-snapshot.js';
 import {
   buildTrainingArtifacts,
+  checkArtifactsBaseWeights,
   checkSftConfig,
   estimateMemory,
   resolveBaseWeightsDtype,
@@ -44,12 +47,55 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const MiB = 2 ** 20;
 const lora = { r: 8, alpha: 16, targetModules: [...LORA_TARGET_MODULES] };
 
-/** `config`'s random weights rounded to bf16 values, held as BF16 tensors (a bf16 checkpoint). */
-function bf16Weights(config: DecoderConfig, seed: number): ModelWeights {
+/** `config`'s random weights rounded to half values, held as such (a bf16 or fp16 checkpoint). */
+function halfWeights(
+  config: DecoderConfig,
+  seed: number,
+  dtype: 'BF16' | 'F16' = 'BF16',
+): ModelWeights {
   const w = initTinyWeights(config, seed);
   for (const [name, t] of w.tensors)
-    w.tensors.set(name, float32ToTensor(tensorToFloat32(t), 'BF16', [...t.shape]));
+    w.tensors.set(name, float32ToTensor(tensorToFloat32(t), dtype, [...t.shape]));
   return w;
+}
+
+/** The logprobs graph's log-probs of every next token of `rows`, with a non-zero adapter. */
+async function graphLogprobs(dir: string, rows: number[][]): Promise<Record<string, number[]>> {
+  const art = await DecoderArtifacts.open(dir, { graphs: ['logprobs'] });
+  try {
+    const session = art.session('logprobs');
+    const out: Record<string, number[]> = {};
+    for (const [r, seq] of rows.entries()) {
+      const T = seq.length;
+      const i64 = (v: number[]) =>
+        new ort.Tensor('int64', BigInt64Array.from(v, BigInt), [1, v.length]);
+      const feeds: Record<string, ort.Tensor> = {
+        input_ids: i64(seq),
+        attention_mask: i64(seq.map(() => 1)),
+        position_ids: i64(seq.map((_, i) => i)),
+        target_positions: i64(seq.slice(1).map((_, k) => k)),
+        target_ids: i64(seq.slice(1)),
+        temperature: new ort.Tensor('float32', Float32Array.of(1), []),
+        lora_scale: new ort.Tensor('float32', Float32Array.of(1), []),
+      };
+      for (const s of session.inputs)
+        if (!feeds[s.name]) {
+          const dims = s.shape as number[];
+          const n = dims.reduce((a, b) => a * b, 1);
+          feeds[s.name] = new ort.Tensor(
+            'float32',
+            Float32Array.from({ length: n }, (_, i) => 0.05 * Math.sin(i + T)),
+            dims,
+          );
+        }
+      out[`row${r}`] = Array.from(
+        (await session.run(feeds)).outputs.logprobs!.data as Float32Array,
+      );
+    }
+    return out;
+  } finally {
+    await art.release();
+  }
 }
 
 /** ‖a − b‖ / ‖a‖ over every output of two train steps. */
@@ -68,7 +114,7 @@ function relL2(a: Record<string, number[]>, b: Record<string, number[]>): number
 }
 
 describe('base_weights_dtype', () => {
-  it('a bf16 checkpoint: the same step and the same greedy tokens as its float32 artifacts', async () => {
+  it('a bf16 or fp16 checkpoint: the same step, log-probs and greedy tokens as its float32 artifacts', async () => {
     // Qwen3-style layers (q/k norms, o and MLP biases, untied head): every kind of projection.
     const qwen3: DecoderConfig = {
       ...tinyQwen2Config({ seed: 0, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2 }),
@@ -79,7 +125,7 @@ describe('base_weights_dtype', () => {
       mlpBias: true,
       tieWordEmbeddings: false,
     };
-    const weights = bf16Weights(qwen3, 3);
+    const weights = halfWeights(qwen3, 3);
     const build = (dtype: 'float32' | 'bfloat16', checkpointing: boolean) => {
       const dir = join(tmp, `values-${dtype}-${checkpointing}`);
       buildTrainingArtifacts(weights, dir, {
@@ -113,6 +159,28 @@ describe('base_weights_dtype', () => {
       ).toBeDefined();
       expect(relL2(want, got), `checkpointing ${checkpointing}`).toBeLessThan(1e-5);
     }
+    const rows = [
+      [1, 5, 9, 3, 200, 17, 44, 2],
+      [7, 7, 2, 90, 31],
+    ];
+    const lpWant = await graphLogprobs(join(tmp, 'values-float32-false'), rows);
+    expect(
+      relL2(lpWant, await graphLogprobs(join(tmp, 'values-bfloat16-false'), rows)),
+    ).toBeLessThan(1e-5);
+
+    // An fp16 checkpoint in float16, the same way.
+    const f16 = halfWeights(qwen3, 4, 'F16');
+    for (const dtype of ['float32', 'float16'] as const)
+      buildTrainingArtifacts(f16, join(tmp, `fp16-${dtype}`), {
+        lora,
+        maxPositions: 64,
+        baseWeightsDtype: dtype,
+      });
+    expect(readArtifactsManifest(join(tmp, 'fp16-float16')).baseWeightsDtype).toBe('float16');
+    const f16Want = await step(join(tmp, 'fp16-float32'));
+    expect(relL2(f16Want, await step(join(tmp, 'fp16-float16'))), 'fp16 step').toBeLessThan(1e-5);
+    const f16Lp = await graphLogprobs(join(tmp, 'fp16-float32'), rows);
+    expect(relL2(f16Lp, await graphLogprobs(join(tmp, 'fp16-float16'), rows))).toBeLessThan(1e-5);
 
     // Sampling: the fused generate graph and the decode graph cast once, at load.
     const f32 = await DecoderArtifacts.open(join(tmp, 'values-float32-false'), {
@@ -162,7 +230,7 @@ describe('base_weights_dtype', () => {
       intermediateSize: 6144,
       maxPositionEmbeddings: 128,
     });
-    const weights = bf16Weights(config, 1);
+    const weights = halfWeights(config, 1);
     const peaks: Record<string, number> = {};
     for (const dtype of ['float32', 'bfloat16'] as const) {
       const dir = join(tmp, `memory-${dtype}`);
@@ -249,6 +317,30 @@ describe('base_weights_dtype', () => {
     expect(metrics).toHaveLength(4);
     expect(metrics.some((m) => (m.grad_norm as number) > 1e-3)).toBe(true);
     expect(metrics.every((m) => Number.isFinite(m.loss as number))).toBe(true);
+
+    // WebGPU has no bfloat16: such artifacts are refused there, float16 ones are not.
+    const webgpu = thrownSync(() => checkArtifactsBaseWeights('auto', 'bfloat16', 'webgpu'));
+    expect((webgpu as ConfigError).key).toBe('base_weights_dtype');
+    expect(() => checkArtifactsBaseWeights('auto', 'float16', 'webgpu')).not.toThrow();
+
+    // float16 ends at 65,504: a weight past it is refused, not stored as inf, and nothing is left.
+    const wide = initTinyWeights(tinyQwen2Config({ seed: 0, hiddenSize: 32, layers: 1 }), 5);
+    const q = wide.tensors.get('model.layers.0.self_attn.q_proj.weight')!;
+    const qv = Float32Array.from(tensorToFloat32(q));
+    qv[3] = 7e4;
+    wide.tensors.set(
+      'model.layers.0.self_attn.q_proj.weight',
+      float32ToTensor(qv, 'F32', [...q.shape]),
+    );
+    const overDir = join(root, 'over-f16');
+    const over = thrownSync(() =>
+      buildTrainingArtifacts(wide, overDir, { baseWeightsDtype: 'float16', graphs: ['logprobs'] }),
+    );
+    expect(ConfigError.isInstance(over)).toBe(true);
+    expect((over as ConfigError).message).toContain(
+      'model.layers.0.self_attn.q_proj.weight holds 70000',
+    );
+    expect(existsSync(overDir)).toBe(false);
 
     const full = SFTConfigSchema.parse({
       output_dir: join(root, 'sft'),

@@ -1,6 +1,8 @@
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { DecoderArtifacts } from '../artifacts/decoder-artifacts.js';
+import { projectionNames } from '../models/graph/base-weights.js';
+import { expectedTensorShapes } from '../models/weights/tensor-names.js';
 import type { Session } from '../runtime/session.js';
 import { SessionWorker } from '../runtime/session-worker.js';
 import { BatcherPool } from './batcher-pool.js';
@@ -194,10 +196,24 @@ function openPool(art: DecoderArtifacts, session: Session, o: FusedGenerationOpt
  */
 export const ONE_THREAD_MAX_WEIGHT_BYTES = 64 * 2 ** 20;
 
+/**
+ * The weights as the generate session holds them: float32, whatever weights.data stores (half
+ * precision projections are cast at load: base_weights_dtype), so twice their stored bytes.
+ */
+function float32WeightBytes(art: DecoderArtifacts): number {
+  const m = art.manifest;
+  if (!m.baseWeightsDtype) return m.weights.bytes;
+  const shapes = expectedTensorShapes(m.config);
+  let half = 0;
+  for (const name of projectionNames(m.config))
+    half += 2 * (shapes.get(name) ?? []).reduce((a, b) => a * b, 1);
+  return m.weights.bytes + half;
+}
+
 /** Worker batchers by default: small models on a machine with cores to spare (see generateWorkers). */
 function defaultGenerateWorkers(art: DecoderArtifacts): number {
   if (art.options.intraOpThreads !== undefined) return 0;
-  if (art.manifest.weights.bytes > ONE_THREAD_MAX_WEIGHT_BYTES) return 0;
+  if (float32WeightBytes(art) > ONE_THREAD_MAX_WEIGHT_BYTES) return 0;
   const cores = availableParallelism();
   return cores > 1 ? Math.min(cores, 4) : 0;
 }
@@ -205,5 +221,5 @@ function defaultGenerateWorkers(art: DecoderArtifacts): number {
 /** The generate session's thread count: the artifacts' own, else by model size. */
 function generateThreads(art: DecoderArtifacts): { intraOpThreads?: number } {
   if (art.options.intraOpThreads !== undefined) return {};
-  return art.manifest.weights.bytes <= ONE_THREAD_MAX_WEIGHT_BYTES ? { intraOpThreads: 1 } : {};
+  return float32WeightBytes(art) <= ONE_THREAD_MAX_WEIGHT_BYTES ? { intraOpThreads: 1 } : {};
 }

@@ -98,9 +98,10 @@ const common = {
    * frozen q/k/v/o and gate/up/down weights, nearly all of a model — are stored and held in. In
    * half precision (bfloat16, float16) the train_step and logprobs graphs hold each one once, in
    * half, and cast it to float32 where a product needs it; the products, LoRA, gradients and
-   * AdamW stay float32. 'auto': the checkpoint's own dtype (config.json's torch_dtype), so a bf16
-   * checkpoint's weights are the same values either way (float32 on the WebGPU EP, which has no
-   * bfloat16). It is built into the artifacts: prebuilt ones are taken as they are under 'auto',
+   * AdamW stay float32. 'auto': the checkpoint's own dtype as its config.json's torch_dtype names
+   * it (as transformers' torch_dtype='auto' reads it), so a bf16 checkpoint's weights are the same
+   * values either way (float32 on the WebGPU EP, which has no bfloat16: bf16 artifacts are refused
+   * there). float16 refuses a weight past its range (65,504) rather than store inf. It is built into the artifacts: prebuilt ones are taken as they are under 'auto',
    * and refused under a dtype they were not built with. LoRA only (full fine-tuning trains every
    * weight in float32). docs/performance.md, "Frozen weights in half precision".
    */
@@ -423,8 +424,18 @@ export function resolveBaseWeightsDtype(
 export function checkArtifactsBaseWeights(
   key: BaseWeightsDtypeKey,
   built: ProjectionDtype | undefined,
+  /** The device the sessions open on, when known: WebGPU has no bfloat16. */
+  device?: string,
 ): void {
   const has = built ?? 'float32';
+  if (device === 'webgpu' && has === 'bfloat16')
+    throw new ConfigError(
+      'the artifacts hold the projections in bfloat16, which the WebGPU EP cannot run (its casts would fall back to the CPU on every step)',
+      { key: 'base_weights_dtype' },
+      {
+        hint: 'rebuild the artifacts in float32 or float16 (flowgrpo export --base-weights-dtype float32; flowgrpo train does it under base_weights_dtype: auto when the model is a HF folder), or run on the CPU',
+      },
+    );
   if (key === 'auto' || key === has) return;
   throw new ConfigError(
     `base_weights_dtype: ${key}, but the artifacts hold the projections in ${has}`,

@@ -153,6 +153,15 @@ export function sftMemoryShape(c: SftMemoryConfig, f: RunMemoryFacts): MemorySha
   };
 }
 
+/** What a refused run's frozen weights are held in, for its last-resort hint. */
+function frozenDtypes(half: boolean, sampling: boolean): string {
+  if (!half)
+    return "the frozen weights are float32: base_weights_dtype: bfloat16 halves the projections (a float32 checkpoint's are rounded)";
+  return sampling
+    ? 'the projections are held in half precision for training, the sampling session casts them to float32'
+    : 'the projections are held in half precision already';
+}
+
 /** The first value of `values` (decreasing) at which `fits` holds, if any. */
 function firstFitting(values: number[], fits: (v: number) => boolean): number | undefined {
   return values.find(fits);
@@ -257,7 +266,7 @@ export function checkGrpoMemory(
       c,
       fits,
       (fitsAs) => grpoKnobFixes(c, f, fitsAs),
-      'no smaller micro-batch, concurrency or length fits: use a smaller model or a machine with more memory (frozen weights are float32)',
+      `no smaller micro-batch, concurrency or length fits: use a smaller model or a machine with more memory (${frozenDtypes(f.halfProjections === true, f.localRollouts)})`,
     ),
   );
 }
@@ -321,7 +330,7 @@ export function checkSftMemory(
   const available = availableOf(availableBytes);
   const est = (o: Partial<SftMemoryConfig>) => estimateMemory(sftMemoryShape({ ...c, ...o }, f));
   const fits = (o: Partial<SftMemoryConfig>) => est(o).bytes <= available.bytes;
-  const fallback = `no smaller micro-batch or length fits: use a smaller model or a machine with more memory (${c.use_peft ? 'frozen weights are' : 'every weight is'} float32)`;
+  const fallback = `no smaller micro-batch or length fits: use a smaller model or a machine with more memory (${c.use_peft ? frozenDtypes(f.halfProjections === true, false) : 'every weight is float32'})`;
   // Full fine-tuning (use_peft: false) has no frozen weights to share (checkSftConfig refuses
   // the key there): only checkpointing is named.
   const switches = c.use_peft ? SWITCHES : SWITCHES.filter((s) => s.key !== 'share_frozen_weights');

@@ -214,8 +214,7 @@ export class LoraPolicy {
     // a mismatch already, before output_dir; this covers every caller.
     if (o.gradientCheckpointing !== undefined)
       checkArtifactsCheckpointing(o.gradientCheckpointing, manifest.gradientCheckpointing);
-    if (o.baseWeightsDtype !== undefined)
-      checkArtifactsBaseWeights(o.baseWeightsDtype, manifest.baseWeightsDtype);
+    checkArtifactsBaseWeights(o.baseWeightsDtype ?? 'auto', manifest.baseWeightsDtype, o.device);
     const specs = loraParamSpecs(manifest.config, manifest.lora).map((s) => ({
       name: s.name,
       shape: [...s.shape],

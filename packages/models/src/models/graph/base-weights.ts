@@ -1,4 +1,4 @@
-import { float32ToTensor, type Tensor, tensorToFloat32 } from '@flowgrpo/core';
+import { ConfigError, float32ToTensor, type Tensor, tensorToFloat32 } from '@flowgrpo/core';
 import type { ExternalRef, WeightsFileWriter } from '@flowgrpo/graph';
 import type { DecoderConfig } from '../config.js';
 import { type ModelWeights, weightAsFloat32 } from '../weights/model-weights.js';
@@ -71,11 +71,28 @@ export function projectionNames(config: DecoderConfig): Set<string> {
   return names;
 }
 
-/** A tensor's bits in a half dtype: as stored when it already is, else rounded to nearest even. */
-function halfBits(t: Tensor, dtype: 'bfloat16' | 'float16'): Uint16Array {
+/** Float16's largest finite value: beyond it a value would be stored as ±inf. */
+const F16_MAX = 65504;
+
+/**
+ * A tensor's bits in a half dtype: as stored when it already is, else rounded to nearest even.
+ * A value past float16's range is refused rather than stored as inf.
+ */
+function halfBits(name: string, t: Tensor, dtype: 'bfloat16' | 'float16'): Uint16Array {
   const code = dtype === 'bfloat16' ? 'BF16' : 'F16';
   if (t.dtype === code) return t.data as Uint16Array;
-  return float32ToTensor(tensorToFloat32(t), code, [...t.shape]).data as Uint16Array;
+  const values = tensorToFloat32(t);
+  if (code === 'F16') {
+    let max = 0;
+    for (const v of values) max = Math.max(max, Math.abs(v));
+    if (!(max <= F16_MAX))
+      throw new ConfigError(
+        `base_weights_dtype float16: ${name} holds ${max} (float16 ends at ${F16_MAX})`,
+        { key: 'base_weights_dtype' },
+        { hint: "use bfloat16 (float32's range) or float32" },
+      );
+  }
+  return float32ToTensor(values, code, [...t.shape]).data as Uint16Array;
 }
 
 /** Default RoPE table length: the config's context, capped so tables stay small. */
@@ -101,7 +118,7 @@ export function writeBaseWeights(
     refs.set(
       name,
       t && half
-        ? { shape, external: writer.append(bytesOf(halfBits(t, half))), half }
+        ? { shape, external: writer.append(bytesOf(halfBits(name, t, half))), half }
         : { shape, external: writer.append(bytesOf(weightAsFloat32(weights, name))) },
     );
   }
