@@ -12,12 +12,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  createTinyQwen2,
-  loadHfModel,
-  loadLoraAdapter,
-  readArtifactsManifest,
-} from '@flowgrpo/models';
+import { loadHfModel, loadLoraAdapter, readArtifactsManifest } from '@flowgrpo/models';
 import { ReferenceDecoder, referenceSequenceLogprobs } from '@flowgrpo/models/testing';
 import { LoraPolicy, type TrainRow, targetsOf } from '@flowgrpo/trainer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -341,16 +336,7 @@ describe('flowgrpo export', () => {
     // A bf16 checkpoint, named as a HF folder: `flowgrpo train` builds its artifacts in bf16 under
     // 'auto', and in float32 when the config says so (a rebuild: the stamp holds the dtype).
     const bf16 = join(tmp, 'tiny-bf16');
-    await createTinyQwen2(bf16, {
-      seed: 'cli-train',
-      hiddenSize: 32,
-      layers: 1,
-      heads: 2,
-      kvHeads: 1,
-      intermediateSize: 64,
-      maxPositionEmbeddings: 2048,
-      dtype: 'BF16',
-    });
+    await tinyModel(bf16, { dtype: 'BF16' });
     const fromHf = (name: string, extra: object) =>
       writeConfig(
         join(tmp, `${name}.json`),

@@ -10,8 +10,9 @@ import { createTinyQwen2 } from '@flowgrpo/models';
 export const LORA = { r: 2, lora_alpha: 4, target_modules: ['q_proj', 'v_proj', 'up_proj'] };
 
 /** A 1-layer Qwen2 (hidden 32, GQA 2/1) in `dir`; positions enough for the tag agent's prompt. */
-export async function tinyModel(dir: string): Promise<string> {
+export async function tinyModel(dir: string, o: { dtype?: 'F32' | 'BF16' } = {}): Promise<string> {
   await createTinyQwen2(dir, {
+    ...o,
     seed: 'cli-train',
     hiddenSize: 32,
     layers: 1,

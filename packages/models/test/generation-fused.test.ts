@@ -41,6 +41,7 @@ import {
 import { initTinyWeights } from '../src/models/tiny-factory.js';
 import { SessionWorkerError } from '../src/runtime/errors.js';
 import { SessionWorker } from '../src/runtime/session-worker.js';
+import { qwen3StyleConfig } from '../src/testing/index.js';
 
 const int64 = (values: readonly number[], dims: number[]) =>
   new ort.Tensor(
@@ -712,15 +713,7 @@ describe('fused generate graph variants agree with the standard path', () => {
     ],
     [
       'q/k norm, biases, untied, MHA',
-      {
-        ...tinyQwen2Config({ seed: 0, hiddenSize: 32, layers: 2, heads: 2, initializerRange: 0.2 }),
-        modelType: 'qwen3',
-        qkvBias: false,
-        qkNorm: true,
-        oBias: true,
-        mlpBias: true,
-        tieWordEmbeddings: false,
-      },
+      qwen3StyleConfig({ seed: 0, hiddenSize: 32, layers: 2, heads: 2, initializerRange: 0.2 }),
     ],
   ];
   for (const [label, config] of configs)

@@ -23,6 +23,7 @@ import {
   readArtifactsManifest,
   tinyQwen2Config,
 } from '@flowgrpo/models';
+import { qwen3StyleConfig } from '@flowgrpo/models/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { thrownSync } from '../../../test-utils/folder-snapshot.js';
 import {
@@ -116,15 +117,13 @@ describe('gradient_checkpointing', () => {
   }, 300_000);
 
   it('the same bits with q/k norms, o and MLP biases and an untied head (Qwen3-style layers)', async () => {
-    const qwen3: DecoderConfig = {
-      ...tinyQwen2Config({ seed: 0, hiddenSize: 64, layers: 3, heads: 4, kvHeads: 2 }),
-      modelType: 'qwen3',
-      qkvBias: false,
-      qkNorm: true,
-      oBias: true,
-      mlpBias: true,
-      tieWordEmbeddings: false,
-    };
+    const qwen3: DecoderConfig = qwen3StyleConfig({
+      seed: 0,
+      hiddenSize: 64,
+      layers: 3,
+      heads: 4,
+      kvHeads: 2,
+    });
     const weights = initTinyWeights(qwen3, 2);
     const values = async (checkpointing: boolean) => {
       const dir = join(tmp, `qwen3-${checkpointing}`);

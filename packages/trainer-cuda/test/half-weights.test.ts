@@ -27,6 +27,7 @@ import {
   readArtifactsManifest,
   tinyQwen2Config,
 } from '@flowgrpo/models';
+import { qwen3StyleConfig } from '@flowgrpo/models/testing';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { thrownSync } from '../../../test-utils/folder-snapshot.js';
@@ -39,7 +40,7 @@ import {
   SFTConfigSchema,
 } from '../src/index.js';
 import { measureTrainStepPeak } from './support/measure-train-step-peak.js';
-import { LORA, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
+import { LORA, metricsOf, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-half-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -116,15 +117,13 @@ function relL2(a: Record<string, number[]>, b: Record<string, number[]>): number
 describe('base_weights_dtype', () => {
   it('a bf16 or fp16 checkpoint: the same step, log-probs and greedy tokens as its float32 artifacts', async () => {
     // Qwen3-style layers (q/k norms, o and MLP biases, untied head): every kind of projection.
-    const qwen3: DecoderConfig = {
-      ...tinyQwen2Config({ seed: 0, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2 }),
-      modelType: 'qwen3',
-      qkvBias: false,
-      qkNorm: true,
-      oBias: true,
-      mlpBias: true,
-      tieWordEmbeddings: false,
-    };
+    const qwen3: DecoderConfig = qwen3StyleConfig({
+      seed: 0,
+      hiddenSize: 64,
+      layers: 2,
+      heads: 4,
+      kvHeads: 2,
+    });
     const weights = halfWeights(qwen3, 3);
     const build = (dtype: 'float32' | 'bfloat16', checkpointing: boolean) => {
       const dir = join(tmp, `values-${dtype}-${checkpointing}`);
@@ -309,11 +308,7 @@ describe('base_weights_dtype', () => {
     });
     expect(trainer.memoryEstimate().terms.map((t) => t.name)).toContain('projection casts');
     await trainer.train();
-    const metrics = readFileSync(join(out, 'metrics.jsonl'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
-      .filter((m) => typeof m.grad_norm === 'number');
+    const metrics = metricsOf(out);
     expect(metrics).toHaveLength(4);
     expect(metrics.some((m) => (m.grad_norm as number) > 1e-3)).toBe(true);
     expect(metrics.every((m) => Number.isFinite(m.loss as number))).toBe(true);

@@ -19,6 +19,7 @@ import {
   tinyQwen2Config,
   writeBaseWeights,
 } from '@flowgrpo/models';
+import { qwen3StyleConfig } from '@flowgrpo/models/testing';
 import * as ort from 'onnxruntime-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TRAINING_GRAPH_BUILDERS } from '../src/graphs/training-artifacts.js';
@@ -45,15 +46,7 @@ const configs: [string, DecoderConfig][] = [
   ['qwen2, GQA 4:2', qwen2],
   [
     'q/k norm, biases, untied, MHA, 2 layers',
-    {
-      ...tinyQwen2Config({ seed: 0, hiddenSize: 16, layers: 2, heads: 2, initializerRange: 0.2 }),
-      modelType: 'qwen3',
-      qkvBias: false,
-      qkNorm: true,
-      oBias: true,
-      mlpBias: true,
-      tieWordEmbeddings: false,
-    },
+    qwen3StyleConfig({ seed: 0, hiddenSize: 16, layers: 2, heads: 2, initializerRange: 0.2 }),
   ],
 ];
 const lora: LoraConfig = { r: 2, alpha: 4, targetModules: ['q_proj', 'v_proj', 'o_proj'] };

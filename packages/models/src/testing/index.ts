@@ -12,3 +12,4 @@ export {
   referenceSequenceLogprobs,
   referenceTokenLogprob,
 } from '../models/reference/index.js';
+export { qwen3StyleConfig } from './qwen3-style.js';
