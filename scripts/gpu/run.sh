@@ -144,6 +144,11 @@ fi
 for dev in "${DEVICES[@]}"; do
   step "ours-decode-$SHAPE-$dev" 150 "${MEASURE[@]}" decode "${SHAPES[@]}" --shape "$SHAPE" --device "$dev" --work "$WORK/ours" "${COMMON[@]}"
   step "ours-train-$SHAPE-$dev" 150 "${MEASURE[@]}" train "${SHAPES[@]}" --shape "$SHAPE" --device "$dev" --work "$WORK/ours" "${COMMON[@]}"
+  # The same step with the projections in float16 (base_weights_dtype), and with each layer
+  # recomputed in the backward (gradient_checkpointing): their speed and memory beside float32's.
+  for variant in fp16 ckpt; do
+    step "ours-train-$SHAPE-$dev-$variant" 120 "${MEASURE[@]}" train "${SHAPES[@]}" --shape "$SHAPE" --device "$dev" --variant "$variant" --work "$WORK/ours" "${COMMON[@]}"
+  done
 done
 step "torch-$SHAPE" 150 "$PY" "$BUNDLE/torch_side.py" bench "${SHAPES[@]}" --shape "$SHAPE"
 # Where our time goes (ORT's profiler, top ops), before the optional larger shape.
@@ -154,6 +159,7 @@ if [ "$MODE" = gpu ]; then
   step torch-qwen2.5-1.5b 90 "$PY" "$BUNDLE/torch_side.py" bench "${SHAPES[@]}" --shape qwen2.5-1.5b
   step ours-decode-qwen2.5-1.5b-webgpu 120 "${MEASURE[@]}" decode "${SHAPES[@]}" --shape qwen2.5-1.5b --device webgpu --work "$WORK/ours" "${COMMON[@]}"
   step ours-train-qwen2.5-1.5b-webgpu 120 "${MEASURE[@]}" train "${SHAPES[@]}" --shape qwen2.5-1.5b --device webgpu --work "$WORK/ours" "${COMMON[@]}"
+  step ours-train-qwen2.5-1.5b-webgpu-fp16 120 "${MEASURE[@]}" train "${SHAPES[@]}" --shape qwen2.5-1.5b --device webgpu --variant fp16 --work "$WORK/ours" "${COMMON[@]}"
 fi
 
 "${MEASURE[@]}" summary --results "$RESULTS" | tee "$OUTDIR/summary.txt"

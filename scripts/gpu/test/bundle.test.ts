@@ -115,7 +115,26 @@ describe.skipIf(missing !== undefined)('scripts/gpu/bundle.sh and run.sh --cpu-s
       expect(train.tokensPerSecond).toBeGreaterThan(0);
       expect(Number.isFinite(train.firstLoss)).toBe(true);
       if (dev === 'webgpu') expect(decode.softwareAdapter).toBe(true);
+      // The build switches measured beside it: the same step, its artifacts built the other way.
+      for (const [v, dtype, ckpt] of [
+        ['fp16', 'float16', false],
+        ['ckpt', 'float32', true],
+      ] as const) {
+        const t = s[`ours-train-tiny-${dev}-${v}`]!;
+        expect(t.ok, JSON.stringify(t)).toBe(true);
+        expect(t.baseWeightsDtype).toBe(dtype);
+        expect(t.gradientCheckpointing).toBe(ckpt);
+        expect(t.tokensPerSecond).toBeGreaterThan(0);
+        // Same random weights, same rows: the first loss differs from float32's by the float16
+        // rounding of the projections alone, and not at all under recomputation.
+        if (ckpt) expect(t.firstLoss).toBeCloseTo(train.firstLoss as number, 5);
+        else
+          expect(Math.abs((t.firstLoss as number) - (train.firstLoss as number))).toBeLessThan(
+            1e-2,
+          );
+      }
     }
+    expect(readFileSync(join(out, 'summary.txt'), 'utf8')).toMatch(/LoRA train step tok\/s, fp16/);
 
     // The profile of a decode and a train step, when WebGPU is there (else skipped, with why).
     const profile = s['profile-tiny-webgpu']!;

@@ -8,14 +8,14 @@
 //   cuda-probe --ort-probe F --out F
 //   fidelity --shapes F --work DIR --mode M --vkinfo F --out F
 //   decode | train | profile --shapes F --shape NAME --device cpu|webgpu --work DIR --mode M
-//            --vkinfo F --out F
+//            --vkinfo F --out F [--variant fp16|ckpt|fp16-ckpt: train's build switches]
 
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Device } from '@flowgrpo/models';
 import { deviceAvailability } from '@flowgrpo/models';
 import { exportFidelity, type FidelitySpec } from './fidelity.js';
-import { benchDecode, benchTrain, readShape } from './ours.js';
+import { benchDecode, benchTrain, parseTrainVariant, readShape } from './ours.js';
 import { adapter, cudaProbe, environment, refuseWebgpu } from './probes.js';
 import { profileShape } from './profile.js';
 import { initResults, readResults, recordStep, writeStep } from './results.js';
@@ -40,6 +40,7 @@ const { positionals, values: o } = parseArgs({
       'shape',
       'device',
       'work',
+      'variant',
     ].map((k) => [k, { type: 'string' as const }]),
   ),
 });
@@ -113,9 +114,13 @@ switch (command) {
       break;
     }
     const shape = readShape(need('shapes'), need('shape'));
-    const bench =
-      command === 'decode' ? benchDecode : command === 'train' ? benchTrain : profileShape;
-    const figures = await bench(shape, device, need('work'));
+    const variant = parseTrainVariant(o.variant);
+    const figures =
+      command === 'decode'
+        ? await benchDecode(shape, device, need('work'))
+        : command === 'train'
+          ? await benchTrain(shape, device, need('work'), variant)
+          : await profileShape(shape, device, need('work'));
     // On the CPU smoke run lavapipe stands in for the GPU: say so in the figures themselves.
     if (device === 'webgpu' && need('mode') !== 'gpu') figures.softwareAdapter = true;
     writeStep(need('out'), { shape: need('shape'), ...figures });

@@ -32,6 +32,28 @@ export interface ShapeSpec {
   train: { batch: number; seq: number; steps: number; lora: { r: number; alpha: number } };
 }
 
+/**
+ * A train step's build switches beyond the float32 default, named by `--variant` (run.sh's
+ * step-name suffix): `fp16` keeps the layers' projections in float16 (`base_weights_dtype`; the
+ * WebGPU EP has no bfloat16), `ckpt` recomputes each layer in the backward
+ * (`gradient_checkpointing`), `fp16-ckpt` both.
+ */
+export interface TrainVariant {
+  baseWeightsDtype: 'float32' | 'float16';
+  gradientCheckpointing: boolean;
+}
+
+export function parseTrainVariant(name: string | undefined): TrainVariant {
+  const parts = new Set((name ?? '').split('-').filter((p) => p !== ''));
+  for (const p of parts)
+    if (p !== 'fp16' && p !== 'ckpt')
+      throw new RangeError(`--variant ${name}: parts are fp16 and ckpt, joined by '-'`);
+  return {
+    baseWeightsDtype: parts.has('fp16') ? 'float16' : 'float32',
+    gradientCheckpointing: parts.has('ckpt'),
+  };
+}
+
 export function readShape(shapesFile: string, name: string): ShapeSpec {
   const all = JSON.parse(readFileSync(shapesFile, 'utf8')) as Record<string, ShapeSpec>;
   const s = all[name];
@@ -133,6 +155,7 @@ export async function benchTrain(
   shape: ShapeSpec,
   device: Device,
   work: string,
+  variant: TrainVariant = parseTrainVariant(undefined),
 ): Promise<Record<string, unknown>> {
   const config = parseDecoderConfig(shape.config);
   const { batch: B, seq: T, steps } = shape.train;
@@ -144,6 +167,8 @@ export async function benchTrain(
     graphs: ['logprobs', 'train_step'],
     maxPositions: T,
     lora,
+    baseWeightsDtype: variant.baseWeightsDtype,
+    gradientCheckpointing: variant.gradientCheckpointing,
   });
   const buildSeconds = (performance.now() - t0) / 1000;
   const policy = await LoraPolicy.open({
@@ -191,6 +216,7 @@ export async function benchTrain(
     return {
       device,
       lora: { r: lora.r, alpha: lora.alpha, targetModules: [...LORA_TARGET_MODULES] },
+      ...variant,
       batch: B,
       seq: T,
       buildSeconds,

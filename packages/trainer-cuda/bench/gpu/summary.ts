@@ -37,7 +37,9 @@ export function summarize(results: Results): string {
     );
   const shapes = new Set<string>();
   for (const name of Object.keys(s)) {
-    const m = /^(?:ours-(?:decode|train)|torch)-(.+?)(?:-(?:cpu|webgpu))?$/.exec(name);
+    const m = /^(?:ours-(?:decode|train)|torch)-(.+?)(?:-(?:cpu|webgpu)(?:-[a-z0-9-]+)?)?$/.exec(
+      name,
+    );
     if (m) shapes.add(m[1]!);
   }
   for (const shape of shapes) {
@@ -60,7 +62,8 @@ export function summarize(results: Results): string {
       lines.push(
         `| decode tok/s B=${b} | ${fmt(decodeOf(s[`ours-decode-${shape}-webgpu`], b))} | ${fmt(decodeOf(s[`ours-decode-${shape}-cpu`], b))} | ${torchCell('float32', (r) => r.decode?.find((d) => d.batch === b)?.tokensPerSecond)} | ${torchCell('bfloat16', (r) => r.decode?.find((d) => d.batch === b)?.tokensPerSecond)} |`,
       );
-    const train = (dev: string) => s[`ours-train-${shape}-${dev}`];
+    const train = (dev: string, variant = '') =>
+      s[`ours-train-${shape}-${dev}${variant && `-${variant}`}`];
     const ok = (r: StepRecord | undefined) => (r?.ok ? r : undefined);
     lines.push(
       `| LoRA train step tok/s | ${fmt(ok(train('webgpu'))?.tokensPerSecond)} | ${fmt(ok(train('cpu'))?.tokensPerSecond)} | ${torchCell('float32', (r) => r.train?.tokensPerSecond)} | ${torchCell('bfloat16', (r) => r.train?.tokensPerSecond)} |`,
@@ -70,6 +73,20 @@ export function summarize(results: Results): string {
     lines.push(
       `| train peak GPU MiB | ${fmt(peak(train('webgpu')))} | — | ${torchCell('float32', (r) => r.train?.peakMiB)} | ${torchCell('bfloat16', (r) => r.train?.peakMiB)} |`,
     );
+    // The build switches (ours.ts TrainVariant), each beside the float32 default above.
+    const variants = new Set<string>();
+    for (const name of Object.keys(s)) {
+      const v = new RegExp(`^ours-train-${shape.replace(/[.]/g, '\\.')}-(?:cpu|webgpu)-(.+)$`).exec(
+        name,
+      );
+      if (v) variants.add(v[1]!);
+    }
+    for (const v of [...variants].sort()) {
+      lines.push(
+        `| LoRA train step tok/s, ${v} | ${fmt(ok(train('webgpu', v))?.tokensPerSecond)} | ${fmt(ok(train('cpu', v))?.tokensPerSecond)} | — | — |`,
+        `| train peak GPU MiB, ${v} | ${fmt(peak(train('webgpu', v)))} | — | — | — |`,
+      );
+    }
   }
   for (const [name, step] of Object.entries(s)) {
     if (!name.startsWith('profile-') || !step.ok) continue;
