@@ -105,6 +105,7 @@ function estimatedMiB(
   chunkSize?: number,
   sharedWeights = false,
   gradientCheckpointing = false,
+  halfProjections = false,
 ): number {
   return (
     estimateMemory({
@@ -115,6 +116,7 @@ function estimatedMiB(
       microBatch: { rows: B, seqLen: T },
       sharedWeights,
       gradientCheckpointing,
+      halfProjections,
     }).bytes /
     2 ** 20
   );
@@ -316,6 +318,7 @@ function buildVocabStep(
   size: number,
   T: number,
   gradientCheckpointing = false,
+  baseWeightsDtype: 'float32' | 'bfloat16' = 'float32',
 ): void {
   buildTrainingArtifacts(randomWeights(config), dir, {
     graphs: ['train_step'],
@@ -323,6 +326,7 @@ function buildVocabStep(
     lora: { r: 16, alpha: 32, targetModules: LORA_TARGET_MODULES },
     vocabChunkSize: size,
     gradientCheckpointing,
+    baseWeightsDtype,
   });
 }
 
@@ -478,8 +482,9 @@ export async function benchTrainMemoryVocab(): Promise<BenchSection> {
  * Qwen2.5-1.5B's 28 (random weights, tied head, LoRA r=16 on every projection), one row of 512
  * tokens — at 8 × 512 the activations of every layer pass this machine's memory on either side
  * (issue #33: both PyTorch and flowgrpo passed 20 GiB at 0.5B). PyTorch eager f32 with the loss
- * whole and in row chunks; flowgrpo prepacked (the default) and with share_frozen_weights; each
- * a fresh process, skipped when the memory available is below its estimate.
+ * whole and in row chunks; flowgrpo prepacked (the default) and with share_frozen_weights, with
+ * float32 and with bfloat16 projections (base_weights_dtype); each a fresh process, skipped when
+ * the memory available is below its estimate.
  */
 const MODEL_SHAPES = [
   { name: 'Qwen2.5-0.5B (24 layers)', config: qwen05(24), B: 1, T: 512 },
@@ -512,25 +517,31 @@ export async function benchTrainMemoryModels(): Promise<BenchSection> {
       const shape = `${s.name}, ${B} × ${T}`;
       const tokens = B * T;
       const chunked = await torchRows(py, s, shape, rows);
-      const dir = join(tmp, String(config.numHiddenLayers));
-      buildVocabStep(config, dir, DEFAULT_VOCAB_CHUNK_SIZE, T);
-      for (const shared of [false, true]) {
-        const label = shared
-          ? 'flowgrpo, share_frozen_weights (prepacking off)'
-          : 'flowgrpo, default (prepacked)';
-        const estimate = estimatedMiB(config, B, T, undefined, shared);
-        const available = availableMiB();
-        if (available < estimate * 1.1) {
-          notes.push(
-            `${shape}, ${label} skipped: ${available.toFixed(0)} MiB available, the estimate is ${estimate.toFixed(0)}`,
-          );
-          continue;
+      // float32 projections (the default for a float32 checkpoint), then bfloat16 ones (a bf16
+      // checkpoint's default, base_weights_dtype: auto): the weights rounded to bf16 here, as a
+      // bf16 checkpoint's already are. Each with the other frozen weights prepacked and shared.
+      for (const dtype of ['float32', 'bfloat16'] as const) {
+        const half = dtype === 'bfloat16';
+        const dir = join(tmp, `${config.numHiddenLayers}-${dtype}`);
+        let built = false;
+        for (const shared of [false, true]) {
+          const label = `flowgrpo${half ? ', base_weights_dtype: bfloat16' : ''}, ${shared ? 'share_frozen_weights (prepacking off)' : 'default (prepacked)'}`;
+          const estimate = estimatedMiB(config, B, T, undefined, shared, false, half);
+          const available = availableMiB();
+          if (available < estimate * 1.1) {
+            notes.push(
+              `${shape}, ${label} skipped: ${available.toFixed(0)} MiB available, the estimate is ${estimate.toFixed(0)}`,
+            );
+            continue;
+          }
+          if (!built) buildVocabStep(config, dir, DEFAULT_VOCAB_CHUNK_SIZE, T, false, dtype);
+          built = true;
+          const options = { intraOpThreads: 2, ...(shared && { prepackWeights: false }) };
+          const ours = await ourStep(dir, B, T, options, 2);
+          rows.push(vocabRow(shape, tokens, label, ours, chunked, estimate));
         }
-        const options = { intraOpThreads: 2, ...(shared && { prepackWeights: false }) };
-        const ours = await ourStep(dir, B, T, options, 2);
-        rows.push(vocabRow(shape, tokens, label, ours, chunked, estimate));
+        rmSync(dir, { recursive: true, force: true });
       }
-      rmSync(dir, { recursive: true, force: true });
     }
   } finally {
     rmSync(tmp, { recursive: true, force: true });
