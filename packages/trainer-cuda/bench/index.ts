@@ -28,7 +28,7 @@ const sections: { name: string; run: () => Promise<BenchSection>; only?: boolean
   { name: 'train-memory', run: benchTrainMemory },
   // ~30 min and a 17 GB peak (the unchunked head): only when named.
   { name: 'train-memory-vocab', run: benchTrainMemoryVocab, only: true },
-  // ~20 min, 0.5B and 1.5B shapes at up to ~17 GB: only when named.
+  // ~21 min, 0.5B and 1.5B shapes, float32 and bf16 projections, at up to ~17 GB: only when named.
   { name: 'train-memory-models', run: benchTrainMemoryModels, only: true },
   { name: 'train-memory-checkpointing', run: benchTrainMemoryCheckpointing, only: true },
   { name: 'vocab-chunk-price', run: benchVocabChunkPrice, only: true },

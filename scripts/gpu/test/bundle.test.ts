@@ -125,12 +125,13 @@ describe.skipIf(missing !== undefined)('scripts/gpu/bundle.sh and run.sh --cpu-s
         expect(t.baseWeightsDtype).toBe(dtype);
         expect(t.gradientCheckpointing).toBe(ckpt);
         expect(t.tokensPerSecond).toBeGreaterThan(0);
-        // Same random weights, same rows: the first loss differs from float32's by the float16
-        // rounding of the projections alone, and not at all under recomputation.
+        // The reference is the float32 step of the same run (same random weights, same rows).
+        // float16 projections move the first loss by their rounding alone (measured 5e-7 here,
+        // 1.7e-5 at 0.5B on the H200); recomputation by nothing (measured equal to the bit).
         if (ckpt) expect(t.firstLoss).toBeCloseTo(train.firstLoss as number, 5);
         else
           expect(Math.abs((t.firstLoss as number) - (train.firstLoss as number))).toBeLessThan(
-            1e-2,
+            1e-3,
           );
       }
     }
