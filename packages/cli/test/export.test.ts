@@ -38,6 +38,14 @@ beforeAll(async () => {
   checkpoint = join(tmp, 'run-sft', 'checkpoint-2');
 });
 
+/** An SFT config `<name>.json` on `modelOrArtifacts`, its output_dir `<name>` beside it, in tmp. */
+function runConfig(name: string, modelOrArtifacts: string, extra: object): string {
+  return writeConfig(
+    join(tmp, `${name}.json`),
+    sftConfig(tmp, modelOrArtifacts, { output_dir: join(tmp, name), ...extra }),
+  );
+}
+
 // Header + per tensor [dtype, shape, finite?] of a safetensors file, read with the stdlib only.
 const PY_READER = `
 import json, math, struct, sys
@@ -293,10 +301,7 @@ describe('flowgrpo export', () => {
     expect(merged.err).toContain('--merge writes a HF folder');
     // A run on them without the key is refused, naming the flag; with it, it trains.
     const run = (name: string, extra: object) =>
-      writeConfig(
-        join(tmp, `${name}.json`),
-        sftConfig(tmp, out, { tokenizer: model, output_dir: join(tmp, name), ...extra }),
-      );
+      runConfig(name, out, { tokenizer: model, ...extra });
     const refused = captureIO(tmp);
     expect(await runCli(['train', '--config', run('ckpt-off', {})], refused)).toBe(1);
     expect(refused.err).toContain('[CONFIG_ERROR]');
@@ -319,10 +324,7 @@ describe('flowgrpo export', () => {
     expect(await runCli([...args.slice(0, 5), ...wrong], bad)).toBe(2);
     expect(bad.err).toContain('--base-weights-dtype must be auto, float32, bfloat16, float16');
     const run = (name: string, extra: object) =>
-      writeConfig(
-        join(tmp, `${name}.json`),
-        sftConfig(tmp, out, { tokenizer: model, output_dir: join(tmp, name), ...extra }),
-      );
+      runConfig(name, out, { tokenizer: model, ...extra });
     const refused = captureIO(tmp);
     const f32 = run('half-f32', { base_weights_dtype: 'float32' });
     expect(await runCli(['train', '--config', f32], refused)).toBe(1);
@@ -338,10 +340,7 @@ describe('flowgrpo export', () => {
     const bf16 = join(tmp, 'tiny-bf16');
     await tinyModel(bf16, { dtype: 'BF16' });
     const fromHf = (name: string, extra: object) =>
-      writeConfig(
-        join(tmp, `${name}.json`),
-        sftConfig(tmp, bf16, { output_dir: join(tmp, name), max_steps: 1, ...extra }),
-      );
+      runConfig(name, bf16, { max_steps: 1, ...extra });
     const auto = captureIO(tmp);
     expect(await runCli(['train', '--config', fromHf('hf-auto', {})], auto), auto.err).toBe(0);
     expect(readArtifactsManifest(join(tmp, 'hf-auto', 'artifacts')).baseWeightsDtype).toBe(

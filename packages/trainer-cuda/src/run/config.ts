@@ -101,9 +101,10 @@ const common = {
    * AdamW stay float32. 'auto': the checkpoint's own dtype as its config.json's torch_dtype names
    * it (as transformers' torch_dtype='auto' reads it), so a bf16 checkpoint's weights are the same
    * values either way (float32 on the WebGPU EP, which has no bfloat16: bf16 artifacts are refused
-   * there). float16 refuses a weight past its range (65,504) rather than store inf. It is built into the artifacts: prebuilt ones are taken as they are under 'auto',
-   * and refused under a dtype they were not built with. LoRA only (full fine-tuning trains every
-   * weight in float32). docs/performance.md, "Frozen weights in half precision".
+   * there). float16 refuses a weight past its range (65,504) rather than store inf. It is built
+   * into the artifacts: prebuilt ones are taken as they are under 'auto', and refused under a
+   * dtype they were not built with. LoRA only (full fine-tuning trains every weight in float32).
+   * docs/performance.md, "Frozen weights in half precision".
    */
   base_weights_dtype: z.enum(['auto', 'float32', 'bfloat16', 'float16']).default('auto'),
   /**
