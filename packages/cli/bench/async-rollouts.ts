@@ -22,6 +22,7 @@
 // seed), else `flowgrpo demo --seed 1` is run once into node_modules/.cache (about 8 minutes).
 // FLOWGRPO_BENCH_ASYNC_STEPS=N shortens each run to N steps (a try of the bench, not a figure);
 // FLOWGRPO_BENCH_ASYNC_ROUNDS=N runs the three N times (default 2);
+// FLOWGRPO_BENCH_ASYNC_SEEDS=1,2,3 runs the learning check across GRPO seeds instead (below);
 // FLOWGRPO_BENCH_ASYNC_CONFIG='{"vllm_importance_sampling_mode": "token_mask"}' adds GRPO keys;
 // FLOWGRPO_BENCH_ASYNC_URLS=http://a:8000/v1,http://b:8000/v1 samples on those servers instead
 // (a vLLM fleet serving the demo's SFT checkpoint as `sft`: docs/scaling.md), no local server.
@@ -75,9 +76,10 @@ if (!readable()) {
 }
 
 /** Runs a child to its end, pinned to `cpu`; its last stdout line is JSON. */
-async function pinned<T>(cpu: number, argv: string[]): Promise<T> {
+async function pinned<T>(cpu: number, argv: string[], env: NodeJS.ProcessEnv = {}): Promise<T> {
   const child = spawn('taskset', ['-c', String(cpu), ...node, ...argv], {
     stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...env },
   });
   let out = '';
   child.stdout.on('data', (d: Buffer) => (out += d));
@@ -150,6 +152,56 @@ interface Run {
   serverCpuS?: number;
 }
 
+const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+// The learning check across seeds (FLOWGRPO_BENCH_ASYNC_SEEDS=1,2,3): one run's accuracy is one
+// draw of a GRPO phase whose outcome can fork on the rollouts' seed (docs/performance.md), so
+// k = 1 is compared with k = 0 seed by seed. Each seed's two runs go side by side, one per core,
+// with the trainer's own engine: the schedule (which adapter samples which batch) is the served
+// runs', so the staleness is the same; the server's batching only moves logits in their last
+// bits. Their times are no measure here (the rounds below are).
+const seedList = process.env.FLOWGRPO_BENCH_ASYNC_SEEDS;
+if (seedList) {
+  console.log(
+    "### Learning across GRPO seeds: max_staleness 0 and 1 side by side, one core each, the trainer's own engine\n",
+  );
+  const seeds = seedList.split(',').map(Number);
+  if (seeds.some((x) => !Number.isInteger(x)))
+    throw new Error(`FLOWGRPO_BENCH_ASYNC_SEEDS must be integers, got ${seedList}`);
+  console.log(
+    "| GRPO seed | max_staleness 0 [95% CI] | max_staleness 1 [95% CI] | k = 1 within k = 0's interval |",
+  );
+  console.log(`|${' --- |'.repeat(4)}`);
+  const diffs: number[] = [];
+  for (const seed of seeds) {
+    const [k0, k1] = await Promise.all(
+      [0, 1].map((k) => {
+        const out = join(cache, `seed-${seed}-k${k}`);
+        rmSync(out, { recursive: true, force: true });
+        mkdirSync(out, { recursive: true });
+        return pinned<Run>(
+          k,
+          [join(pkg, 'bench', 'async-rollouts-child.ts'), demo, 'local', String(k), out],
+          { FLOWGRPO_BENCH_ASYNC_GRPO_SEED: String(seed) },
+        );
+      }),
+    );
+    const within = k1!.accuracy >= k0!.ci95[0] && k1!.accuracy <= k0!.ci95[1];
+    diffs.push(k1!.accuracy - k0!.accuracy);
+    const cell = (r: Run) => `${pct(r.accuracy)} [${pct(r.ci95[0])}, ${pct(r.ci95[1])}]`;
+    console.log(`| ${seed} | ${cell(k0!)} | ${cell(k1!)} | ${within ? 'yes' : '**no**'} |`);
+  }
+  const mean = diffs.reduce((a, b) => a + b, 0) / diffs.length;
+  const sd = Math.sqrt(
+    diffs.reduce((a, d) => a + (d - mean) ** 2, 0) / Math.max(1, diffs.length - 1),
+  );
+  if (diffs.length > 1)
+    console.log(
+      `\nk = 1 − k = 0 over ${diffs.length} seeds: mean ${(100 * mean).toFixed(1)} points, standard deviation ${(100 * sd).toFixed(1)} points.`,
+    );
+  process.exit(0);
+}
+
 const rounds = Number(process.env.FLOWGRPO_BENCH_ASYNC_ROUNDS ?? 2);
 if (!Number.isInteger(rounds) || rounds < 1)
   throw new Error(
@@ -182,7 +234,6 @@ try {
   server?.kill('SIGTERM');
 }
 
-const pct = (x: number) => `${(100 * x).toFixed(1)}%`;
 /** (S + U) / max(S, U): what overlapping sampling S and updating U per step can give at best. */
 const boundOf = (r: Run) => (r.sampleS + r.updateS) / Math.max(r.sampleS, r.updateS);
 /** The speed-up of `r` over the synchronous run of its own round. */
