@@ -3,8 +3,7 @@
 // OpenAIPolicyEngine (the client a vLLM fleet gets), at max_staleness K. Then the last adapter is
 // evaluated greedily on the demo's held-out questions here (not timed). Prints one JSON line.
 //   node … async-rollouts-child.ts DEMO_DIR URL[,URL…] K OUT_DIR
-// URL 'local' samples with the trainer's own engine; FLOWGRPO_BENCH_ASYNC_GRPO_SEED sets the GRPO
-// run's seed (default: the demo's).
+// URL 'local' samples with the trainer's own engine.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { OpenAIPolicyEngine, type PolicyEngine } from '@flowgrpo/agent';
@@ -30,10 +29,6 @@ const k = Number(kArg);
 const { seed } = JSON.parse(readFileSync(join(demoDir, 'results.json'), 'utf8')) as {
   seed: number;
 };
-const grpoSeed =
-  process.env.FLOWGRPO_BENCH_ASYNC_GRPO_SEED === undefined
-    ? undefined
-    : Number(process.env.FLOWGRPO_BENCH_ASYNC_GRPO_SEED);
 const s = demoSettings('full');
 const { almanac, grpoQuestions, testQuestions, base } = await demoTaskSetup(out, seed, s);
 const sft = join(demoDir, 'artifacts', 'sft');
@@ -58,9 +53,6 @@ const trainer = new GRPOTrainer({
     }),
     ...(process.env.FLOWGRPO_BENCH_ASYNC_CONFIG &&
       (JSON.parse(process.env.FLOWGRPO_BENCH_ASYNC_CONFIG) as GRPOConfigInput)),
-    // The rollouts' seed (the seed-comparison mode): the task, its questions and the SFT model
-    // stay the demo's.
-    ...(grpoSeed !== undefined && { seed: grpoSeed }),
     // One core is this process's machine.
     intra_op_threads: 1,
   },
@@ -105,7 +97,6 @@ console.log(
   JSON.stringify({
     k,
     seed,
-    grpoSeed: grpoSeed ?? seed,
     steps: run.globalStep,
     phaseS,
     // Per step: the sampling side (rollouts and their rewards) and the update side (π_old's
