@@ -10,7 +10,9 @@ import { EMBED_TOKENS, expectedTensorShapes, LM_HEAD } from '@flowgrpo/models';
 // before a session is opened, right after, and its peak (VmHWM) over a train step. Measured on
 // two Qwen2.5-0.5B layers (hidden 896) at vocabularies 8,192 (the head whole) and 32,768 (two
 // chunks), with 2 and 4 layers, at 1–4 rows × 256–1,024 tokens (docs/performance.md, "The memory
-// preflight"), then checked at shapes the factors were not fitted on (test/memory-estimate.test.ts).
+// preflight"), then checked at shapes the factors were not fitted on (test/memory-preflight.test.ts).
+// Refitted on 0.5B-shaped models at the real vocabulary (151,936), 2–24 layers, 1–2 rows × 256–1,024
+// tokens: the tied head's mapped pages, ORT's arena and the load's transient are terms of their own.
 
 const F32 = 4;
 const HALF = 2;
@@ -68,9 +70,13 @@ export const ACTIVATION_FACTORS = {
   intermediate: 5,
   attention: 1.5,
   loraRank: 2,
-  /** [tokens × head width] float tensors live at the peak: measured 6.5 whole, ~7.5 in chunks. */
+  /**
+   * [tokens × head width] float tensors live at the peak: measured 6.5 whole; in chunks 5, refitted
+   * (2026-11-30) on 23 steps at the real vocabulary's chunks of 15,194 (scratch, docs/performance.md
+   * "The memory preflight"); the 7.5 first fitted at two chunks of 16,384 over-read them.
+   */
   headWhole: 6.5,
-  headChunked: 7.5,
+  headChunked: 5,
   /** What a step allocates whatever its size (measured: the intercept of peak against tokens). */
   fixed: 22 * MiB,
   /**
@@ -81,6 +87,25 @@ export const ACTIVATION_FACTORS = {
   checkpointHidden: 1,
 } as const;
 
+/**
+ * ORT's CPU arena above the step's live tensors, as a fraction of the step's terms (activations
+ * and LM head): its regions double in size, and the pages a step touches in them depend on the
+ * order of its allocations. Measured as the step's peak with the arena (the default) against its
+ * live peak (the arena off and glibc returning every freed block: MALLOC_MMAP_THRESHOLD_=131072),
+ * Qwen2.5-0.5B shape, real vocabulary, 1 × 512: 4–5% over the live peak at 16 layers, 18%
+ * (float32) and 27% (bf16 projections) at 24 — a step, not a slope, as the regions double. 0.2
+ * leaves those two whole models at 0.94–0.95× their peak and the tests' small shapes within 25%
+ * (a fit to the worst case would put them over).
+ */
+export const ARENA_SLACK = 0.2;
+/**
+ * Copies of a chunked head held for a moment while a session loads, besides its chunks: the
+ * weight read whole and the chunks being cut from it. Measured: a fresh process's peak while the
+ * train_step session opens is 1,690–1,725 MiB for a 0.5B-shaped model at the real vocabulary
+ * (the head 519 MiB) at 2, 8, 16 and 24 layers, bf16 projections — the runtime, the chunks and
+ * two more heads.
+ */
+export const LOAD_HEAD_COPIES = 2;
 /**
  * Copies of the sampling batch's KV cache: the chunk's `past` input and its `present` output
  * (docs/performance.md, "The KV cache": the cache crosses the binding once per chunk). Counted
@@ -212,11 +237,23 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
             (shared ? 0 : w.embed)) +
         f.overhead;
   const factors = shared ? SHARED_SESSION_FACTORS : SESSION_FACTORS;
-  if (shared || half)
+  // A tied head cut into vocabulary chunks stays mapped whole besides its chunks: the input
+  // embedding and the target rows are gathered from it, and a run's ids reach every page of it.
+  const mappedHead =
+    !shared && !shape.full && !whole && c.tieWordEmbeddings === true && (trainStep || logprobs);
+  if (shared || half || mappedHead)
     terms.push({
       name: 'frozen weights',
-      bytes: (half ? HALF : F32) * w.linear + (shared ? F32 * (w.head + w.embed) : 0),
-      what: `weights.data mapped once, read by the train_step and logprobs sessions${half ? `: the projections in half precision${shared ? ', the rest float32' : ''}` : ' (float32)'}`,
+      bytes:
+        (half ? HALF * w.linear : shared ? F32 * w.linear : 0) +
+        (shared ? F32 * (w.head + w.embed) : mappedHead ? F32 * w.head : 0),
+      what: `weights.data mapped once, read by the train_step and logprobs sessions: ${[
+        half ? 'the projections in half precision' : shared ? 'the projections' : undefined,
+        shared ? 'the head and embeddings (float32)' : undefined,
+        mappedHead ? 'the tied embedding, gathered from (float32)' : undefined,
+      ]
+        .filter(Boolean)
+        .join(', ')}`,
     });
   if (half)
     terms.push({
@@ -321,6 +358,36 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       bytes: F32 * copies * tokens * width,
       what: `${tokens} tokens × ${width} vocabulary columns${whole ? '' : ' (one chunk)'} × ${copies} tensors`,
     });
+  }
+  // ORT's CPU arena reserves memory in regions that double in size, and which of their pages a
+  // step touches depends on the order of its allocations: above the step's live tensors, the
+  // arena kept 4–27% more than the live peak resident (ARENA_SLACK).
+  if (trainStep && shape.microBatch) {
+    const step = terms
+      .filter((t) => t.name === 'activations' || t.name === 'LM head')
+      .reduce((s, t) => s + t.bytes, 0);
+    terms.push({
+      name: 'arena',
+      bytes: ARENA_SLACK * step,
+      what: `ORT's arena: pages of its doubling regions the step touches besides its live tensors (${ARENA_SLACK} × the two terms above)`,
+    });
+  }
+
+  // Loading: a session that cuts a head into vocabulary chunks holds LOAD_HEAD_COPIES more copies
+  // of it for a moment, while only the sessions' weights are resident (the mapped file's pages,
+  // the casts and every run-time term come later). A small model at a real vocabulary peaks there.
+  const total = terms.reduce((s, t) => s + t.bytes, 0);
+  if (!whole && !shape.full && (trainStep || logprobs)) {
+    const loaded = (t: MemoryTerm) =>
+      t.name === 'runtime' || (t.name.endsWith(' weights') && t.name !== 'frozen weights');
+    const held = terms.filter(loaded).reduce((s, t) => s + t.bytes, 0);
+    const load = held + LOAD_HEAD_COPIES * F32 * w.head;
+    if (load > total)
+      terms.push({
+        name: 'session load',
+        bytes: load - total,
+        what: `the peak is at load, not in a step: cutting the head into vocabulary chunks holds ${LOAD_HEAD_COPIES} more copies of it (${formatBytes(LOAD_HEAD_COPIES * F32 * w.head)}) beside the sessions' weights`,
+      });
   }
   return { terms, bytes: terms.reduce((s, t) => s + t.bytes, 0) };
 }
