@@ -4,8 +4,11 @@
 //   resident set of the whole process, Node and ORT included — is what the estimate of the same
 //   shape must come within 25% of. The estimate's factors were fitted on two and four
 //   Qwen2.5-0.5B layers (hidden 896) at vocabularies 8,192 and 32,768 (docs/performance.md, "The
-//   memory preflight"); both shapes here are others: the train-memory bench's shape a (256 wide,
-//   head whole) and a 512-wide, three-layer model whose head runs in three vocabulary chunks.
+//   memory preflight"), then refitted at the real vocabulary (0.5B shape, 2–24 layers); the shapes
+//   here are others: the train-memory bench's shape a (256 wide, head whole), a 512-wide,
+//   three-layer model whose head runs in three vocabulary chunks, and two 0.5B layers at the real
+//   vocabulary at 1 × 128, whose peak is not in the step but while the session cuts the head into
+//   chunks (measured 1,690–1,725 MiB at 2–24 layers; without the load term the estimate read 0.6×).
 //   A peak in bytes, not a time: it does not move with the machine's load;
 // - refusal: a config whose estimate exceeds the (given) available memory is refused with
 //   InsufficientMemoryError before output_dir exists, its hint naming the knob and a value that
@@ -16,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   createTinyQwen2,
+  DEFAULT_VOCAB_CHUNK_SIZE,
   type DecoderConfig,
   initTinyWeights,
   LORA_TARGET_MODULES,
@@ -101,6 +105,22 @@ describe('the estimate against the measured peak of a train step', () => {
       B: 2,
       T: 384,
       chunk: 16384,
+    },
+    {
+      name: 'two Qwen2.5-0.5B layers, vocabulary 151,936 in 10 chunks, 1 × 128 (the peak at load)',
+      config: tinyQwen2Config({
+        seed: 0,
+        vocabSize: 151936,
+        hiddenSize: 896,
+        layers: 2,
+        heads: 14,
+        kvHeads: 2,
+        intermediateSize: 4864,
+        maxPositionEmbeddings: 128,
+      }),
+      B: 1,
+      T: 128,
+      chunk: DEFAULT_VOCAB_CHUNK_SIZE,
     },
   ];
   for (const c of cases)
