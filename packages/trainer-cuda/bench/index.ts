@@ -5,6 +5,7 @@ import * as ort from 'onnxruntime-node';
 import { benchBandwidth } from './bandwidth.js';
 import { benchDecoder } from './decoder.js';
 import { benchGeneration } from './generation.js';
+import { benchGrpoModel } from './grpo-model.js';
 import { benchGrpoStep } from './grpo-step.js';
 import { benchRollout } from './rollout.js';
 import { benchMatMul, benchOverhead } from './runtime.js';
@@ -33,6 +34,8 @@ const sections: { name: string; run: () => Promise<BenchSection>; only?: boolean
   { name: 'train-memory-checkpointing', run: benchTrainMemoryCheckpointing, only: true },
   { name: 'vocab-chunk-price', run: benchVocabChunkPrice, only: true },
   { name: 'grpo-step', run: benchGrpoStep },
+  // ~15 min and ~18 GB: a 1.5B-shaped GRPO step, only when named.
+  { name: 'grpo-model', run: benchGrpoModel, only: true },
 ];
 
 const only = process.argv.slice(2);

@@ -1,0 +1,103 @@
+// One GRPO step of a Qwen2.5-1.5B-shaped model in a process of its own (bench/grpo-model.ts), so
+// that the peak it reports (VmHWM) is the run's: random weights at the real vocabulary, the
+// frozen projections in bf16, 8 rollouts of up to 512 new tokens sampled by the trainer's own
+// engine, then the update. First the memory preflight of the default switches (the advice a user
+// gets), then the run with the switches it names. Prints one JSON line.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LORA_TARGET_MODULES, loadTokenizer } from '@flowgrpo/models';
+import { createAlmanac } from '../src/demo/almanac.js';
+import { demoAgent } from '../src/demo/roles.js';
+import { makeQuestions, questionRows } from '../src/demo/task.js';
+import { buildTrainingArtifacts, InsufficientMemoryError } from '../src/index.js';
+import { GRPOTrainer } from '../src/trainers/grpo-trainer.js';
+import { randomWeights } from './models.js';
+
+const [tokenizerDir] = process.argv.slice(2);
+const NEW_TOKENS = 512;
+const config = {
+  modelType: 'qwen2',
+  vocabSize: 151936,
+  hiddenSize: 1536,
+  intermediateSize: 8960,
+  numHiddenLayers: 28,
+  numAttentionHeads: 12,
+  numKeyValueHeads: 2,
+  headDim: 128,
+  ropeTheta: 1_000_000,
+  rmsNormEps: 1e-6,
+  tieWordEmbeddings: true,
+  qkvBias: true,
+} as const;
+const peakMiB = () =>
+  Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]) / 1024;
+
+const root = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-grpo-model-'));
+try {
+  const lora = { r: 16, alpha: 32, targetModules: [...LORA_TARGET_MODULES] };
+  let t = performance.now();
+  buildTrainingArtifacts(randomWeights(config as never), join(root, 'artifacts'), {
+    lora,
+    maxPositions: 1024,
+    baseWeightsDtype: 'bfloat16',
+    gradientCheckpointing: true,
+  });
+  const buildS = (performance.now() - t) / 1000;
+  const almanac = createAlmanac({ seed: 'bench', trainLandmarks: 200, testLandmarks: 20 });
+  const tokenizer = await loadTokenizer(tokenizerDir!);
+  const trainer = (switches: boolean) =>
+    new GRPOTrainer({
+      config: {
+        output_dir: join(root, 'run'),
+        max_steps: 1,
+        queries_per_step: 1,
+        num_generations: 8,
+        max_completion_length: NEW_TOKENS,
+        learning_rate: 5e-4,
+        lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
+        seed: 1,
+        rollout_concurrency: 8,
+        gradient_checkpointing: switches,
+        share_frozen_weights: switches,
+      },
+      artifacts: join(root, 'artifacts'),
+      tokenizer,
+      agent: (policy) => demoAgent(policy, almanac, { maxTokens: NEW_TOKENS, maxTurns: 1 }),
+      // Random weights answer nothing: a reward that differs between rollouts (the length of the
+      // trajectory's record, mod 7) gives the step nonzero advantages, so a real gradient.
+      reward: {
+        name: 'varied',
+        score: (input) => ({
+          score: (JSON.stringify(input.trajectory ?? '').length % 7) / 6,
+          details: {},
+        }),
+      },
+      trainDataset: questionRows(makeQuestions(almanac, 'train', 16, 'bench')),
+    });
+  // The preflight of the default switches: what a user who names this model meets first.
+  let advice = 'fits';
+  try {
+    trainer(false).memoryEstimate();
+  } catch (e) {
+    if (!(e instanceof InsufficientMemoryError)) throw e;
+    advice = `${e.message}; ${e.hint}`;
+  }
+  const run = trainer(true);
+  const estimate = run.memoryEstimate();
+  t = performance.now();
+  const r = await run.train();
+  const m = r.metrics.filter((x) => typeof x.reward === 'number').at(-1)!;
+  console.log(
+    JSON.stringify({
+      buildS,
+      advice,
+      estimateMiB: estimate.bytes / 2 ** 20,
+      runS: (performance.now() - t) / 1000,
+      peakMiB: peakMiB(),
+      metrics: m,
+    }),
+  );
+} finally {
+  rmSync(root, { recursive: true, force: true });
+}

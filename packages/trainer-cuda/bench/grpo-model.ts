@@ -1,0 +1,73 @@
+// `grpo-model`: one GRPO step of a Qwen2.5-1.5B-shaped model on this machine (issue #33's "one
+// GRPO step of a 1.5B-shaped model completes within 24 GiB with half-precision frozen weights"):
+// random weights at the real vocabulary (151,936), bf16 projections, 8 rollouts of up to 512 new
+// tokens from the trainer's own engine, then the LoRA update, in a fresh process
+// (grpo-model-child.ts). The table gives the preflight's estimate beside the process's peak, and
+// the step's phases; the notes give what the preflight advised for the default switches. Needs the
+// Qwen3 tokenizer in ../shared/models (the sampled ids are decoded); ~15 min, ~18 GB.
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { loadAverage, SHARED } from './anchors.js';
+import type { BenchSection } from './table.js';
+
+const run = promisify(execFile);
+const TOKENIZER = join(SHARED, 'models', 'qwen3-tokenizer');
+const PHASES = ['rollout', 'reward', 'logprobs', 'train', 'sync'] as const;
+
+export async function benchGrpoModel(): Promise<BenchSection> {
+  const title =
+    'one GRPO step of a Qwen2.5-1.5B shape (random weights, vocab 151,936, bf16 projections)';
+  const header = [
+    'run',
+    'estimate MiB',
+    'peak MiB',
+    'estimate ×',
+    ...PHASES.map((p) => `${p} s`),
+    'train tok/s',
+    'grad norm',
+  ];
+  if (!existsSync(TOKENIZER))
+    return { title, header, rows: [], notes: [`skipped: no tokenizer at ${TOKENIZER}`] };
+  const { stdout } = await run(
+    process.execPath,
+    [
+      '--conditions=@flowgrpo/source',
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'grpo-model-child.ts'),
+      TOKENIZER,
+    ],
+    { timeout: 3_600_000, maxBuffer: 1 << 24 },
+  );
+  const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as {
+    buildS: number;
+    advice: string;
+    estimateMiB: number;
+    runS: number;
+    peakMiB: number;
+    metrics: Record<string, unknown>;
+  };
+  const m = r.metrics;
+  return {
+    title,
+    header,
+    rows: [
+      [
+        '8 rollouts × ≤ 512 new tokens, gradient_checkpointing + share_frozen_weights',
+        r.estimateMiB.toFixed(0),
+        r.peakMiB.toFixed(0),
+        (r.estimateMiB / r.peakMiB).toFixed(2),
+        ...PHASES.map((p) => Number(m[`timing/${p}_s`] ?? 0).toFixed(0)),
+        Number(m['train/tokens_per_s']).toFixed(0),
+        Number(m.grad_norm).toFixed(3),
+      ],
+    ],
+    notes: [
+      `the preflight with both switches off: ${r.advice}`,
+      `build ${r.buildS.toFixed(0)} s, the step ${r.runS.toFixed(0)} s; ${String(m['train/tokens'])} trained tokens, mean completion ${Number(m['completions/mean_length']).toFixed(0)} tokens; peak = the process's VmHWM`,
+      `load average at the end: ${loadAverage()}`,
+    ],
+  };
+}
