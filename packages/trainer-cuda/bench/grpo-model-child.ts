@@ -75,29 +75,35 @@ try {
       },
       trainDataset: questionRows(makeQuestions(almanac, 'train', 16, 'bench')),
     });
-  // The preflight of the default switches: what a user who names this model meets first.
-  let advice = 'fits';
-  try {
-    trainer(false).memoryEstimate();
-  } catch (e) {
-    if (!(e instanceof InsufficientMemoryError)) throw e;
-    advice = `${e.message}; ${e.hint}`;
-  }
+  // The preflight of the default switches (what a user who names this model meets first), then
+  // of both switches on; refused there too, it is said and not run.
+  const refusal = (g: GRPOTrainer) => {
+    try {
+      return { estimate: g.memoryEstimate() };
+    } catch (e) {
+      if (!(e instanceof InsufficientMemoryError)) throw e;
+      return { refused: `${e.message}; ${e.hint}` };
+    }
+  };
+  const advice = refusal(trainer(false)).refused ?? 'fits';
   const run = trainer(true);
-  const estimate = run.memoryEstimate();
-  t = performance.now();
-  const r = await run.train();
-  const m = r.metrics.filter((x) => typeof x.reward === 'number').at(-1)!;
-  console.log(
-    JSON.stringify({
-      buildS,
-      advice,
-      estimateMiB: estimate.bytes / 2 ** 20,
-      runS: (performance.now() - t) / 1000,
-      peakMiB: peakMiB(),
-      metrics: m,
-    }),
-  );
+  const { estimate, refused } = refusal(run);
+  if (!estimate) console.log(JSON.stringify({ buildS, advice, refused }));
+  else {
+    t = performance.now();
+    const r = await run.train();
+    const m = r.metrics.filter((x) => typeof x.reward === 'number').at(-1)!;
+    console.log(
+      JSON.stringify({
+        buildS,
+        advice,
+        estimateMiB: estimate.bytes / 2 ** 20,
+        runS: (performance.now() - t) / 1000,
+        peakMiB: peakMiB(),
+        metrics: m,
+      }),
+    );
+  }
 } finally {
   rmSync(root, { recursive: true, force: true });
 }

@@ -44,11 +44,22 @@ export async function benchGrpoModel(): Promise<BenchSection> {
   const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as {
     buildS: number;
     advice: string;
+    refused?: string;
     estimateMiB: number;
     runS: number;
     peakMiB: number;
     metrics: Record<string, unknown>;
   };
+  if (r.refused)
+    return {
+      title,
+      header,
+      rows: [],
+      notes: [
+        `the preflight with both switches off: ${r.advice}`,
+        `with both on, refused too: ${r.refused}`,
+      ],
+    };
   const m = r.metrics;
   return {
     title,
