@@ -237,6 +237,13 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
             (shared ? 0 : w.embed)) +
         f.overhead;
   const factors = shared ? SHARED_SESSION_FACTORS : SESSION_FACTORS;
+  // What is resident while a session loads: the runtime and the weights the sessions (and the
+  // process) hold of their own; the mapped file's pages, casts and run-time terms come later.
+  let heldAtLoad = RUNTIME_BYTES;
+  const heldTerm = (t: MemoryTerm) => {
+    heldAtLoad += t.bytes;
+    terms.push(t);
+  };
   // A tied head cut into vocabulary chunks stays mapped whole besides its chunks: the input
   // embedding and the target rows are gathered from it, and a run's ids reach every page of it.
   const mappedHead =
@@ -262,7 +269,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       what: "one layer's projections cast to float32 where they are used",
     });
   if (trainStep)
-    terms.push({
+    heldTerm({
       name: 'train_step weights',
       bytes: frozen(factors.trainStep),
       what: shared
@@ -272,7 +279,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
           : 'frozen weights as the train_step session holds them (float32, prepacked copies)',
     });
   if (logprobs)
-    terms.push({
+    heldTerm({
       name: 'logprobs weights',
       bytes: frozen(factors.logprobs),
       what: shared
@@ -283,7 +290,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
     });
   if (sampling > 0) {
     const f = SESSION_FACTORS.sampling;
-    terms.push({
+    heldTerm({
       name: 'sampling weights',
       bytes: sampling * (F32 * (f.linear * w.linear + f.headWhole * w.head + w.embed) + f.overhead),
       what: `frozen weights as the sampling session${sampling > 1 ? `s (${sampling}) hold` : ' holds'} them`,
@@ -291,7 +298,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
   }
 
   if (shape.hostWeights)
-    terms.push({
+    heldTerm({
       name: 'model weights',
       bytes: F32 * (w.linear + w.head + w.embed),
       what: 'the model as loaded to build the graphs (float32)',
@@ -338,50 +345,39 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       a.attention * c.numAttentionHeads * seqLen +
       a.loraRank * (shape.lora?.r ?? 0) * modules;
     const L = c.numHiddenLayers;
-    terms.push(
-      shape.gradientCheckpointing
-        ? {
-            name: 'activations',
-            bytes: F32 * tokens * (L * a.checkpointHidden * c.hiddenSize + perTokenLayer) + a.fixed,
-            what: `${rows} × ${seqLen} tokens × (${L} layers × ${a.checkpointHidden * c.hiddenSize} floats kept + one layer's ${Math.round(perTokenLayer)} recomputed)`,
-          }
-        : {
-            name: 'activations',
-            bytes: F32 * tokens * L * perTokenLayer + a.fixed,
-            what: `${rows} × ${seqLen} tokens × ${L} layers × ${Math.round(perTokenLayer)} floats`,
-          },
-    );
+    const activations: MemoryTerm = shape.gradientCheckpointing
+      ? {
+          name: 'activations',
+          bytes: F32 * tokens * (L * a.checkpointHidden * c.hiddenSize + perTokenLayer) + a.fixed,
+          what: `${rows} × ${seqLen} tokens × (${L} layers × ${a.checkpointHidden * c.hiddenSize} floats kept + one layer's ${Math.round(perTokenLayer)} recomputed)`,
+        }
+      : {
+          name: 'activations',
+          bytes: F32 * tokens * L * perTokenLayer + a.fixed,
+          what: `${rows} × ${seqLen} tokens × ${L} layers × ${Math.round(perTokenLayer)} floats`,
+        };
     const width = Math.min(shape.headChunk, c.vocabSize);
     const copies = whole ? a.headWhole : a.headChunked;
-    terms.push({
+    const head: MemoryTerm = {
       name: 'LM head',
       bytes: F32 * copies * tokens * width,
       what: `${tokens} tokens × ${width} vocabulary columns${whole ? '' : ' (one chunk)'} × ${copies} tensors`,
-    });
-  }
-  // ORT's CPU arena reserves memory in regions that double in size, and which of their pages a
-  // step touches depends on the order of its allocations: above the step's live tensors, the
-  // arena kept 4–27% more than the live peak resident (ARENA_SLACK).
-  if (trainStep && shape.microBatch) {
-    const step = terms
-      .filter((t) => t.name === 'activations' || t.name === 'LM head')
-      .reduce((s, t) => s + t.bytes, 0);
-    terms.push({
+    };
+    // ORT's CPU arena reserves memory in regions that double in size, and which of their pages
+    // a step touches depends on the order of its allocations: above the step's live tensors,
+    // the arena kept 4–27% more than the live peak resident (ARENA_SLACK).
+    terms.push(activations, head, {
       name: 'arena',
-      bytes: ARENA_SLACK * step,
+      bytes: ARENA_SLACK * (activations.bytes + head.bytes),
       what: `ORT's arena: pages of its doubling regions the step touches besides its live tensors (${ARENA_SLACK} × the two terms above)`,
     });
   }
 
   // Loading: a session that cuts a head into vocabulary chunks holds LOAD_HEAD_COPIES more copies
-  // of it for a moment, while only the sessions' weights are resident (the mapped file's pages,
-  // the casts and every run-time term come later). A small model at a real vocabulary peaks there.
+  // of it for a moment, beside what is held at load. A small model at a real vocabulary peaks there.
   const total = terms.reduce((s, t) => s + t.bytes, 0);
   if (!whole && !shape.full && (trainStep || logprobs)) {
-    const loaded = (t: MemoryTerm) =>
-      t.name === 'runtime' || (t.name.endsWith(' weights') && t.name !== 'frozen weights');
-    const held = terms.filter(loaded).reduce((s, t) => s + t.bytes, 0);
-    const load = held + LOAD_HEAD_COPIES * F32 * w.head;
+    const load = heldAtLoad + LOAD_HEAD_COPIES * F32 * w.head;
     if (load > total)
       terms.push({
         name: 'session load',
