@@ -6,11 +6,11 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LORA_TARGET_MODULES, loadTokenizer } from '@flowgrpo/models';
+import { LORA_TARGET_MODULES, loadTokenizer, readArtifactsManifest } from '@flowgrpo/models';
 import { createAlmanac } from '../src/demo/almanac.js';
 import { demoAgent } from '../src/demo/roles.js';
 import { makeQuestions, questionRows } from '../src/demo/task.js';
-import { buildTrainingArtifacts, InsufficientMemoryError } from '../src/index.js';
+import { buildTrainingArtifacts, checkGrpoMemory, InsufficientMemoryError } from '../src/index.js';
 import { GRPOTrainer } from '../src/trainers/grpo-trainer.js';
 import { randomWeights } from './models.js';
 
@@ -46,37 +46,36 @@ try {
   const buildS = (performance.now() - t) / 1000;
   const almanac = createAlmanac({ seed: 'bench', trainLandmarks: 200, testLandmarks: 20 });
   const tokenizer = await loadTokenizer(tokenizerDir!);
-  const trainer = (switches: boolean) =>
-    new GRPOTrainer({
-      config: {
-        output_dir: join(root, 'run'),
-        max_steps: 1,
-        queries_per_step: 1,
-        num_generations: 8,
-        max_completion_length: NEW_TOKENS,
-        learning_rate: 5e-4,
-        lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
-        seed: 1,
-        rollout_concurrency: 8,
-        gradient_checkpointing: switches,
-        share_frozen_weights: switches,
-      },
-      artifacts: join(root, 'artifacts'),
-      tokenizer,
-      agent: (policy) => demoAgent(policy, almanac, { maxTokens: NEW_TOKENS, maxTurns: 1 }),
-      // Random weights answer nothing: a reward that differs between rollouts (the length of the
-      // trajectory's record, mod 7) gives the step nonzero advantages, so a real gradient.
-      reward: {
-        name: 'varied',
-        score: (input) => ({
-          score: (JSON.stringify(input.trajectory ?? '').length % 7) / 6,
-          details: {},
-        }),
-      },
-      trainDataset: questionRows(makeQuestions(almanac, 'train', 16, 'bench')),
-    });
-  // The preflight of the default switches (what a user who names this model meets first), then
-  // of both switches on; refused there too, it is said and not run.
+  const questions = questionRows(makeQuestions(almanac, 'train', 16, 'bench'));
+  const run = new GRPOTrainer({
+    config: {
+      output_dir: join(root, 'run'),
+      max_steps: 1,
+      queries_per_step: 1,
+      num_generations: 8,
+      max_completion_length: NEW_TOKENS,
+      learning_rate: 5e-4,
+      lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
+      seed: 1,
+      rollout_concurrency: 8,
+      gradient_checkpointing: true,
+      share_frozen_weights: true,
+    },
+    artifacts: join(root, 'artifacts'),
+    tokenizer,
+    agent: (policy) => demoAgent(policy, almanac, { maxTokens: NEW_TOKENS, maxTurns: 1 }),
+    // Random weights answer nothing: a reward that differs between rollouts (the length of the
+    // trajectory's record, mod 7) gives the step nonzero advantages, so a real gradient.
+    reward: {
+      name: 'varied',
+      score: (input) => ({
+        score: (JSON.stringify(input.trajectory ?? '').length % 7) / 6,
+        details: {},
+      }),
+    },
+    trainDataset: questions,
+  });
+  // The run's own preflight (both switches on): refused, it is said and not run.
   const refusal = (g: GRPOTrainer) => {
     try {
       return { estimate: g.memoryEstimate() };
@@ -85,8 +84,28 @@ try {
       return { refused: `${e.message}; ${e.hint}` };
     }
   };
-  const advice = refusal(trainer(false)).refused ?? 'fits';
-  const run = trainer(true);
+  // The default switches' preflight from the same facts, what a user who names this model meets
+  // first (a trainer with them off would refuse these artifacts, built with gradient
+  // checkpointing, before its preflight).
+  const manifest = readArtifactsManifest(join(root, 'artifacts'));
+  let advice = 'fits';
+  try {
+    checkGrpoMemory(
+      { ...run.config, gradient_checkpointing: false, share_frozen_weights: false },
+      {
+        config: manifest.config,
+        lora: manifest.lora,
+        headChunk: manifest.vocabChunks?.size ?? manifest.config.vocabSize,
+        maxPositions: manifest.maxPositions,
+        halfProjections: manifest.baseWeightsDtype !== undefined,
+        promptTokens: Math.max(...questions.map((q) => tokenizer.encode(q.question).length)),
+        localRollouts: true,
+      },
+    );
+  } catch (e) {
+    if (!(e instanceof InsufficientMemoryError)) throw e;
+    advice = `${e.message}; ${e.hint}`;
+  }
   const { estimate, refused } = refusal(run);
   if (!estimate) console.log(JSON.stringify({ buildS, advice, refused }));
   else {

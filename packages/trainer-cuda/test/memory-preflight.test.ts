@@ -14,9 +14,11 @@
 //   InsufficientMemoryError before output_dir exists, its hint naming the knob and a value that
 //   fits; the same config with that smaller micro-batch runs; skip_memory_check runs it anyway;
 // - the available memory under a cgroup limit.
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import {
   createTinyQwen2,
   DEFAULT_VOCAB_CHUNK_SIZE,
@@ -139,6 +141,59 @@ describe('the estimate against the measured peak of a train step', () => {
       expect(estimate / measured).toBeGreaterThan(0.75);
       expect(estimate / measured).toBeLessThan(1.25);
     }, 300_000);
+});
+
+describe('the estimate against the measured peak of a process that only samples', () => {
+  // The sampling session's load holds the projections as stored and the head once more while it
+  // packs them: at Qwen2.5-0.5B's shape (24 layers, real vocabulary, 8 rows) the process peaked at
+  // 4,755 MiB while the estimate without a load term read 3,035 (0.64×; scratch, 2026-11-30).
+  // Here two 0.5B layers, float32 projections: without the load term the estimate reads ~0.7×.
+  it('two Qwen2.5-0.5B layers, vocabulary 151,936, 8 rows of 32 + 16 tokens: within 25%', async () => {
+    const config = tinyQwen2Config({
+      seed: 0,
+      vocabSize: 151936,
+      hiddenSize: 896,
+      layers: 2,
+      heads: 14,
+      kvHeads: 2,
+      intermediateSize: 4864,
+      maxPositionEmbeddings: 64,
+    });
+    const dir = join(tmp, 'sampling-peak');
+    buildTrainingArtifacts(initTinyWeights(config, 1), dir, {
+      lora,
+      graphs: ['generate'],
+      maxPositions: 64,
+    });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [
+        '--conditions=@flowgrpo/source',
+        '--import',
+        'tsx',
+        join(import.meta.dirname, 'support', 'sampling-peak.ts'),
+        dir,
+        '8',
+        '32',
+        '16',
+      ],
+      { timeout: 300_000 },
+    );
+    rmSync(dir, { recursive: true, force: true });
+    const measured =
+      (JSON.parse(stdout.trim().split('\n').at(-1)!) as { peakMiB: number }).peakMiB * MiB;
+    const estimate = estimateMemory({
+      config,
+      headChunk: config.vocabSize,
+      sessions: { trainStep: false, logprobs: false, sampling: 1 },
+      sampling: { rows: 8, seqLen: 48 },
+    }).bytes;
+    console.log(
+      `sampling: estimate ${(estimate / MiB).toFixed(0)} MiB, measured peak ${(measured / MiB).toFixed(0)} MiB (${(estimate / measured).toFixed(2)}×)`,
+    );
+    expect(estimate / measured).toBeGreaterThan(0.75);
+    expect(estimate / measured).toBeLessThan(1.25);
+  }, 300_000);
 });
 
 describe('a run that will not fit is refused before anything is written', () => {

@@ -509,6 +509,8 @@ export const serveCommand: Command = {
           newTokens: maxTokens ?? 1024,
           maxPositions: built?.maxPositions ?? Math.min(config.maxPositionEmbeddings, 32768),
           hostWeights: false,
+          // A model folder is built with float32 projections (ensureArtifacts' default).
+          halfProjections: built?.baseWeightsDtype !== undefined,
           flags: { newTokens: '--max-tokens', skip: '--skip-memory-check' },
         });
       }

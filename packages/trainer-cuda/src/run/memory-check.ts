@@ -374,6 +374,8 @@ export function checkSamplingMemory(
     newTokens: number;
     maxPositions: number;
     hostWeights: boolean;
+    /** The artifacts store the projections in half precision: the session casts them at load. */
+    halfProjections?: boolean | undefined;
     flags: { newTokens: string; skip: string };
   },
   availableBytes?: number,
@@ -389,6 +391,7 @@ export function checkSamplingMemory(
         seqLen: Math.min(o.maxPositions, o.promptTokens + newTokens),
       },
       hostWeights: o.hostWeights,
+      halfProjections: o.halfProjections,
     });
   return refuseOver(
     est(o.newTokens),

@@ -107,6 +107,21 @@ export const ARENA_SLACK = 0.2;
  */
 export const LOAD_HEAD_COPIES = 2;
 /**
+ * The sampling session's load, beside what it keeps: the projections as stored and the head once
+ * more (float32), while the graph's packed q|k|v and gate|up are folded and prepacked. Measured
+ * (2026-11-30, scratch, 8 rows, Qwen2.5-0.5B shape, real vocabulary, the generate graph): the open
+ * peak over the settled resident set was 739 / 1,798 MiB at 4 / 24 layers (float32 projections)
+ * and 693 / 1,325 MiB (bf16); these give 747 / 1,887 and 633 / 1,203.
+ */
+export const SAMPLING_LOAD = { linearStored: 1, head: 1 } as const;
+/**
+ * Float32 bytes of the projections the sampling session holds beyond SESSION_FACTORS.sampling's
+ * when the artifacts store them in half precision: it casts them at load and keeps what it cast
+ * from besides its packed copies. Measured the same way: settled resident set 3,734 against 2,957
+ * MiB (24 layers, bf16 against float32), 1,609 against 1,523 (4 layers); 0.5 gives 3,672 and 1,689.
+ */
+export const SAMPLING_HALF_EXTRA = 0.5;
+/**
  * Copies of the sampling batch's KV cache: the chunk's `past` input and its `present` output
  * (docs/performance.md, "The KV cache": the cache crosses the binding once per chunk). Counted
  * from the graph, not measured.
@@ -288,12 +303,15 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
           ? 'the head and embeddings as the logprobs session holds them'
           : 'frozen weights as the logprobs session holds them',
     });
+  // The sampling session casts half-precision projections at load, whoever else opens them.
+  const halfStored = shape.halfProjections === true && !shape.full;
   if (sampling > 0) {
     const f = SESSION_FACTORS.sampling;
+    const linear = f.linear + (halfStored ? SAMPLING_HALF_EXTRA : 0);
     heldTerm({
       name: 'sampling weights',
-      bytes: sampling * (F32 * (f.linear * w.linear + f.headWhole * w.head + w.embed) + f.overhead),
-      what: `frozen weights as the sampling session${sampling > 1 ? `s (${sampling}) hold` : ' holds'} them`,
+      bytes: sampling * (F32 * (linear * w.linear + f.headWhole * w.head + w.embed) + f.overhead),
+      what: `frozen weights as the sampling session${sampling > 1 ? `s (${sampling}) hold` : ' holds'} them${halfStored ? ' (cast to float32 at load)' : ''}`,
     });
   }
 
@@ -373,18 +391,32 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
     });
   }
 
-  // Loading: a session that cuts a head into vocabulary chunks holds LOAD_HEAD_COPIES more copies
-  // of it for a moment, beside what is held at load. A small model at a real vocabulary peaks there.
+  // Loading: sessions open one at a time, each holding for a moment more than it keeps — a
+  // training session that cuts the head into vocabulary chunks LOAD_HEAD_COPIES more heads, the
+  // sampling session the projections as stored and a head (SAMPLING_LOAD). Counted as the largest
+  // of them on top of everything held at load; a small model, or a process that only samples,
+  // peaks there rather than in a step.
   const total = terms.reduce((s, t) => s + t.bytes, 0);
-  if (!whole && !shape.full && (trainStep || logprobs)) {
-    const load = heldAtLoad + LOAD_HEAD_COPIES * F32 * w.head;
-    if (load > total)
-      terms.push({
-        name: 'session load',
-        bytes: load - total,
-        what: `the peak is at load, not in a step: cutting the head into vocabulary chunks holds ${LOAD_HEAD_COPIES} more copies of it (${formatBytes(LOAD_HEAD_COPIES * F32 * w.head)}) beside the sessions' weights`,
-      });
-  }
+  const loads: { bytes: number; what: string }[] = [];
+  if (!whole && !shape.full && (trainStep || logprobs))
+    loads.push({
+      bytes: LOAD_HEAD_COPIES * F32 * w.head,
+      what: `cutting the head into vocabulary chunks holds ${LOAD_HEAD_COPIES} more copies of it`,
+    });
+  if (sampling > 0)
+    loads.push({
+      bytes:
+        SAMPLING_LOAD.linearStored * (halfStored ? HALF : F32) * w.linear +
+        SAMPLING_LOAD.head * F32 * w.head,
+      what: 'the sampling session holds its projections as stored and the head once more while it packs them',
+    });
+  const load = loads.sort((a, b) => b.bytes - a.bytes)[0];
+  if (load && heldAtLoad + load.bytes > total)
+    terms.push({
+      name: 'session load',
+      bytes: heldAtLoad + load.bytes - total,
+      what: `the peak is at load, not in a step: ${load.what} (${formatBytes(load.bytes)}) beside the weights held`,
+    });
   return { terms, bytes: terms.reduce((s, t) => s + t.bytes, 0) };
 }
 
