@@ -47,34 +47,37 @@ try {
   const almanac = createAlmanac({ seed: 'bench', trainLandmarks: 200, testLandmarks: 20 });
   const tokenizer = await loadTokenizer(tokenizerDir!);
   const questions = questionRows(makeQuestions(almanac, 'train', 16, 'bench'));
-  const run = new GRPOTrainer({
-    config: {
-      output_dir: join(root, 'run'),
-      max_steps: 1,
-      queries_per_step: 1,
-      num_generations: 8,
-      max_completion_length: NEW_TOKENS,
-      learning_rate: 5e-4,
-      lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
-      seed: 1,
-      rollout_concurrency: 8,
-      gradient_checkpointing: true,
-      share_frozen_weights: true,
-    },
-    artifacts: join(root, 'artifacts'),
-    tokenizer,
-    agent: (policy) => demoAgent(policy, almanac, { maxTokens: NEW_TOKENS, maxTurns: 1 }),
-    // Random weights answer nothing: a reward that differs between rollouts (the length of the
-    // trajectory's record, mod 7) gives the step nonzero advantages, so a real gradient.
-    reward: {
-      name: 'varied',
-      score: (input) => ({
-        score: (JSON.stringify(input.trajectory ?? '').length % 7) / 6,
-        details: {},
-      }),
-    },
-    trainDataset: questions,
-  });
+  const trainer = (maxTokensPerMicrobatch: number) =>
+    new GRPOTrainer({
+      config: {
+        max_tokens_per_microbatch: maxTokensPerMicrobatch,
+        output_dir: join(root, 'run'),
+        max_steps: 1,
+        queries_per_step: 1,
+        num_generations: 8,
+        max_completion_length: NEW_TOKENS,
+        learning_rate: 5e-4,
+        lora: { r: lora.r, lora_alpha: lora.alpha, target_modules: lora.targetModules },
+        seed: 1,
+        rollout_concurrency: 8,
+        gradient_checkpointing: true,
+        share_frozen_weights: true,
+      },
+      artifacts: join(root, 'artifacts'),
+      tokenizer,
+      agent: (policy) => demoAgent(policy, almanac, { maxTokens: NEW_TOKENS, maxTurns: 1 }),
+      // Random weights answer nothing: a reward that differs between rollouts (the length of the
+      // trajectory's record, mod 7) gives the step nonzero advantages, so a real gradient.
+      reward: {
+        name: 'varied',
+        score: (input) => ({
+          score: (JSON.stringify(input.trajectory ?? '').length % 7) / 6,
+          details: {},
+        }),
+      },
+      trainDataset: questions,
+    });
+  const run = trainer(8192);
   // The run's own preflight (both switches on): refused, it is said and not run.
   const refusal = (g: GRPOTrainer) => {
     try {
@@ -106,16 +109,28 @@ try {
     if (!(e instanceof InsufficientMemoryError)) throw e;
     advice = `${e.message}; ${e.hint}`;
   }
-  const { estimate, refused } = refusal(run);
+  // Both switches on, at the default micro-batch (8,192 tokens), then at the halvings the
+  // preflight's advice names, until one fits: "in the micro-batches the preflight advises".
+  let chosen = run;
+  let checked = refusal(run);
+  const refusals: string[] = [];
+  for (let tokens = 4096; checked.refused && tokens >= 512; tokens /= 2) {
+    refusals.push(checked.refused);
+    chosen = trainer(tokens);
+    checked = refusal(chosen);
+  }
+  const { estimate, refused } = checked;
   if (!estimate) console.log(JSON.stringify({ buildS, advice, refused }));
   else {
     t = performance.now();
-    const r = await run.train();
+    const r = await chosen.train();
     const m = r.metrics.filter((x) => typeof x.reward === 'number').at(-1)!;
     console.log(
       JSON.stringify({
         buildS,
         advice,
+        refusals,
+        maxTokensPerMicrobatch: chosen.config.max_tokens_per_microbatch,
         estimateMiB: estimate.bytes / 2 ** 20,
         runS: (performance.now() - t) / 1000,
         peakMiB: peakMiB(),

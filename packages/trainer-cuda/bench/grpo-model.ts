@@ -45,6 +45,8 @@ export async function benchGrpoModel(): Promise<BenchSection> {
     buildS: number;
     advice: string;
     refused?: string;
+    refusals?: string[];
+    maxTokensPerMicrobatch?: number;
     estimateMiB: number;
     runS: number;
     peakMiB: number;
@@ -66,7 +68,7 @@ export async function benchGrpoModel(): Promise<BenchSection> {
     header,
     rows: [
       [
-        '8 rollouts × ≤ 512 new tokens, gradient_checkpointing + share_frozen_weights',
+        `8 rollouts × ≤ 512 new tokens, gradient_checkpointing + share_frozen_weights, max_tokens_per_microbatch ${r.maxTokensPerMicrobatch}`,
         r.estimateMiB.toFixed(0),
         r.peakMiB.toFixed(0),
         (r.estimateMiB / r.peakMiB).toFixed(2),
@@ -77,6 +79,7 @@ export async function benchGrpoModel(): Promise<BenchSection> {
     ],
     notes: [
       `the preflight with both switches off: ${r.advice}`,
+      ...(r.refusals ?? []).map((x) => `with both on, first refused: ${x}`),
       `build ${r.buildS.toFixed(0)} s, the step ${r.runS.toFixed(0)} s; ${String(m['train/tokens'])} trained tokens, mean completion ${Number(m['completions/mean_length']).toFixed(0)} tokens; peak = the process's VmHWM`,
       `load average at the end: ${loadAverage()}`,
     ],

@@ -107,20 +107,22 @@ export const ARENA_SLACK = 0.2;
  */
 export const LOAD_HEAD_COPIES = 2;
 /**
- * The sampling session's load, beside what it keeps: the projections as stored and the head once
- * more (float32), while the graph's packed q|k|v and gate|up are folded and prepacked. Measured
- * (2026-11-30, scratch, 8 rows, Qwen2.5-0.5B shape, real vocabulary, the generate graph): the open
- * peak over the settled resident set was 739 / 1,798 MiB at 4 / 24 layers (float32 projections)
- * and 693 / 1,325 MiB (bf16); these give 747 / 1,887 and 633 / 1,203.
+ * The sampling session's load, beside what it keeps: its projections once more in float32 (the
+ * checkpoint's dtype or not: it casts half ones at load) and the head once more, while the graph's
+ * packed q|k|v and gate|up are folded and prepacked. Measured (2026-11-30, scratch: the generate
+ * graph, 8 rows, random weights at the real vocabulary; float32 projections): the open peak over
+ * the settled resident set was 739 / 1,798 MiB for the Qwen2.5-0.5B shape at 4 / 24 layers and
+ * 5,577 MiB for the 1.5B shape (these give 747 / 1,887 / 5,890); with bf16 projections 693 /
+ * 1,325 / 5,324.
  */
-export const SAMPLING_LOAD = { linearStored: 1, head: 1 } as const;
+export const SAMPLING_LOAD = { linear: 1, head: 1 } as const;
 /**
  * Float32 bytes of the projections the sampling session holds beyond SESSION_FACTORS.sampling's
- * when the artifacts store them in half precision: it casts them at load and keeps what it cast
- * from besides its packed copies. Measured the same way: settled resident set 3,734 against 2,957
- * MiB (24 layers, bf16 against float32), 1,609 against 1,523 (4 layers); 0.5 gives 3,672 and 1,689.
+ * when the artifacts store them in half precision (it casts them at load). Measured the same
+ * way, bf16 against float32 projections: the process's peak +40 / +304 / +526 MiB (0.5B shape at
+ * 4 / 24 layers, 1.5B shape); 0.1 gives +23 / +137 / +500.
  */
-export const SAMPLING_HALF_EXTRA = 0.5;
+export const SAMPLING_HALF_EXTRA = 0.1;
 /**
  * Copies of the sampling batch's KV cache: the chunk's `past` input and its `present` output
  * (docs/performance.md, "The KV cache": the cache crosses the binding once per chunk). Counted
@@ -405,10 +407,8 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
     });
   if (sampling > 0)
     loads.push({
-      bytes:
-        SAMPLING_LOAD.linearStored * (halfStored ? HALF : F32) * w.linear +
-        SAMPLING_LOAD.head * F32 * w.head,
-      what: 'the sampling session holds its projections as stored and the head once more while it packs them',
+      bytes: F32 * (SAMPLING_LOAD.linear * w.linear + SAMPLING_LOAD.head * w.head),
+      what: 'the sampling session holds its projections and the head once more (float32) while it packs them',
     });
   const load = loads.sort((a, b) => b.bytes - a.bytes)[0];
   if (load && heldAtLoad + load.bytes > total)
