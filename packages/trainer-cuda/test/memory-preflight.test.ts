@@ -144,7 +144,7 @@ describe('the estimate against the measured peak of a train step', () => {
 });
 
 describe('the estimate against the measured peak of a process that only samples', () => {
-  // The sampling session's load holds the projections as stored and the head once more while it
+  // The sampling session's load holds the projections and the head once more (float32) while it
   // packs them: at Qwen2.5-0.5B's shape (24 layers, real vocabulary, 8 rows) the process peaked at
   // 4,755 MiB while the estimate without a load term read 3,035 (0.64×; scratch, 2026-11-30).
   // Here two 0.5B layers, float32 projections: without the load term the estimate reads ~0.7×.

@@ -395,7 +395,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
 
   // Loading: sessions open one at a time, each holding for a moment more than it keeps — a
   // training session that cuts the head into vocabulary chunks LOAD_HEAD_COPIES more heads, the
-  // sampling session the projections as stored and a head (SAMPLING_LOAD). Counted as the largest
+  // sampling session its projections and a head in float32 (SAMPLING_LOAD). Counted as the largest
   // of them on top of everything held at load; a small model, or a process that only samples,
   // peaks there rather than in a step.
   const total = terms.reduce((s, t) => s + t.bytes, 0);
