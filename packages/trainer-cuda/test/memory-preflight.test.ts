@@ -297,20 +297,21 @@ describe('sampling alone (flowgrpo generate)', () => {
       config,
       rows: 1,
       promptTokens: 16,
-      newTokens: 2048,
-      maxPositions: 4096,
+      // A cache (2 GiB) above the session's load (a few hundred MiB), so the new tokens decide.
+      newTokens: 16384,
+      maxPositions: 32768,
       hostWeights: true,
       flags: { newTokens: '--max-new-tokens', skip: '--skip-memory-check' },
     };
     const need = checkSamplingMemory(o, Number.POSITIVE_INFINITY);
     const short = checkSamplingMemory({ ...o, newTokens: 64 }, Number.POSITIVE_INFINITY);
     const kv = (e: typeof need) => e.terms.find((t) => t.name === 'KV cache')!.bytes;
-    // 2,064 positions × 8 layers × 4 kv heads × 128 (head dim) × (k, v) × 4 bytes, twice.
-    expect(kv(need)).toBe(2064 * 8 * 4 * 128 * 2 * 4 * 2);
+    // 16,400 positions × 8 layers × 4 kv heads × 128 (head dim) × (k, v) × 4 bytes, twice.
+    expect(kv(need)).toBe(16400 * 8 * 4 * 128 * 2 * 4 * 2);
     const e = thrownSync(() => checkSamplingMemory(o, (need.bytes + short.bytes) / 2));
     expect(InsufficientMemoryError.isInstance(e)).toBe(true);
     expect((e as InsufficientMemoryError).hint).toMatch(
-      /^lower --max-new-tokens \(2048; \d+ fits\); or pass --skip-memory-check if the estimate is wrong/,
+      /^lower --max-new-tokens \(16384; \d+ fits\); or pass --skip-memory-check if the estimate is wrong/,
     );
   });
 });
