@@ -12,24 +12,12 @@ import { demoAgent } from '../src/demo/roles.js';
 import { makeQuestions, questionRows } from '../src/demo/task.js';
 import { buildTrainingArtifacts, checkGrpoMemory, InsufficientMemoryError } from '../src/index.js';
 import { GRPOTrainer } from '../src/trainers/grpo-trainer.js';
-import { randomWeights } from './models.js';
+import { qwen15, randomWeights } from './models.js';
 
 const [tokenizerDir] = process.argv.slice(2);
 const NEW_TOKENS = 512;
-const config = {
-  modelType: 'qwen2',
-  vocabSize: 151936,
-  hiddenSize: 1536,
-  intermediateSize: 8960,
-  numHiddenLayers: 28,
-  numAttentionHeads: 12,
-  numKeyValueHeads: 2,
-  headDim: 128,
-  ropeTheta: 1_000_000,
-  rmsNormEps: 1e-6,
-  tieWordEmbeddings: true,
-  qkvBias: true,
-} as const;
+// No end-of-sequence token: every rollout samples its 512 tokens, so the step's size is fixed.
+const config = { ...qwen15(28), eosTokenId: undefined };
 const peakMiB = () =>
   Number(/VmHWM:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'))![1]) / 1024;
 
@@ -37,7 +25,7 @@ const root = mkdtempSync(join(tmpdir(), 'flowgrpo-bench-grpo-model-'));
 try {
   const lora = { r: 16, alpha: 32, targetModules: [...LORA_TARGET_MODULES] };
   let t = performance.now();
-  buildTrainingArtifacts(randomWeights(config as never), join(root, 'artifacts'), {
+  buildTrainingArtifacts(randomWeights(config), join(root, 'artifacts'), {
     lora,
     maxPositions: 1024,
     baseWeightsDtype: 'bfloat16',

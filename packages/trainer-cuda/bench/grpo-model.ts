@@ -5,16 +5,14 @@
 // (grpo-model-child.ts). The table gives the preflight's estimate beside the process's peak, and
 // the step's phases; the notes give what the preflight advised for the default switches. Needs the
 // Qwen3 tokenizer in ../shared/models (the sampled ids are decoded); ~15 min, ~18 GB.
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { loadAverage, SHARED } from './anchors.js';
+import { freshProcessJson } from './fresh-process.js';
+import { PHASES } from './grpo-step.js';
 import type { BenchSection } from './table.js';
 
-const run = promisify(execFile);
 const TOKENIZER = join(SHARED, 'models', 'qwen3-tokenizer');
-const PHASES = ['rollout', 'reward', 'logprobs', 'train', 'sync'] as const;
 
 export async function benchGrpoModel(): Promise<BenchSection> {
   const title =
@@ -30,18 +28,7 @@ export async function benchGrpoModel(): Promise<BenchSection> {
   ];
   if (!existsSync(TOKENIZER))
     return { title, header, rows: [], notes: [`skipped: no tokenizer at ${TOKENIZER}`] };
-  const { stdout } = await run(
-    process.execPath,
-    [
-      '--conditions=@flowgrpo/source',
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'grpo-model-child.ts'),
-      TOKENIZER,
-    ],
-    { timeout: 3_600_000, maxBuffer: 1 << 24 },
-  );
-  const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as {
+  const r = await freshProcessJson<{
     buildS: number;
     advice: string;
     refused?: string;
@@ -51,7 +38,7 @@ export async function benchGrpoModel(): Promise<BenchSection> {
     runS: number;
     peakMiB: number;
     metrics: Record<string, unknown>;
-  };
+  }>(join(import.meta.dirname, 'grpo-model-child.ts'), [TOKENIZER]);
   if (r.refused)
     return {
       title,

@@ -20,7 +20,8 @@ import { loadAverage } from './anchors.js';
 import { qwen05, randomWeights } from './models.js';
 import type { BenchSection } from './table.js';
 
-const PHASES = ['rollout', 'reward', 'logprobs', 'train', 'sync'] as const;
+/** The trainer's timing/* phases of a GRPO step, in order. */
+export const PHASES = ['rollout', 'reward', 'logprobs', 'train', 'sync'] as const;
 
 async function twoSteps(
   root: string,

@@ -1,5 +1,5 @@
 // Model shapes for the benchmarks: random weights of a given config (a shape, not a model), and
-// the Qwen2.5-0.5B config with a chosen number of layers.
+// the Qwen2.5-0.5B and 1.5B configs with a chosen number of layers.
 import { createTensor, type Tensor } from '@flowgrpo/core';
 import type { DecoderConfig, ModelWeights, WeightDType } from '@flowgrpo/models';
 import { expectedTensorShapes } from '@flowgrpo/models';
@@ -46,6 +46,15 @@ export const qwen05: (layers: number) => DecoderConfig = (layers) => ({
   initializerRange: 0.02,
   bosTokenId: undefined,
   eosTokenId: 151645,
+});
+
+/** Qwen2.5-1.5B's shape: 0.5B's but 1,536 wide, an MLP of 8,960 and 12 heads of 128. */
+export const qwen15: (layers: number) => DecoderConfig = (layers) => ({
+  ...qwen05(layers),
+  hiddenSize: 1536,
+  intermediateSize: 8960,
+  numAttentionHeads: 12,
+  headDim: 128,
 });
 
 /**

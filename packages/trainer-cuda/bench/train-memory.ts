@@ -24,7 +24,8 @@ import type { CreateSessionOptions, DecoderConfig } from '@flowgrpo/models';
 import { DEFAULT_VOCAB_CHUNK_SIZE, LORA_TARGET_MODULES, vocabChunks } from '@flowgrpo/models';
 import { buildTrainingArtifacts, estimateMemory } from '../src/index.js';
 import { ANCHORS, loadAverage, median } from './anchors.js';
-import { qwen05, randomWeights } from './models.js';
+import { freshProcessJson } from './fresh-process.js';
+import { qwen05, qwen15, randomWeights } from './models.js';
 import type { BenchSection } from './table.js';
 
 const run = promisify(execFile);
@@ -129,22 +130,12 @@ async function ourStep(
   options: CreateSessionOptions,
   steps = 4,
 ): Promise<{ ms: number; peakMiB: number }> {
-  const { stdout } = await run(
-    process.execPath,
-    [
-      '--conditions=@flowgrpo/source',
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'train-step-child.ts'),
-      dir,
-      `${B}x${T}`,
-      JSON.stringify(options),
-      String(steps),
-    ],
-    { timeout: 3_600_000, maxBuffer: 1 << 24 },
-  );
-  const line = stdout.trim().split('\n').at(-1)!;
-  return JSON.parse(line) as { ms: number; peakMiB: number };
+  return freshProcessJson(join(import.meta.dirname, 'train-step-child.ts'), [
+    dir,
+    `${B}x${T}`,
+    JSON.stringify(options),
+    String(steps),
+  ]);
 }
 
 export async function benchTrainMemory(): Promise<BenchSection> {
@@ -488,18 +479,7 @@ export async function benchTrainMemoryVocab(): Promise<BenchSection> {
  */
 const MODEL_SHAPES = [
   { name: 'Qwen2.5-0.5B (24 layers)', config: qwen05(24), B: 1, T: 512 },
-  {
-    name: 'Qwen2.5-1.5B (28 layers)',
-    config: {
-      ...qwen05(28),
-      hiddenSize: 1536,
-      intermediateSize: 8960,
-      numAttentionHeads: 12,
-      headDim: 128,
-    },
-    B: 1,
-    T: 512,
-  },
+  { name: 'Qwen2.5-1.5B (28 layers)', config: qwen15(28), B: 1, T: 512 },
 ];
 
 export async function benchTrainMemoryModels(): Promise<BenchSection> {

@@ -14,11 +14,9 @@
 //   InsufficientMemoryError before output_dir exists, its hint naming the knob and a value that
 //   fits; the same config with that smaller micro-batch runs; skip_memory_check runs it anyway;
 // - the available memory under a cgroup limit.
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import {
   createTinyQwen2,
   DEFAULT_VOCAB_CHUNK_SIZE,
@@ -41,7 +39,7 @@ import {
   SFTTrainer,
   sftMemoryShape,
 } from '../src/index.js';
-import { measureTrainStepPeak } from './support/measure-train-step-peak.js';
+import { measureSamplingPeak, measureTrainStepPeak } from './support/measure-train-step-peak.js';
 import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-memory-preflight-'));
@@ -72,6 +70,29 @@ async function measuredPeak(
   );
   rmSync(dir, { recursive: true, force: true });
   return peakMiB * MiB;
+}
+
+/** Two layers of Qwen2.5-0.5B's shape at its real vocabulary (151,936; the head tied). */
+function twoQwen05Layers(maxPositions: number): DecoderConfig {
+  return tinyQwen2Config({
+    seed: 0,
+    vocabSize: 151936,
+    hiddenSize: 896,
+    layers: 2,
+    heads: 14,
+    kvHeads: 2,
+    intermediateSize: 4864,
+    maxPositionEmbeddings: maxPositions,
+  });
+}
+
+/** The estimate within 25% of the measured peak, both printed. */
+function expectWithin25(name: string, estimate: number, measured: number): void {
+  console.log(
+    `${name}: estimate ${(estimate / MiB).toFixed(0)} MiB, measured peak ${(measured / MiB).toFixed(0)} MiB (${(estimate / measured).toFixed(2)}×)`,
+  );
+  expect(estimate / measured).toBeGreaterThan(0.75);
+  expect(estimate / measured).toBeLessThan(1.25);
 }
 
 describe('the estimate against the measured peak of a train step', () => {
@@ -110,16 +131,7 @@ describe('the estimate against the measured peak of a train step', () => {
     },
     {
       name: 'two Qwen2.5-0.5B layers, vocabulary 151,936 in 10 chunks, 1 × 128 (the peak at load)',
-      config: tinyQwen2Config({
-        seed: 0,
-        vocabSize: 151936,
-        hiddenSize: 896,
-        layers: 2,
-        heads: 14,
-        kvHeads: 2,
-        intermediateSize: 4864,
-        maxPositionEmbeddings: 128,
-      }),
+      config: twoQwen05Layers(128),
       B: 1,
       T: 128,
       chunk: DEFAULT_VOCAB_CHUNK_SIZE,
@@ -135,11 +147,7 @@ describe('the estimate against the measured peak of a train step', () => {
         sessions: { trainStep: true, logprobs: false, sampling: 0 },
         microBatch: { rows: c.B, seqLen: c.T },
       }).bytes;
-      console.log(
-        `${c.name}: estimate ${(estimate / MiB).toFixed(0)} MiB, measured peak ${(measured / MiB).toFixed(0)} MiB (${(estimate / measured).toFixed(2)}×)`,
-      );
-      expect(estimate / measured).toBeGreaterThan(0.75);
-      expect(estimate / measured).toBeLessThan(1.25);
+      expectWithin25(c.name, estimate, measured);
     }, 300_000);
 });
 
@@ -149,50 +157,22 @@ describe('the estimate against the measured peak of a process that only samples'
   // 4,755 MiB while the estimate without a load term read 3,035 (0.64×; scratch, 2026-11-30).
   // Here two 0.5B layers, float32 projections: without the load term the estimate reads ~0.7×.
   it('two Qwen2.5-0.5B layers, vocabulary 151,936, 8 rows of 32 + 16 tokens: within 25%', async () => {
-    const config = tinyQwen2Config({
-      seed: 0,
-      vocabSize: 151936,
-      hiddenSize: 896,
-      layers: 2,
-      heads: 14,
-      kvHeads: 2,
-      intermediateSize: 4864,
-      maxPositionEmbeddings: 64,
-    });
+    const config = twoQwen05Layers(64);
     const dir = join(tmp, 'sampling-peak');
     buildTrainingArtifacts(initTinyWeights(config, 1), dir, {
       lora,
       graphs: ['generate'],
       maxPositions: 64,
     });
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      [
-        '--conditions=@flowgrpo/source',
-        '--import',
-        'tsx',
-        join(import.meta.dirname, 'support', 'sampling-peak.ts'),
-        dir,
-        '8',
-        '32',
-        '16',
-      ],
-      { timeout: 300_000 },
-    );
+    const measured = (await measureSamplingPeak(dir, 8, 32, 16)).peakMiB * MiB;
     rmSync(dir, { recursive: true, force: true });
-    const measured =
-      (JSON.parse(stdout.trim().split('\n').at(-1)!) as { peakMiB: number }).peakMiB * MiB;
     const estimate = estimateMemory({
       config,
       headChunk: config.vocabSize,
       sessions: { trainStep: false, logprobs: false, sampling: 1 },
       sampling: { rows: 8, seqLen: 48 },
     }).bytes;
-    console.log(
-      `sampling: estimate ${(estimate / MiB).toFixed(0)} MiB, measured peak ${(measured / MiB).toFixed(0)} MiB (${(estimate / measured).toFixed(2)}×)`,
-    );
-    expect(estimate / measured).toBeGreaterThan(0.75);
-    expect(estimate / measured).toBeLessThan(1.25);
+    expectWithin25('sampling', estimate, measured);
   }, 300_000);
 });
 

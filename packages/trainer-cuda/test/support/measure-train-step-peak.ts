@@ -1,6 +1,7 @@
-// Runs train-step-peak.ts in a fresh process (the memory a test measures is that process's
-// alone) and returns what it printed: the resident memory with the session loaded, the peak
-// after one step, and the step's targets and loss.
+// Runs train-step-peak.ts or sampling-peak.ts in a fresh process (the memory a test measures is
+// that process's alone) and returns what it printed: for a train step, the resident memory with
+// the session loaded, the peak after one step, and the step's targets and loss; for sampling, the
+// peak of a process that opened the generate graph and sampled.
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -15,6 +16,22 @@ export interface TrainStepPeak {
   anonOpenMiB: number;
 }
 
+/** `script` (a file beside this one) in a fresh process: its last stdout line, as JSON. */
+async function freshProcessJson<T>(script: string, args: readonly string[]): Promise<T> {
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    [
+      '--conditions=@flowgrpo/source',
+      '--import',
+      'tsx',
+      join(import.meta.dirname, script),
+      ...args,
+    ],
+    { timeout: 300_000 },
+  );
+  return JSON.parse(stdout.trim().split('\n').at(-1)!) as T;
+}
+
 /** One step of the train_step graph `onnx` on `rows` × `tokens` token ids below `vocab`. */
 export async function measureTrainStepPeak(
   onnx: string,
@@ -24,19 +41,25 @@ export async function measureTrainStepPeak(
   /** Session options; a logprobs graph to open beside it; a file for the outputs (JSON). */
   o: { session?: CreateSessionOptions; logprobs?: string; outputs?: string } = {},
 ): Promise<TrainStepPeak> {
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    [
-      '--conditions=@flowgrpo/source',
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'train-step-peak.ts'),
-      onnx,
-      `${rows}x${tokens}`,
-      String(vocab),
-      JSON.stringify(o),
-    ],
-    { timeout: 300_000 },
-  );
-  return JSON.parse(stdout.trim().split('\n').at(-1)!) as TrainStepPeak;
+  return freshProcessJson('train-step-peak.ts', [
+    onnx,
+    `${rows}x${tokens}`,
+    String(vocab),
+    JSON.stringify(o),
+  ]);
+}
+
+/** The peak of a process that opens `dir`'s generate graph and samples `rows` rows. */
+export async function measureSamplingPeak(
+  dir: string,
+  rows: number,
+  promptTokens: number,
+  newTokens: number,
+): Promise<{ peakMiB: number }> {
+  return freshProcessJson('sampling-peak.ts', [
+    dir,
+    String(rows),
+    String(promptTokens),
+    String(newTokens),
+  ]);
 }
