@@ -251,4 +251,38 @@ describe('frozen weights held once', () => {
       checkGrpoMemory({ ...wide, max_tokens_per_microbatch: advised }, facts, less),
     ).toThrow();
   });
+
+  it('the preflight names the switches with a smaller micro-batch before a shorter completion', () => {
+    // The grpo-model bench's case on the 0.5B shape: one question, 8 rollouts of up to 512 new
+    // tokens sampled here (their KV cache grows with the completion), the default 8,192-token
+    // micro-batch, both switches off. Just under what both switches need at 8,192 tokens, two
+    // things fit: both switches with 4,096 tokens (speed only), and one row per micro-batch with
+    // a completion cut to 32 tokens (what the run learns changes). The first is named first.
+    const facts = { ...QWEN05_FACTS, localRollouts: true };
+    const c = {
+      ...QWEN05_GRPO,
+      max_tokens_per_microbatch: 8192,
+      max_completion_length: 512,
+      queries_per_step: 1,
+      rollout_concurrency: 8,
+    };
+    const both = { share_frozen_weights: true, gradient_checkpointing: true };
+    const available = checkGrpoMemory({ ...c, ...both }, facts, 2 ** 40).bytes - 2 ** 28;
+    const err = thrownSync(() => checkGrpoMemory(c, facts, available));
+    expect(InsufficientMemoryError.isInstance(err)).toBe(true);
+    const hint = (err as InsufficientMemoryError).hint ?? '';
+    expect(hint).toMatch(
+      /^set share_frozen_weights: true and gradient_checkpointing: true and lower max_tokens_per_microbatch \(8192; 4096 fits\); lower max_tokens_per_microbatch to (\d+) \(one row per micro-batch\) and max_completion_length to (\d+): that fits; or set skip_memory_check/,
+    );
+    // Each fix fits as stated: the first with no learning key changed.
+    const advised = { ...c, ...both, max_tokens_per_microbatch: 4096 };
+    expect(checkGrpoMemory(advised, facts, available).bytes).toBeLessThanOrEqual(available);
+    const [, rowTokens, completion] = /to (\d+) \(one row.*to (\d+): that fits/.exec(hint)!;
+    const shorter = {
+      ...c,
+      max_tokens_per_microbatch: Number(rowTokens),
+      max_completion_length: Number(completion),
+    };
+    expect(checkGrpoMemory(shorter, facts, available).bytes).toBeLessThanOrEqual(available);
+  });
 });

@@ -187,18 +187,26 @@ const SWITCHES: readonly { key: keyof MemorySwitches; why: string }[] = [
   },
 ];
 
+/** A knob's fix; `learns`: it changes what the run learns (a shorter completion or example), not only its speed. */
+interface KnobFix {
+  fix: string;
+  learns: boolean;
+}
+
 /**
- * The fixes of a refused run. First the switches that are off (share_frozen_weights,
- * gradient_checkpointing: they change no result beyond float32 rounding, only the step's speed),
- * each that alone makes the run fit, else both when together they do; then each knob that fits
- * alone (`knobs`, under the config's own switches); when none does, the knobs that fit with both
- * switches on, then with each alone, as pairs; else `fallback`. `switches`: those the run may
- * take.
+ * The fixes of a refused run, cheapest first. What costs speed only comes before what changes
+ * what the run learns: the switches that are off (share_frozen_weights, gradient_checkpointing:
+ * no result changes beyond float32 rounding), each that alone makes the run fit, else both when
+ * together they do; then the knobs that cost speed only (the micro-batch, the rollout
+ * concurrency: gradients accumulate either way) alone; then, when no switch fits alone, those
+ * knobs with both switches on, then with each. Only after all of these the knobs that change
+ * what is learnt (the completion, the example's length), alone, and last with the switches;
+ * else `fallback`. `switches`: those the run may take.
  */
 function fixesWithSwitches<O extends MemorySwitches>(
   c: O,
   fits: (o: Partial<O>) => boolean,
-  knobs: (fits: (o: Partial<O>) => boolean) => string[],
+  knobs: (fits: (o: Partial<O>) => boolean) => KnobFix[],
   fallback: string,
   switches = SWITCHES,
 ): string[] {
@@ -211,17 +219,21 @@ function fixesWithSwitches<O extends MemorySwitches>(
     : off.length > 1 && fits(on(off))
       ? [`${setting(off)}: together they fit`]
       : [];
+  const speedOnly = (ks: KnobFix[]) => ks.filter((k) => !k.learns).map((k) => k.fix);
+  const learning = (ks: KnobFix[]) => ks.filter((k) => k.learns).map((k) => k.fix);
   const alone = knobs(fits);
-  if (named.length || alone.length) return [...named, ...alone];
-  const pairedWith = (ss: typeof off) =>
-    knobs((o) => fits({ ...o, ...on(ss) })).map((fix) => `${setting(ss)} and ${fix}`);
-  // Both switches first (they cost speed only), then each alone, whose knob may cost more
-  // (a shorter completion changes what is learnt).
-  const paired = [
-    ...(off.length > 1 ? pairedWith(off) : []),
-    ...off.flatMap((s) => pairedWith([s])),
-  ];
-  return orFallback(paired, fallback);
+  // With the switches: both first, then each alone; the first that gives a fix of the kind
+  // asked is named (with both on, the knob need move least).
+  const pairs = named.length ? [] : [...(off.length > 1 ? [off] : []), ...off.map((s) => [s])];
+  const paired = (kind: (ks: KnobFix[]) => string[]) => {
+    for (const ss of pairs) {
+      const fixes = kind(knobs((o) => fits({ ...o, ...on(ss) })));
+      if (fixes.length) return fixes.map((fix) => `${setting(ss)} and ${fix}`);
+    }
+    return [];
+  };
+  const fixes = [...named, ...speedOnly(alone), ...paired(speedOnly), ...learning(alone)];
+  return orFallback(fixes.length ? fixes : paired(learning), fallback);
 }
 
 /** `fixes`, or `fallback` alone when there are none. */
@@ -276,28 +288,35 @@ function grpoKnobFixes(
   c: GrpoMemoryConfig,
   f: GrpoMemoryFacts,
   fits: (o: Partial<GrpoMemoryConfig>) => boolean,
-): string[] {
-  const fixes: string[] = [];
+): KnobFix[] {
+  const fixes: KnobFix[] = [];
   const seqLen = grpoMemoryShape(c, f).microBatch!.seqLen;
   const budget = firstFitting(halvings(c.max_tokens_per_microbatch, seqLen), (v) =>
     fits({ max_tokens_per_microbatch: v }),
   );
   if (budget !== undefined)
-    fixes.push(`lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits)`);
+    fixes.push({
+      fix: `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits)`,
+      learns: false,
+    });
   if (f.localRollouts) {
     const concurrency = firstFitting(halvings(c.rollout_concurrency, 1), (v) =>
       fits({ rollout_concurrency: v, num_generations: Math.min(c.num_generations, v) }),
     );
     if (concurrency !== undefined && concurrency >= c.num_generations)
-      fixes.push(`lower rollout_concurrency (${c.rollout_concurrency}; ${concurrency} fits)`);
+      fixes.push({
+        fix: `lower rollout_concurrency (${c.rollout_concurrency}; ${concurrency} fits)`,
+        learns: false,
+      });
   }
   const completion = firstFitting(halvings(c.max_completion_length, 16), (v) =>
     fits({ max_completion_length: v }),
   );
   if (completion !== undefined)
-    fixes.push(
-      `lower max_completion_length (${c.max_completion_length}; ${completion} fits) or max_turns`,
-    );
+    fixes.push({
+      fix: `lower max_completion_length (${c.max_completion_length}; ${completion} fits) or max_turns`,
+      learns: true,
+    });
   if (fixes.length === 0) {
     // No one knob is enough: one row per micro-batch, and the completion length that then fits.
     const oneRow = (v: number) => ({
@@ -313,9 +332,10 @@ function grpoKnobFixes(
     );
     if (both !== undefined) {
       const o = oneRow(both);
-      fixes.push(
-        `lower max_tokens_per_microbatch to ${o.max_tokens_per_microbatch} (one row per micro-batch)${both < c.max_completion_length ? ` and max_completion_length to ${both}` : ''}: that fits`,
-      );
+      fixes.push({
+        fix: `lower max_tokens_per_microbatch to ${o.max_tokens_per_microbatch} (one row per micro-batch)${both < c.max_completion_length ? ` and max_completion_length to ${both}` : ''}: that fits`,
+        learns: both < c.max_completion_length,
+      });
     }
   }
   return fixes;
@@ -344,19 +364,23 @@ function sftKnobFixes(
   c: SftMemoryConfig,
   f: RunMemoryFacts,
   fits: (o: Partial<SftMemoryConfig>) => boolean,
-): string[] {
-  const fixes: string[] = [];
+): KnobFix[] {
+  const fixes: KnobFix[] = [];
   const { seqLen, rows } = sftMemoryShape(c, f).microBatch!;
   const budget = firstFitting(halvings(rows * seqLen, seqLen), (v) =>
     fits({ max_tokens_per_microbatch: v }),
   );
   if (budget !== undefined)
-    fixes.push(
-      `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits) or per_device_train_batch_size (${c.per_device_train_batch_size}; gradients accumulate over micro-batches either way)`,
-    );
+    fixes.push({
+      fix: `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits) or per_device_train_batch_size (${c.per_device_train_batch_size}; gradients accumulate over micro-batches either way)`,
+      learns: false,
+    });
   const length = firstFitting(halvings(c.max_length, 16), (v) => fits({ max_length: v }));
   if (length !== undefined)
-    fixes.push(`lower max_length (${c.max_length}; ${length} fits: longer examples are cut)`);
+    fixes.push({
+      fix: `lower max_length (${c.max_length}; ${length} fits: longer examples are cut)`,
+      learns: true,
+    });
   return fixes;
 }
 
