@@ -32,12 +32,14 @@ import {
   availableMemory,
   buildTrainingArtifacts,
   checkSamplingMemory,
+  checkSftMemory,
   estimateMemory,
   InsufficientMemoryError,
   type SFTConfigInput,
   SFTConfigSchema,
   SFTTrainer,
   sftMemoryShape,
+  silentProgress,
 } from '../src/index.js';
 import { measureSamplingPeak, measureTrainStepPeak } from './support/measure-train-step-peak.js';
 import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
@@ -267,6 +269,31 @@ describe('a run that will not fit is refused before anything is written', () => 
       config(join(tmp, 'sft-skip'), { skip_memory_check: true }),
     ).train();
     expect(skipped.globalStep).toBe(1);
+
+    // Estimated at 95% of the memory available: within the preflight's 10% margin (estimates
+    // have read 7% under a peak), so the run trains, warned, with the fixes that leave 10% free.
+    const lines: string[] = [];
+    const warned = await new SFTTrainer({
+      config: config(join(tmp, 'sft-warned'), {}),
+      artifacts,
+      tokenizer: model.tokenizer,
+      trainDataset: [{ prompt: 'The capital of France is', completion: ' Paris.' }],
+      availableMemory: big / 0.95,
+      progress: { ...silentProgress, log: (line) => lines.push(line) },
+    }).train();
+    expect(warned.globalStep).toBe(1);
+    const warning = lines.find((l) => l.startsWith('warning: '));
+    expect(warning).toMatch(
+      /^warning: the estimate is 95% of the .* available \(as given\); .* To leave 10% free: set gradient_checkpointing: true .*; lower max_tokens_per_microbatch \(8192; (\d+) fits\)/,
+    );
+    const advised = Number(/\(8192; (\d+) fits\)/.exec(warning!)![1]);
+    expect(bytes(config('x', { max_tokens_per_microbatch: advised }))).toBeLessThanOrEqual(
+      0.9 * (big / 0.95),
+    );
+    // At 85% of it, no warning.
+    expect(checkSftMemory(SFTConfigSchema.parse(config('x', {})), facts, big / 0.85).warning).toBe(
+      undefined,
+    );
   }, 120_000);
 });
 
@@ -292,6 +319,10 @@ describe('sampling alone (flowgrpo generate)', () => {
     expect(InsufficientMemoryError.isInstance(e)).toBe(true);
     expect((e as InsufficientMemoryError).hint).toMatch(
       /^lower --max-new-tokens \(16384; \d+ fits\); or pass --skip-memory-check if the estimate is wrong/,
+    );
+    // Within 10% of the memory: it runs, warned, with the value that leaves 10% free.
+    expect(checkSamplingMemory(o, need.bytes / 0.97).warning).toMatch(
+      /^the estimate is 97% of .* To leave 10% free: lower --max-new-tokens \(16384; \d+ fits\)$/,
     );
   });
 });

@@ -157,8 +157,8 @@ export const generateCommand: Command = {
     const device = auto?.device ?? requested;
     const maxPositions = Math.min(weights.config.maxPositionEmbeddings, 32768);
     // Memory, before anything is built: the model as loaded, the session's copies, the cache.
-    if (args.values['skip-memory-check'] !== true)
-      checkSamplingMemory({
+    if (args.values['skip-memory-check'] !== true) {
+      const { warning } = checkSamplingMemory({
         config: weights.config,
         rows: 1,
         promptTokens: tokenizer.encode(prompt, { addBos: args.values['no-bos'] !== true }).length,
@@ -167,6 +167,8 @@ export const generateCommand: Command = {
         hostWeights: true,
         flags: { newTokens: '--max-new-tokens', skip: '--skip-memory-check' },
       });
+      if (warning) io.stderr(`warning: ${warning}\n`);
+    }
     const dir = await mkdtemp(join(tmpdir(), 'flowgrpo-generate-'));
     try {
       // On the CPU the fused generate graph (its decode loop runs inside ONNX Runtime); on a GPU

@@ -502,7 +502,7 @@ export const serveCommand: Command = {
         // request's prompt is not known here).
         const built = modelKind(model) === 'artifacts' ? readArtifactsManifest(model) : undefined;
         const config = built?.config ?? (await loadDecoderConfig(model));
-        checkSamplingMemory({
+        const { warning } = checkSamplingMemory({
           config,
           rows: Math.min(DECODE_BATCH, maxConc ?? 256),
           promptTokens: 0,
@@ -513,6 +513,7 @@ export const serveCommand: Command = {
           halfProjections: built?.baseWeightsDtype !== undefined,
           flags: { newTokens: '--max-tokens', skip: '--skip-memory-check' },
         });
+        if (warning) log(`warning: ${warning}`);
       }
       const { dir: artifacts, manifest } = await ensureArtifacts(model, dir, {
         ...(lora && { lora }),

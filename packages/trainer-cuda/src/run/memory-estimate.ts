@@ -188,6 +188,8 @@ export interface MemoryEstimate {
   terms: MemoryTerm[];
   /** The sum of the terms: the estimated peak resident set. */
   bytes: number;
+  /** Set by the preflight when the estimate fits but within its margin of the memory available. */
+  warning?: string | undefined;
 }
 
 /** The parameter counts of a decoder: the projections (and the vectors beside them), the head, an untied embedding. */
@@ -427,10 +429,16 @@ export function formatBytes(bytes: number): string {
     : `${Math.round(bytes / MiB).toLocaleString('en-US')} MiB`;
 }
 
-/** The estimate as lines: the total, then each term with its size and what it counts. */
-export function describeEstimate(e: MemoryEstimate): string[] {
+/**
+ * The estimate as lines: the total, the preflight's warning when there is one, then (unless
+ * `terms: false`) each term with its size and what it counts.
+ */
+export function describeEstimate(e: MemoryEstimate, o: { terms?: boolean } = {}): string[] {
   return [
     `estimated peak memory: ${formatBytes(e.bytes)}`,
-    ...e.terms.map((t) => `  ${t.name}: ${formatBytes(t.bytes)} (${t.what})`),
+    ...(e.warning ? [`warning: ${e.warning}`] : []),
+    ...(o.terms === false
+      ? []
+      : e.terms.map((t) => `  ${t.name}: ${formatBytes(t.bytes)} (${t.what})`)),
   ];
 }

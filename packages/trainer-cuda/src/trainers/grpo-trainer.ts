@@ -210,8 +210,8 @@ export class GRPOTrainer {
     // ---- memory: refused here, before output_dir or a session, when the peak will not fit ------
     if (!c.skip_memory_check) {
       const estimate = this.memoryEstimate(manifest);
-      // The total only: `flowgrpo train`'s preflight has printed the terms already.
-      progress.log(describeEstimate(estimate)[0]!);
+      // The total and a warning only: `flowgrpo train`'s preflight has printed the terms already.
+      for (const line of describeEstimate(estimate, { terms: false })) progress.log(line);
     }
 
     // ---- output_dir (lock, HF's rules), then resume or start ----------------------------------

@@ -229,8 +229,8 @@ export class SFTTrainer {
         },
         o.availableMemory,
       );
-      // The total only: `flowgrpo train`'s preflight has printed the terms already.
-      progress.log(describeEstimate(estimate)[0]!);
+      // The total and a warning only: `flowgrpo train`'s preflight has printed the terms already.
+      for (const line of describeEstimate(estimate, { terms: false })) progress.log(line);
     }
     // ---- output_dir (lock, HF's rules), then resume or start ----------------------------------
     const life = await RunLifecycle.open({
