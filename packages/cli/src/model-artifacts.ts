@@ -67,6 +67,7 @@ function stampOf(
     maxPositions?: number;
     gradientCheckpointing?: boolean;
     baseWeightsDtype?: ProjectionDtype;
+    decodeCastsPerUse?: boolean;
   },
 ) {
   const files = readdirSync(modelDir)
@@ -84,6 +85,7 @@ function stampOf(
     maxPositions: o.maxPositions ?? null,
     // Only when on: folders built before the option keep their stamp.
     ...(o.gradientCheckpointing && { gradientCheckpointing: true }),
+    ...(o.decodeCastsPerUse && { decodeCastsPerUse: true }),
     ...(o.baseWeightsDtype &&
       o.baseWeightsDtype !== 'float32' && { baseWeightsDtype: o.baseWeightsDtype }),
   };
@@ -102,6 +104,8 @@ export async function ensureArtifacts(
     maxPositions?: number;
     /** The train_step graph recomputes each layer's activations (config gradient_checkpointing). */
     gradientCheckpointing?: boolean;
+    /** prefill/decode cast half projections at each product (config share_sampling_weights). */
+    decodeCastsPerUse?: boolean;
     /** The config's base_weights_dtype ('auto': the checkpoint's torch_dtype; see resolveBaseWeightsDtype). */
     baseWeightsDtype?: BaseWeightsDtypeKey;
     /** The device the run's sessions open on (base_weights_dtype 'auto' is float32 on WebGPU). */
@@ -138,6 +142,7 @@ export async function ensureArtifacts(
       maxPositions: o.maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
       gradientCheckpointing: o.gradientCheckpointing,
       baseWeightsDtype,
+      decodeCastsPerUse: o.decodeCastsPerUse,
     });
     writeFileSync(stampFile, stamp);
     return { dir, manifest, built: true };

@@ -27,6 +27,7 @@ import { builtinToolAlias, SandboxUnavailableError, sandboxSupport } from '@flow
 import {
   checkArtifactsBaseWeights,
   checkArtifactsCheckpointing,
+  checkArtifactsSamplingWeights,
   checkGrpoMemory,
   checkSftMemory,
   describeEstimate,
@@ -224,6 +225,17 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
         plan.memory.config.gradient_checkpointing,
         model.artifacts.gradientCheckpointing,
       );
+    } catch (e) {
+      problem(e, 'model');
+    }
+  // The same for share_sampling_weights: half-precision artifacts need a decode graph built for it.
+  if (model?.artifacts && plan.memory?.trainer === 'grpo' && plan.memory.localRollouts)
+    try {
+      checkArtifactsSamplingWeights(plan.memory.config.share_sampling_weights === true, {
+        graphs: model.artifacts.graphs,
+        baseWeightsDtype: model.artifacts.baseWeightsDtype,
+        ...(model.artifacts.decodeCastsPerUse && { decodeCastsPerUse: true }),
+      });
     } catch (e) {
       problem(e, 'model');
     }
@@ -513,6 +525,9 @@ interface ModelFacts {
     headChunk: number;
     gradientCheckpointing: boolean;
     baseWeightsDtype: ProjectionDtype | undefined;
+    /** The graphs the folder holds, and whether its decode graph casts per product. */
+    graphs: object;
+    decodeCastsPerUse: boolean;
   };
 }
 
@@ -535,6 +550,8 @@ async function modelFacts(plan: PreflightPlan, device: string | undefined): Prom
         headChunk: m.vocabChunks?.size ?? m.config.vocabSize,
         gradientCheckpointing: m.gradientCheckpointing === true,
         baseWeightsDtype: m.baseWeightsDtype,
+        graphs: m.graphs,
+        decodeCastsPerUse: m.decodeCastsPerUse === true,
       },
       halfProjections: m.baseWeightsDtype !== undefined,
     };

@@ -18,7 +18,7 @@ import { LoraPolicy, type TrainRow, targetsOf } from '@flowgrpo/trainer';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../src/main.js';
 import { captureIO } from './support.js';
-import { LORA, sftConfig, tinyModel, writeConfig } from './train-fixtures.js';
+import { grpoConfig, LORA, sftConfig, tinyModel, writeConfig } from './train-fixtures.js';
 
 // A checkpoint's adapter folder as PEFT writes one (read by an independent stdlib python3
 // reader), and `flowgrpo export`: artifacts with the adapter's LoRA shape, and --merge, whose HF
@@ -310,6 +310,51 @@ describe('flowgrpo export', () => {
     const trained = captureIO(tmp);
     const on = run('ckpt-on', { gradient_checkpointing: true });
     expect(await runCli(['train', '--config', on], trained), trained.err).toBe(0);
+  });
+
+  it('--share-sampling-weights: a decode graph that casts per product, which a GRPO run with the key needs in bf16', async () => {
+    const args = ['export', '--model', model, '--adapter', checkpoint];
+    const bf16 = ['--base-weights-dtype', 'bfloat16'];
+    const out = join(tmp, 'artifacts-shared-sampling');
+    const io = captureIO(tmp);
+    expect(
+      await runCli([...args, '--out', out, ...bf16, '--share-sampling-weights'], io),
+      io.err,
+    ).toBe(0);
+    expect(io.out).toContain('; decode casts per product (share_sampling_weights);');
+    expect(readArtifactsManifest(out).decodeCastsPerUse).toBe(true);
+    // Without decode among the graphs there is nothing for it to change; --merge builds none.
+    const noDecode = captureIO(tmp);
+    const logprobsOnly = ['--out', join(tmp, 'x-ssw'), '--graphs', 'logprobs'];
+    expect(await runCli([...args, ...logprobsOnly, '--share-sampling-weights'], noDecode)).toBe(2);
+    expect(noDecode.err).toContain('it needs decode among --graphs');
+    const merged = captureIO(tmp);
+    const merge = ['--out', join(tmp, 'merged-ssw'), '--merge', '--share-sampling-weights'];
+    expect(await runCli([...args, ...merge], merged)).toBe(2);
+    expect(merged.err).toContain('--merge writes a HF folder');
+
+    // bf16 artifacts built without it: a GRPO run with the key is refused by the preflight,
+    // naming the flag, before output_dir; on those built with it, the preflight passes.
+    const atLoad = join(tmp, 'artifacts-bf16-at-load');
+    expect(await runCli([...args, '--out', atLoad, ...bf16], captureIO(tmp))).toBe(0);
+    const dir = join(tmp, 'grpo-ssw');
+    mkdirSync(dir, { recursive: true });
+    const config = (artifacts: string) =>
+      writeConfig(
+        join(dir, 'run.json'),
+        grpoConfig(dir, artifacts, { tokenizer: model, share_sampling_weights: true }),
+      );
+    const refused = captureIO(tmp);
+    expect(await runCli(['train', '--config', config(atLoad), '--dry-run'], refused)).toBe(1);
+    expect(refused.err).toContain(
+      '[CONFIG_ERROR] model: share_sampling_weights: true, but the artifacts hold the projections in bfloat16',
+    );
+    expect(refused.err).toContain('flowgrpo export --share-sampling-weights');
+    expect(existsSync(join(dir, 'run-grpo'))).toBe(false);
+    const passed = captureIO(tmp);
+    expect(await runCli(['train', '--config', config(out), '--dry-run'], passed), passed.err).toBe(
+      0,
+    );
   });
 
   it('--base-weights-dtype: the projections in half; a run that names another dtype is refused; auto follows the checkpoint', async () => {

@@ -58,6 +58,7 @@ export {
   type BaseWeightsDtypeKey,
   checkArtifactsBaseWeights,
   checkArtifactsCheckpointing,
+  checkArtifactsSamplingWeights,
   checkSftConfig,
   type GRPOConfig,
   type GRPOConfigInput,

@@ -54,6 +54,10 @@ const usage = `Usage:
   --gradient-checkpointing
                          the train_step graph recomputes each layer in its backward (a run
                          config's gradient_checkpointing: true needs artifacts built with it)
+  --share-sampling-weights
+                         the prefill and decode graphs cast half-precision projections at each
+                         product instead of once at load (a run config's
+                         share_sampling_weights: true needs artifacts built with it)
   --base-weights-dtype D the layers' projection matrices in weights.data and in memory: auto |
                          float32 | bfloat16 | float16 (default auto: the model's torch_dtype;
                          a run config's base_weights_dtype, when not auto, must match)
@@ -171,6 +175,8 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     if (!adapterDir) throw new UsageError('--merge needs --adapter');
     if (args.values['gradient-checkpointing'] === true)
       throw new UsageError('--gradient-checkpointing builds artifacts; --merge writes a HF folder');
+    if (args.values['share-sampling-weights'] === true)
+      throw new UsageError('--share-sampling-weights builds artifacts; --merge writes a HF folder');
     if (args.values['base-weights-dtype'] !== undefined)
       throw new UsageError(
         '--base-weights-dtype builds artifacts; --merge writes a HF folder (--dtype)',
@@ -222,6 +228,11 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     throw new UsageError(
       '--gradient-checkpointing changes the train_step graph only: it needs LoRA (--adapter or --lora-r) and train_step among --graphs',
     );
+  const decodeCastsPerUse = args.values['share-sampling-weights'] === true;
+  if (decodeCastsPerUse && graphs && !graphs.includes('decode'))
+    throw new UsageError(
+      '--share-sampling-weights changes the decode graph (and prefill): it needs decode among --graphs',
+    );
   const dtypeKey = stringOption(args, 'base-weights-dtype') ?? 'auto';
   if (!['auto', ...Object.keys(DTYPES)].includes(dtypeKey))
     throw new UsageError(
@@ -242,6 +253,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
       maxPositions: maxPositions ?? Math.min(weights.config.maxPositionEmbeddings, 32768),
       gradientCheckpointing,
       baseWeightsDtype,
+      decodeCastsPerUse,
     });
   } catch (e) {
     // A folder this call created holds only a partial build (a full disk, say): not left behind.
@@ -249,7 +261,7 @@ async function exportModel(args: ParsedArgs, io: CliIO): Promise<number> {
     throw systemError(e, { what: '--out', path: out }) ?? e;
   }
   io.stdout(
-    `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}${manifest.gradientCheckpointing ? '; gradient checkpointing' : ''}${manifest.baseWeightsDtype ? `; projections in ${manifest.baseWeightsDtype}` : ''}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
+    `artifacts: ${out} (${Object.keys(manifest.graphs).join(', ')}; ${lora ? `LoRA r=${lora.r}, alpha=${lora.alpha}, ${lora.targetModules.join('/')}` : 'no LoRA'}${manifest.gradientCheckpointing ? '; gradient checkpointing' : ''}${manifest.baseWeightsDtype ? `; projections in ${manifest.baseWeightsDtype}` : ''}${manifest.decodeCastsPerUse ? '; decode casts per product (share_sampling_weights)' : ''}; weights ${(manifest.weights.bytes / 2 ** 20).toFixed(1)} MiB)\n`,
   );
   return 0;
 }
@@ -271,6 +283,7 @@ export const exportCommand: Command = {
     graphs: { type: 'string' },
     'max-positions': { type: 'string' },
     'gradient-checkpointing': { type: 'boolean' },
+    'share-sampling-weights': { type: 'boolean' },
     'base-weights-dtype': { type: 'string' },
     overwrite: { type: 'boolean' },
   },

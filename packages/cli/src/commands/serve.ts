@@ -240,6 +240,7 @@ async function serveAndTrain(
       lora: loraFromOptions(config.lora),
       graphs: ['decode', 'logprobs', 'train_step'],
       gradientCheckpointing: config.gradient_checkpointing,
+      decodeCastsPerUse: config.share_sampling_weights,
       baseWeightsDtype: config.base_weights_dtype,
       device: o.device,
       log,

@@ -134,6 +134,7 @@ async function trainLocked(
         lora: loraFromOptions(config.lora),
         ...(run.max_positions && { maxPositions: run.max_positions }),
         gradientCheckpointing: config.gradient_checkpointing,
+        decodeCastsPerUse: rc.kind === 'grpo' && rc.config.share_sampling_weights,
         baseWeightsDtype: config.base_weights_dtype,
         device,
         log,

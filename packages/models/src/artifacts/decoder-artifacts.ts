@@ -97,6 +97,13 @@ export interface ArtifactsManifest {
    * (`base_weights_dtype`); absent: float32, like every other tensor.
    */
   baseWeightsDtype?: 'bfloat16' | 'float16';
+  /**
+   * True when the prefill and decode graphs cast the half-precision projections at each product
+   * rather than once at load (`share_sampling_weights`): a decode session opened without
+   * prepacking then holds no copy of the weights of its own. Absent: cast at load (and with
+   * float32 projections, where there is nothing to cast).
+   */
+  decodeCastsPerUse?: true;
   /** Log-probabilities are of softmax(logits / temperature) over the full vocabulary (sampling.ts). */
   graphs: Partial<Record<ArtifactGraphKind, GraphManifest>>;
   createdAt: string;
@@ -118,6 +125,8 @@ export interface ArtifactGraphOptions {
   vocabChunkSize?: number | undefined;
   /** Differentiated graphs recompute each layer's activations in the backward (decoderForward). */
   gradientCheckpointing?: boolean | undefined;
+  /** prefill/decode cast half-precision projections at each product (DecoderGraphOptions.castPerUse). */
+  decodeCastsPerUse?: boolean | undefined;
 }
 
 /** Builders of the graph kinds this package does not build itself, by kind. */
@@ -151,6 +160,14 @@ export interface BuildArtifactsOptions {
    * held once, in half, and cast to float32 where each product needs them (half-weights.ts).
    */
   baseWeightsDtype?: ProjectionDtype | undefined;
+  /**
+   * The prefill and decode graphs cast half-precision projections at each product too, instead of
+   * once at load (a float32 copy for the session's life): what `share_sampling_weights` opens.
+   * Sampling then reads the weights file as the training sessions do, 0.31–0.40× as fast on the
+   * CPU (docs/performance.md, "Sampling weights held once"). Nothing changes with float32
+   * projections.
+   */
+  decodeCastsPerUse?: boolean | undefined;
 }
 
 const PRODUCER_VERSION = '0.1.0';
@@ -177,6 +194,7 @@ export function buildArtifactGraph(
     kind,
     ...(lora && { lora }),
     vocabChunkSize: options.vocabChunkSize,
+    castPerUse: options.decodeCastsPerUse === true,
   });
 }
 
@@ -238,6 +256,7 @@ function writeArtifacts(
       const g = buildArtifactGraph(base, kind, options.lora, builders, {
         vocabChunkSize: options.vocabChunkSize,
         gradientCheckpointing: options.gradientCheckpointing,
+        decodeCastsPerUse: options.decodeCastsPerUse,
       });
       const file = `${kind}.onnx`;
       const model = toOnnxModel(g.graph, {
@@ -269,6 +288,11 @@ function writeArtifacts(
     ...(options.gradientCheckpointing && graphs.train_step && { gradientCheckpointing: true }),
     ...(options.baseWeightsDtype &&
       options.baseWeightsDtype !== 'float32' && { baseWeightsDtype: options.baseWeightsDtype }),
+    // Recorded only where it changes a graph: half projections, and a graph that samples.
+    ...(options.decodeCastsPerUse &&
+      options.baseWeightsDtype &&
+      options.baseWeightsDtype !== 'float32' &&
+      (graphs.decode || graphs.prefill) && { decodeCastsPerUse: true }),
     graphs,
     createdAt: new Date().toISOString(),
   };

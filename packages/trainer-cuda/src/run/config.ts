@@ -176,6 +176,17 @@ export const GRPOConfigSchema = z
      */
     generate_workers: z.number().int().nonnegative().optional(),
     /**
+     * flowgrpo: the local rollout engine samples with the standard decode graph over the mapped
+     * weights.data, its session's prepacking off and half-precision projections cast at each
+     * product — no copy of the frozen weights of its own (the fused generate graph keeps about
+     * 1.3× the projections in float32 and 2× the head: 8.4 GiB at Qwen2.5-1.5B). Sampling runs
+     * 0.31–0.40× as fast on the CPU and draws the same tokens to float32 rounding
+     * (docs/performance.md, "Sampling weights held once"). Half-precision artifacts must be built
+     * for it (flowgrpo export --share-sampling-weights; flowgrpo train builds them from its
+     * config). Rollouts on another engine (`rollout`, vLLM) open no sampling session: ignored.
+     */
+    share_sampling_weights: z.boolean().default(false),
+    /**
      * flowgrpo: planner turns per rollout — the agent's setting: the CLI passes it to the agent
      * it builds; a `GRPOTrainer` in code leaves it to the `agent` factory.
      */
@@ -384,6 +395,32 @@ export function policyOptions(
       ...(c.max_grad_norm > 0 && { maxGradNorm: c.max_grad_norm }),
     },
   };
+}
+
+/**
+ * share_sampling_weights with half-precision projections needs a decode graph that casts them at
+ * each product (built in): artifacts built without it are refused with how to rebuild them,
+ * rather than sampled with a float32 copy the run asked not to hold. Float32 projections need
+ * nothing of the graph: the decode session reads them mapped.
+ */
+export function checkArtifactsSamplingWeights(
+  wanted: boolean,
+  manifest: { graphs: object; baseWeightsDtype?: string | undefined; decodeCastsPerUse?: true },
+): void {
+  if (!wanted) return;
+  const missing = !('decode' in manifest.graphs)
+    ? 'have no decode graph'
+    : manifest.baseWeightsDtype && !manifest.decodeCastsPerUse
+      ? `hold the projections in ${manifest.baseWeightsDtype} and their decode graph casts them once, at load`
+      : undefined;
+  if (!missing) return;
+  throw new ConfigError(
+    `share_sampling_weights: true, but the artifacts ${missing}`,
+    { key: 'share_sampling_weights' },
+    {
+      hint: "rebuild the artifacts for it (flowgrpo export --share-sampling-weights, or buildTrainingArtifacts' decodeCastsPerUse; flowgrpo train builds them from its config when the model is a HF folder), or set share_sampling_weights: false",
+    },
+  );
 }
 
 /**

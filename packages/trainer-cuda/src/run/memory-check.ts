@@ -75,6 +75,7 @@ export interface GrpoMemoryConfig {
   generate_workers?: number | undefined;
   intra_op_threads?: number | undefined;
   share_frozen_weights?: boolean | undefined;
+  share_sampling_weights?: boolean | undefined;
   gradient_checkpointing?: boolean | undefined;
 }
 
@@ -112,6 +113,7 @@ function generateWorkers(c: GrpoMemoryConfig, config: DecoderConfig): number {
  * what the local engine decodes at once (max(num_generations, rollout_concurrency) rows).
  */
 export function grpoMemoryShape(c: GrpoMemoryConfig, f: GrpoMemoryFacts): MemoryShape {
+  const sharedSampling = f.localRollouts && c.share_sampling_weights === true;
   const seqLen = Math.min(f.maxPositions, f.promptTokens + c.max_turns * c.max_completion_length);
   const rows = c.queries_per_step * c.num_generations * c.max_turns;
   return {
@@ -121,9 +123,11 @@ export function grpoMemoryShape(c: GrpoMemoryConfig, f: GrpoMemoryFacts): Memory
     sessions: {
       trainStep: true,
       logprobs: true,
-      sampling: f.localRollouts ? 1 + generateWorkers(c, f.config) : 0,
+      // The decode graph of share_sampling_weights has no worker batchers (the fused pool's).
+      sampling: !f.localRollouts ? 0 : sharedSampling ? 1 : 1 + generateWorkers(c, f.config),
     },
     sharedWeights: c.share_frozen_weights === true,
+    sharedSamplingWeights: sharedSampling,
     gradientCheckpointing: c.gradient_checkpointing === true,
     halfProjections: f.halfProjections === true,
     microBatch: microBatch(c.max_tokens_per_microbatch, seqLen, rows),
@@ -178,14 +182,22 @@ function halvings(from: number, floor: number): number[] {
 interface MemorySwitches {
   share_frozen_weights?: boolean | undefined;
   gradient_checkpointing?: boolean | undefined;
+  share_sampling_weights?: boolean | undefined;
 }
-const SWITCHES: readonly { key: keyof MemorySwitches; why: string }[] = [
+type Switch = { key: keyof MemorySwitches; why: string };
+/** The training sessions' switches (each costs the update some speed). */
+const SWITCHES: readonly Switch[] = [
   { key: 'share_frozen_weights', why: 'one mapped copy of the frozen weights' },
   {
     key: 'gradient_checkpointing',
     why: "each layer's activations recomputed in the backward, one more forward per step; artifacts built without it are rebuilt with flowgrpo export --gradient-checkpointing",
   },
 ];
+/** The local rollout engine's switch: it costs sampling more (0.31–0.40× as fast, measured), so it comes last. */
+const SAMPLING_SWITCH: Switch = {
+  key: 'share_sampling_weights',
+  why: 'the sampling session reads the mapped weights, half-precision projections cast per product: sampling 0.31–0.40× as fast; half-precision artifacts built without it are rebuilt with flowgrpo export --share-sampling-weights',
+};
 
 /** A knob's fix; `learns`: it changes what the run learns (a shorter completion or example), not only its speed. */
 interface KnobFix {
@@ -196,12 +208,14 @@ interface KnobFix {
 /**
  * The fixes of a refused run, cheapest first. What costs speed only comes before what changes
  * what the run learns: the switches that are off (share_frozen_weights, gradient_checkpointing:
- * no result changes beyond float32 rounding), each that alone makes the run fit, else both when
- * together they do; then the knobs that cost speed only (the micro-batch, the rollout
+ * no result changes beyond float32 rounding), each that alone makes the run fit, else all of
+ * them when together they do; then the knobs that cost speed only (the micro-batch, the rollout
  * concurrency: gradients accumulate either way) alone; then, when no switch fits alone, those
- * knobs with both switches on, then with each. Only after all of these the knobs that change
- * what is learnt (the completion, the example's length), alone, and last with the switches;
- * else `fallback`. `switches`: those the run may take.
+ * knobs with the switches on together, else with each. The sampling switch
+ * (share_sampling_weights, the costliest) is offered only when the others are not enough. Only
+ * after all of these the knobs that change what is learnt (the completion, the example's
+ * length), alone, and last with the switches; else `fallback`. `switches`: those the run may
+ * take.
  */
 function fixesWithSwitches<O extends MemorySwitches>(
   c: O,
@@ -210,30 +224,35 @@ function fixesWithSwitches<O extends MemorySwitches>(
   fallback: string,
   switches = SWITCHES,
 ): string[] {
-  const off = switches.filter((s) => !c[s.key]);
-  const on = (ss: typeof off) => Object.fromEntries(ss.map((s) => [s.key, true])) as Partial<O>;
-  const setting = (ss: typeof off) => `set ${ss.map((s) => `${s.key}: true`).join(' and ')}`;
-  const single = off.filter((s) => fits(on([s])));
-  const named = single.length
-    ? single.map((s) => `${setting([s])} (${s.why}: that fits)`)
-    : off.length > 1 && fits(on(off))
-      ? [`${setting(off)}: together they fit`]
-      : [];
+  const on = (ss: readonly Switch[]) =>
+    Object.fromEntries(ss.map((s) => [s.key, true])) as Partial<O>;
+  const setting = (ss: readonly Switch[]) => `set ${ss.map((s) => `${s.key}: true`).join(' and ')}`;
   const speedOnly = (ks: KnobFix[]) => ks.filter((k) => !k.learns).map((k) => k.fix);
   const learning = (ks: KnobFix[]) => ks.filter((k) => k.learns).map((k) => k.fix);
   const alone = knobs(fits);
-  // With the switches: both first, then each alone; the first that gives a fix of the kind
-  // asked is named (with both on, the knob need move least).
-  const pairs = named.length ? [] : [...(off.length > 1 ? [off] : []), ...off.map((s) => [s])];
-  const paired = (kind: (ks: KnobFix[]) => string[]) => {
-    for (const ss of pairs) {
+  // A knob with switches: all of `offered` together first, then each; the first set that gives
+  // a fix of the kind asked is named (with more on, the knob need move less).
+  const paired = (offered: Switch[], kind: (ks: KnobFix[]) => string[]) => {
+    for (const ss of [...(offered.length > 1 ? [offered] : []), ...offered.map((s) => [s])]) {
       const fixes = kind(knobs((o) => fits({ ...o, ...on(ss) })));
       if (fixes.length) return fixes.map((fix) => `${setting(ss)} and ${fix}`);
     }
     return [];
   };
-  const fixes = [...named, ...speedOnly(alone), ...paired(speedOnly), ...learning(alone)];
-  return orFallback(fixes.length ? fixes : paired(learning), fallback);
+  /** The fixes that cost speed only, with the switches `offered`. */
+  const speedFixes = (offered: Switch[]) => {
+    const single = offered.filter((s) => fits(on([s])));
+    const named = single.length
+      ? single.map((s) => `${setting([s])} (${s.why}: that fits)`)
+      : offered.length > 1 && fits(on(offered))
+        ? [`${setting(offered)}: together they fit`]
+        : [];
+    return [...named, ...speedOnly(alone), ...(named.length ? [] : paired(offered, speedOnly))];
+  };
+  const off = switches.filter((s) => !c[s.key]);
+  const cheap = speedFixes(off.filter((s) => s !== SAMPLING_SWITCH));
+  const fixes = [...(cheap.length ? cheap : speedFixes(off)), ...learning(alone)];
+  return orFallback(fixes.length ? fixes : paired(off, learning), fallback);
 }
 
 /** `fixes`, or `fallback` alone when there are none. */
@@ -298,7 +317,8 @@ export function checkGrpoMemory(
       c,
       (o) => est(o).bytes <= budget,
       (fitsAs) => grpoKnobFixes(c, f, fitsAs),
-      `no smaller micro-batch, concurrency or length fits: use a smaller model or a machine with more memory (${frozenDtypes(f.halfProjections === true, f.localRollouts)})`,
+      `no smaller micro-batch, concurrency or length fits: use a smaller model or a machine with more memory (${frozenDtypes(f.halfProjections === true, f.localRollouts && c.share_sampling_weights !== true)})`,
+      f.localRollouts ? [...SWITCHES, SAMPLING_SWITCH] : SWITCHES,
     ),
   );
 }

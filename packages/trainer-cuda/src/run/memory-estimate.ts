@@ -124,6 +124,15 @@ export const SAMPLING_LOAD = { linear: 1, head: 1 } as const;
  */
 export const SAMPLING_HALF_EXTRA = 0.1;
 /**
+ * The decode session's own bytes with share_sampling_weights (no weights of its own): its
+ * buffers and a decode step's transients. Fitted on processes that only sample (2026-11-30,
+ * scratch: the decode graph without prepacking, 8 rows × 64 + 64 tokens, random weights at the
+ * real vocabulary, bf16 projections): peaks of 1,099 / 1,616–1,624 / 3,979 MiB for the
+ * Qwen2.5-0.5B shape at 8 / 24 layers and the 1.5B shape, estimated 1.00× / 0.98× / 0.99×
+ * (docs/performance.md, "Sampling weights held once").
+ */
+export const SHARED_SAMPLING_OVERHEAD = 100 * MiB;
+/**
  * Copies of the sampling batch's KV cache: the chunk's `past` input and its `present` output
  * (docs/performance.md, "The KV cache": the cache crosses the binding once per chunk). Counted
  * from the graph, not measured.
@@ -155,6 +164,12 @@ export interface MemoryShape {
    * prepacked copies (the sampling sessions keep theirs).
    */
   sharedWeights?: boolean;
+  /**
+   * `share_sampling_weights`: the sampling session is the decode graph over the mapped weights
+   * file, prepacking off, half projections cast per product: nothing of its own but its overhead
+   * and one layer's cast.
+   */
+  sharedSamplingWeights?: boolean;
   /**
    * `gradient_checkpointing`: the train step keeps each layer's input only and recomputes the
    * layer's activations in the backward, one layer at a time.
@@ -309,7 +324,19 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
     });
   // The sampling session casts half-precision projections at load, whoever else opens them.
   const halfStored = shape.halfProjections === true && !shape.full;
-  if (sampling > 0) {
+  if (sampling > 0 && shape.sharedSamplingWeights) {
+    // Its own mapping of weights.data: the resident set counts a file's pages once per mapping,
+    // whoever else maps it (the page cache holds them once).
+    heldTerm({
+      name: 'sampling weights',
+      bytes:
+        (halfStored ? HALF : F32) * w.linear +
+        F32 * (w.head + w.embed) +
+        (halfStored ? (F32 * w.linear) / c.numHiddenLayers : 0) +
+        SHARED_SAMPLING_OVERHEAD,
+      what: `weights.data as the decode session maps it (share_sampling_weights: no copy of its own${halfStored ? "; one layer's projections cast to float32 at a time" : ''})`,
+    });
+  } else if (sampling > 0) {
     const f = SESSION_FACTORS.sampling;
     const linear = f.linear + (halfStored ? SAMPLING_HALF_EXTRA : 0);
     heldTerm({
@@ -407,7 +434,7 @@ export function estimateMemory(shape: MemoryShape): MemoryEstimate {
       bytes: LOAD_HEAD_COPIES * F32 * w.head,
       what: `cutting the head into vocabulary chunks holds ${LOAD_HEAD_COPIES} more copies of it`,
     });
-  if (sampling > 0)
+  if (sampling > 0 && !shape.sharedSamplingWeights)
     loads.push({
       bytes: F32 * (SAMPLING_LOAD.linear * w.linear + SAMPLING_LOAD.head * w.head),
       what: 'the sampling session holds its projections and the head once more (float32) while it packs them',

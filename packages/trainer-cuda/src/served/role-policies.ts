@@ -12,7 +12,7 @@ import {
   readArtifactsManifest,
   saveLoraAdapter,
 } from '@flowgrpo/models';
-import { type GRPOConfig, policyOptions } from '../run/config.js';
+import { checkArtifactsSamplingWeights, type GRPOConfig, policyOptions } from '../run/config.js';
 import type { LoadedRolesCheckpoint } from '../run/roles-checkpoint.js';
 import { StepClock } from '../run/step-clock.js';
 import type { PolicyStep } from '../trainers/step-record.js';
@@ -144,9 +144,13 @@ export async function hostRoles(o: {
   resume?: LoadedRolesCheckpoint['roles'];
 }): Promise<HostedRoles> {
   const manifest = readArtifactsManifest(o.artifactsDir);
+  checkArtifactsSamplingWeights(o.config.share_sampling_weights, manifest);
+  // The gateway samples with the decode graph; share_sampling_weights: over the mapped weights,
+  // nothing prepacked (half projections cast per product, built in).
   const artifacts = await DecoderArtifacts.open(o.artifactsDir, {
     graphs: ['decode'],
     device: o.device,
+    ...(o.config.share_sampling_weights && { prepackWeights: false }),
   });
   const host = await LocalPolicyHost.open({
     artifacts,

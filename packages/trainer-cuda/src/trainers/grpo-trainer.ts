@@ -30,6 +30,7 @@ import {
   checkArtifactsBaseWeights,
   checkArtifactsCheckpointing,
   checkArtifactsLora,
+  checkArtifactsSamplingWeights,
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
@@ -178,6 +179,8 @@ export class GRPOTrainer {
     const manifest = readArtifactsManifest(options.artifacts);
     checkArtifactsLora(this.config.lora, manifest.lora);
     checkArtifactsCheckpointing(this.config.gradient_checkpointing, manifest.gradientCheckpointing);
+    if (!options.rolloutEngine)
+      checkArtifactsSamplingWeights(this.config.share_sampling_weights, manifest);
     checkArtifactsBaseWeights(this.config.base_weights_dtype, manifest.baseWeightsDtype);
     checkMaxStaleness(this.config, { rolloutEngine: options.rolloutEngine });
     this.#bestModel = bestModelRule(this.config, {
@@ -323,14 +326,19 @@ export class GRPOTrainer {
         return this.#samplingAgent(o.rolloutEngine);
       }
     } else {
+      // share_sampling_weights: the decode graph over the mapped weights, nothing prepacked (a
+      // copy of its own per Gemm), half projections cast per product; else the fused graph.
       this.#artifacts = await DecoderArtifacts.open(o.artifacts, {
-        graphs: [samplingGraph(manifest, o.device ?? 'cpu')],
+        graphs: [c.share_sampling_weights ? 'decode' : samplingGraph(manifest, o.device ?? 'cpu')],
         device: o.device ?? 'cpu',
         ...(c.intra_op_threads && { intraOpThreads: c.intra_op_threads }),
+        ...(c.share_sampling_weights && { prepackWeights: false }),
       });
       this.#local = new LocalPolicyEngine({
         generator: new DecoderGenerator(this.#artifacts, {
           ...(c.generate_workers !== undefined && { generateWorkers: c.generate_workers }),
+          // The fused generator would open the generate graph of its own accord.
+          ...(c.share_sampling_weights && { useGenerateGraph: false }),
         }),
         tokenizer: o.tokenizer,
         model: 'policy',

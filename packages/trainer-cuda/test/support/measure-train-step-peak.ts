@@ -49,17 +49,22 @@ export async function measureTrainStepPeak(
   ]);
 }
 
-/** The peak of a process that opens `dir`'s generate graph and samples `rows` rows. */
+/**
+ * The peak of a process that opens `dir`'s generate graph (or `o.graph`, with `o.prepackWeights`)
+ * and samples `rows` rows.
+ */
 export async function measureSamplingPeak(
   dir: string,
   rows: number,
   promptTokens: number,
   newTokens: number,
+  o: { graph?: 'generate' | 'decode'; prepackWeights?: boolean } = {},
 ): Promise<{ peakMiB: number }> {
   return freshProcessJson('sampling-peak.ts', [
     dir,
     String(rows),
     String(promptTokens),
     String(newTokens),
+    JSON.stringify(o),
   ]);
 }

@@ -54,6 +54,13 @@ export interface DecoderGraphOptions {
   logits?: 'last' | 'all';
   /** logprobs: the most vocabulary columns one LM-head chunk holds (vocabChunks). */
   vocabChunkSize?: number | undefined;
+  /**
+   * prefill/decode: half-precision projections cast to float32 at each product, as logprobs does
+   * (half-weights.ts), instead of once at load: held once, in half — with the session's
+   * prepacking off, the sampling session keeps no copy of its own — at the cost of a cast per
+   * product per token (share_sampling_weights).
+   */
+  castPerUse?: boolean;
 }
 
 /** One graph input or output as artifacts.json records it. */
@@ -194,7 +201,8 @@ export interface DecoderForwardOptions {
   /**
    * Half-precision projection matrices are cast to float32 at each product (half-weights.ts),
    * so that they are held once, in half: the graphs that multiply many rows (logprobs,
-   * train_step). Otherwise (prefill, decode) ORT casts them once at load.
+   * train_step), and prefill/decode when asked (DecoderGraphOptions.castPerUse). Otherwise ORT
+   * casts them once at load.
    */
   castPerUse?: boolean;
 }
@@ -513,7 +521,9 @@ export function buildDecoderGraph(base: BaseWeights, options: DecoderGraphOption
   const inputs = addDecoderInputs(b, base, kind);
   const targets = kind === 'logprobs' ? addTargetInputs(b) : undefined;
   const lora = options.lora ? addLoraInputs(b, base, options.lora) : undefined;
-  const forward = decoderForward(b, base, inputs, lora, { castPerUse: kind === 'logprobs' });
+  const forward = decoderForward(b, base, inputs, lora, {
+    castPerUse: kind === 'logprobs' || options.castPerUse === true,
+  });
 
   if (targets) {
     const { vocabChunkSize } = options;
