@@ -163,7 +163,7 @@ export interface BuildArtifactsOptions {
   /**
    * The prefill and decode graphs cast half-precision projections at each product too, instead of
    * once at load (a float32 copy for the session's life): what `share_sampling_weights` opens.
-   * Sampling then reads the weights file as the training sessions do, 0.31–0.40× as fast on the
+   * Sampling then reads the weights file as the training sessions do, 0.29–0.40× as fast on the
    * CPU (docs/performance.md, "Sampling weights held once"). Nothing changes with float32
    * projections.
    */

@@ -180,7 +180,7 @@ export const GRPOConfigSchema = z
      * weights.data, its session's prepacking off and half-precision projections cast at each
      * product — no copy of the frozen weights of its own (the fused generate graph keeps about
      * 1.3× the projections in float32 and 2× the head: 8.4 GiB at Qwen2.5-1.5B). Sampling runs
-     * 0.31–0.40× as fast on the CPU and draws the same tokens to float32 rounding
+     * 0.29–0.40× as fast on the CPU and draws the fused graph's tokens up to float32 rounding
      * (docs/performance.md, "Sampling weights held once"). Half-precision artifacts must be built
      * for it (flowgrpo export --share-sampling-weights; flowgrpo train builds them from its
      * config). Rollouts on another engine (`rollout`, vLLM) open no sampling session: ignored.

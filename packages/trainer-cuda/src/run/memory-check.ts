@@ -193,10 +193,10 @@ const SWITCHES: readonly Switch[] = [
     why: "each layer's activations recomputed in the backward, one more forward per step; artifacts built without it are rebuilt with flowgrpo export --gradient-checkpointing",
   },
 ];
-/** The local rollout engine's switch: it costs sampling more (0.31–0.40× as fast, measured), so it comes last. */
+/** The local rollout engine's switch: it costs sampling more (0.29–0.40× as fast, measured), so it comes last. */
 const SAMPLING_SWITCH: Switch = {
   key: 'share_sampling_weights',
-  why: 'the sampling session reads the mapped weights, half-precision projections cast per product: sampling 0.31–0.40× as fast; half-precision artifacts built without it are rebuilt with flowgrpo export --share-sampling-weights',
+  why: 'the sampling session reads the mapped weights, half-precision projections cast per product: sampling 0.29–0.40× as fast; half-precision artifacts built without it are rebuilt with flowgrpo export --share-sampling-weights',
 };
 
 /** A knob's fix; `learns`: it changes what the run learns (a shorter completion or example), not only its speed. */
