@@ -14,6 +14,7 @@ import {
 } from '../../gateway/test/support/gateway-fixtures.js';
 import { TRAINING_GRAPH_BUILDERS } from '../src/graphs/training-artifacts.js';
 import {
+  buildTrainingArtifacts,
   listCheckpoints,
   MultiRoleGRPOTrainer,
   NonFiniteLossError,
@@ -342,4 +343,31 @@ it('refuses the GRPO keys it cannot act on, each with why, before opening anythi
     /top_k = 5: MultiRoleGRPOTrainer does not use these keys: .*the roles sample on the gateway/,
   );
   expect(existsSync(join(root, 'refused'))).toBe(false);
+});
+
+it('share_sampling_weights: the served roles sample with the decode session alone, even where the artifacts have a generate graph', async () => {
+  // The fused generator opens an artifacts folder's generate graph (and its float32 copies) of
+  // its own accord; with the key, the roles' engines never do.
+  const { model } = await tinyGatewayModel(root, TRAINING_GRAPH_BUILDERS);
+  const withGenerate = join(root, 'artifacts-with-generate');
+  buildTrainingArtifacts(model.weights, withGenerate, {
+    lora: GATEWAY_LORA,
+    graphs: ['generate', 'decode', 'logprobs', 'train_step'],
+    maxPositions: 1024,
+  });
+  for (const share of [false, true]) {
+    const trainer = await OnlineGRPOTrainer.start({
+      config: onlineConfig(join(root, `ssw-${share}`), { share_sampling_weights: share }),
+      artifacts: withGenerate,
+      tokenizer: model.tokenizer,
+      roles: { policy: { trainable: true } },
+    });
+    try {
+      expect(await trainer.roles[0]!.engine.generator.usesFusedGraph(), `share ${share}`).toBe(
+        !share,
+      );
+    } finally {
+      await trainer.close();
+    }
+  }
 });

@@ -5,6 +5,7 @@ import type { DeviceRequest, Tokenizer, TrainingSampling } from '@flowgrpo/model
 import {
   type ArtifactsManifest,
   DecoderArtifacts,
+  DecoderGenerator,
   initLoraParams,
   LocalPolicyEngine,
   type LoraParams,
@@ -80,7 +81,11 @@ export async function openRoles(o: {
               ? initLoraParams(manifest.config, manifest.lora, `${c.seed}:lora:${name}`)
               : undefined));
       const engine = new LocalPolicyEngine({
-        artifacts: o.artifacts,
+        // share_sampling_weights: the decode session only (the fused generator would open an
+        // artifacts folder's generate graph, and its float32 copies, of its own accord).
+        ...(c.share_sampling_weights
+          ? { generator: new DecoderGenerator(o.artifacts, { useGenerateGraph: false }) }
+          : { artifacts: o.artifacts }),
         tokenizer: o.tokenizer,
         model: name,
         maxBatchSize: Math.max(c.num_generations, c.rollout_concurrency),
