@@ -85,7 +85,10 @@ function stampOf(
     maxPositions: o.maxPositions ?? null,
     // Only when on: folders built before the option keep their stamp.
     ...(o.gradientCheckpointing && { gradientCheckpointing: true }),
-    ...(o.decodeCastsPerUse && { decodeCastsPerUse: true }),
+    // Only where it changes a graph (half projections): the key on float32 rebuilds nothing.
+    ...(o.decodeCastsPerUse &&
+      o.baseWeightsDtype &&
+      o.baseWeightsDtype !== 'float32' && { decodeCastsPerUse: true }),
     ...(o.baseWeightsDtype &&
       o.baseWeightsDtype !== 'float32' && { baseWeightsDtype: o.baseWeightsDtype }),
   };

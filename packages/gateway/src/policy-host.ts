@@ -4,7 +4,7 @@ import {
   type PolicyEngine,
 } from '@flowgrpo/agent';
 import type { DeviceRequest, Tokenizer } from '@flowgrpo/models';
-import { DecoderArtifacts, LocalPolicyEngine } from '@flowgrpo/models';
+import { DecoderArtifacts, DecoderGenerator, LocalPolicyEngine } from '@flowgrpo/models';
 import { GatewayError } from './errors.js';
 
 // What the gateway serves: named policies on one base model — the base itself and one LoRA
@@ -54,6 +54,12 @@ export interface LocalPolicyHostOptions {
   intraOpThreads?: number;
   /** Concurrent requests batched into one decode run per model (LocalPolicyEngine). */
   maxBatchSize?: number;
+  /**
+   * false: every engine samples with the decode session, never the artifacts' fused generate
+   * graph (which the generator otherwise opens of its own accord, with float32 copies of the
+   * weights): `share_sampling_weights`.
+   */
+  useGenerateGraph?: boolean;
 }
 
 interface Entry {
@@ -70,6 +76,7 @@ export class LocalPolicyHost implements PolicyHost {
   readonly #ownsArtifacts: boolean;
   readonly #entries = new Map<string, Entry>();
   readonly #maxBatchSize: number | undefined;
+  readonly #useGenerateGraph: boolean;
 
   private constructor(o: LocalPolicyHostOptions, artifacts: DecoderArtifacts, owns: boolean) {
     this.baseModel = o.baseModel ?? 'base';
@@ -77,6 +84,7 @@ export class LocalPolicyHost implements PolicyHost {
     this.artifacts = artifacts;
     this.#ownsArtifacts = owns;
     this.#maxBatchSize = o.maxBatchSize;
+    this.#useGenerateGraph = o.useGenerateGraph ?? true;
     this.#entries.set(this.baseModel, { engine: this.#newEngine(this.baseModel), owned: true });
   }
 
@@ -107,7 +115,9 @@ export class LocalPolicyHost implements PolicyHost {
 
   #newEngine(name: string): LocalPolicyEngine {
     return new LocalPolicyEngine({
-      artifacts: this.artifacts,
+      ...(this.#useGenerateGraph
+        ? { artifacts: this.artifacts }
+        : { generator: new DecoderGenerator(this.artifacts, { useGenerateGraph: false }) }),
       tokenizer: this.tokenizer,
       model: name,
       ...(this.#maxBatchSize !== undefined && { maxBatchSize: this.#maxBatchSize }),

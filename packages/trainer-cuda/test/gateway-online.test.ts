@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '@flowgrpo/core';
+import type { LocalPolicyEngine } from '@flowgrpo/models';
 import { afterAll, expect, it } from 'vitest';
 import {
   GATEWAY_LORA,
@@ -355,6 +356,24 @@ it('share_sampling_weights: the served roles sample with the decode session alon
     graphs: ['generate', 'decode', 'logprobs', 'train_step'],
     maxPositions: 1024,
   });
+  // bf16 artifacts whose decode graph casts at load: refused before output_dir is opened.
+  const halfAtLoad = join(root, 'artifacts-bf16-at-load');
+  buildTrainingArtifacts(model.weights, halfAtLoad, {
+    lora: GATEWAY_LORA,
+    graphs: ['decode', 'logprobs', 'train_step'],
+    maxPositions: 1024,
+    baseWeightsDtype: 'bfloat16',
+  });
+  const refusedOut = join(root, 'ssw-refused');
+  const refused = await OnlineGRPOTrainer.start({
+    config: onlineConfig(refusedOut, { share_sampling_weights: true }),
+    artifacts: halfAtLoad,
+    tokenizer: model.tokenizer,
+    roles: { policy: { trainable: true } },
+  }).catch((e: unknown) => e);
+  expect(ConfigError.isInstance(refused)).toBe(true);
+  expect((refused as ConfigError).key).toBe('share_sampling_weights');
+  expect(existsSync(refusedOut)).toBe(false);
   for (const share of [false, true]) {
     const trainer = await OnlineGRPOTrainer.start({
       config: onlineConfig(join(root, `ssw-${share}`), { share_sampling_weights: share }),
@@ -366,6 +385,9 @@ it('share_sampling_weights: the served roles sample with the decode session alon
       expect(await trainer.roles[0]!.engine.generator.usesFusedGraph(), `share ${share}`).toBe(
         !share,
       );
+      // The host's own engines too: the base model's (and any hot-loaded adapter's).
+      const base = trainer.gateway.host.engine('base') as LocalPolicyEngine;
+      expect(await base.generator.usesFusedGraph(), `base, share ${share}`).toBe(!share);
     } finally {
       await trainer.close();
     }

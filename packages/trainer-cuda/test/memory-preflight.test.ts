@@ -257,7 +257,7 @@ describe('a run that will not fit is refused before anything is written', () => 
     const err = await thrown(() => trainer(config(refusedDir, {})).train());
     expect(InsufficientMemoryError.isInstance(err)).toBe(true);
     expect((err as InsufficientMemoryError).hint).toMatch(
-      /lower max_tokens_per_microbatch \(8192; \d+ fits\) or per_device_train_batch_size \(16;/,
+      /lower max_tokens_per_microbatch \(8192; \d+ fits: gradients accumulate over micro-batches, the same update\)/,
     );
     expect(existsSync(refusedDir)).toBe(false);
 
@@ -284,9 +284,9 @@ describe('a run that will not fit is refused before anything is written', () => 
     expect(warned.globalStep).toBe(1);
     const warning = lines.find((l) => l.startsWith('warning: '));
     expect(warning).toMatch(
-      /^warning: the estimate is 95% of the .* available \(as given\); .* To leave 10% free: set gradient_checkpointing: true .*; lower max_tokens_per_microbatch \(8192; (\d+) fits\)/,
+      /^warning: the estimate is 95% of the .* available \(as given\); .* To leave 10% free: set gradient_checkpointing: true .*; lower max_tokens_per_microbatch \(8192; (\d+) fits: /,
     );
-    const advised = Number(/\(8192; (\d+) fits\)/.exec(warning!)![1]);
+    const advised = Number(/\(8192; (\d+) fits/.exec(warning!)![1]);
     expect(bytes(config('x', { max_tokens_per_microbatch: advised }))).toBeLessThanOrEqual(
       0.9 * (big / 0.95),
     );

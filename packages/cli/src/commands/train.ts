@@ -134,7 +134,11 @@ async function trainLocked(
         lora: loraFromOptions(config.lora),
         ...(run.max_positions && { maxPositions: run.max_positions }),
         gradientCheckpointing: config.gradient_checkpointing,
-        decodeCastsPerUse: rc.kind === 'grpo' && rc.config.share_sampling_weights,
+        // Only where the trainer samples itself (rollouts on a server open no sampling session).
+        decodeCastsPerUse:
+          rc.kind === 'grpo' &&
+          rc.config.share_sampling_weights &&
+          rc.run.rollout.engine === 'local',
         baseWeightsDtype: config.base_weights_dtype,
         device,
         log,

@@ -231,10 +231,14 @@ function fixesWithSwitches<O extends MemorySwitches>(
   const learning = (ks: KnobFix[]) => ks.filter((k) => k.learns).map((k) => k.fix);
   const alone = knobs(fits);
   // A knob with switches: all of `offered` together first, then each; the first set that gives
-  // a fix of the kind asked is named (with more on, the knob need move less).
+  // a fix of the kind asked is named (with more on, the knob need move less). A knob's fix that
+  // reads as it does alone (the same value: the switches buy nothing) is not repeated.
   const paired = (offered: Switch[], kind: (ks: KnobFix[]) => string[]) => {
+    const alreadyNamed = new Set(kind(alone));
     for (const ss of [...(offered.length > 1 ? [offered] : []), ...offered.map((s) => [s])]) {
-      const fixes = kind(knobs((o) => fits({ ...o, ...on(ss) })));
+      const fixes = kind(knobs((o) => fits({ ...o, ...on(ss) }))).filter(
+        (fix) => !alreadyNamed.has(fix),
+      );
       if (fixes.length) return fixes.map((fix) => `${setting(ss)} and ${fix}`);
     }
     return [];
@@ -252,7 +256,11 @@ function fixesWithSwitches<O extends MemorySwitches>(
   const off = switches.filter((s) => !c[s.key]);
   const cheap = speedFixes(off.filter((s) => s !== SAMPLING_SWITCH));
   const fixes = [...(cheap.length ? cheap : speedFixes(off)), ...learning(alone)];
-  return orFallback(fixes.length ? fixes : paired(off, learning), fallback);
+  if (fixes.length) return fixes;
+  // With a knob that changes what is learnt: the cheaper switches first here too.
+  const cheapOff = off.filter((s) => s !== SAMPLING_SWITCH);
+  const withCheap = paired(cheapOff, learning);
+  return orFallback(withCheap.length ? withCheap : paired(off, learning), fallback);
 }
 
 /** `fixes`, or `fallback` alone when there are none. */
@@ -283,7 +291,8 @@ function refuseOver(
     throw new InsufficientMemoryError(estimate, available, fixesFor(available.bytes), skip);
   const room = (1 - MEMORY_MARGIN) * available.bytes;
   if (estimate.bytes <= room) return estimate;
-  const share = Math.round((100 * estimate.bytes) / available.bytes);
+  // Floored: a run that fits never reads as over 100%.
+  const share = Math.floor((100 * estimate.bytes) / available.bytes);
   return {
     ...estimate,
     warning:
@@ -417,7 +426,7 @@ function sftKnobFixes(
   );
   if (budget !== undefined)
     fixes.push({
-      fix: `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits) or per_device_train_batch_size (${c.per_device_train_batch_size}; gradients accumulate over micro-batches either way)`,
+      fix: `lower max_tokens_per_microbatch (${c.max_tokens_per_microbatch}; ${budget} fits: gradients accumulate over micro-batches, the same update)`,
       learns: false,
     });
   const length = firstFitting(halvings(c.max_length, 16), (v) => fits({ max_length: v }));

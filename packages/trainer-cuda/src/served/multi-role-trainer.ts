@@ -21,6 +21,7 @@ import { type RolloutFailures, tallyFailures, thrownFailure } from '../eval/roll
 import { type BestModelRule, bestModelRule } from '../run/best-model.js';
 import type { TrainerState } from '../run/checkpoint.js';
 import {
+  checkArtifactsSamplingWeights,
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
@@ -163,6 +164,11 @@ export class MultiRoleGRPOTrainer {
         );
     if (o.trainDataset.length === 0)
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
+    // Refused before output_dir (hostRoles checks it again when the roles open).
+    checkArtifactsSamplingWeights(
+      this.config.share_sampling_weights,
+      readArtifactsManifest(o.artifacts),
+    );
     this.#bestModel = bestModelRule(this.config, {
       name: 'MultiRoleGRPOTrainer',
       hasEvalDataset: (o.evalDataset?.length ?? 0) > 0,

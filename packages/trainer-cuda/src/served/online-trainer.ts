@@ -15,6 +15,7 @@ import { type RolloutFailures, tallyFailures } from '../eval/rollout-failures.js
 import { bestModelRule } from '../run/best-model.js';
 import type { TrainerState } from '../run/checkpoint.js';
 import {
+  checkArtifactsSamplingWeights,
   type GRPOConfig,
   type GRPOConfigInput,
   GRPOConfigSchema,
@@ -202,6 +203,10 @@ export class OnlineGRPOTrainer {
   static async start(o: OnlineGRPOTrainerOptions): Promise<OnlineGRPOTrainer> {
     const config = parseConfig(GRPOConfigSchema, o.config, 'GRPO config');
     checkOptions(config, o.roles);
+    checkArtifactsSamplingWeights(
+      config.share_sampling_weights,
+      readArtifactsManifest(o.artifacts),
+    );
     // output_dir first (its lock, HF's rules, the checkpoint to resume), before the roles'
     // sessions open; held until close.
     const life = await RunLifecycle.open({

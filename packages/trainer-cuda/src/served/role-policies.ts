@@ -160,6 +160,8 @@ export async function hostRoles(o: {
   const host = await LocalPolicyHost.open({
     artifacts,
     tokenizer: o.tokenizer,
+    // The base model and hot-loaded adapters too: the decode session alone.
+    ...(o.config.share_sampling_weights && { useGenerateGraph: false }),
     ...(o.baseModel !== undefined && { baseModel: o.baseModel }),
   });
   let roles: ServedRole[] = [];
