@@ -231,11 +231,10 @@ export async function preflight(plan: PreflightPlan, io: CliIO): Promise<Preflig
   // The same for share_sampling_weights: half-precision artifacts need a decode graph built for it.
   if (model?.artifacts && plan.memory?.trainer === 'grpo' && plan.memory.localRollouts)
     try {
-      checkArtifactsSamplingWeights(plan.memory.config.share_sampling_weights === true, {
-        graphs: model.artifacts.graphs,
-        baseWeightsDtype: model.artifacts.baseWeightsDtype,
-        ...(model.artifacts.decodeCastsPerUse && { decodeCastsPerUse: true }),
-      });
+      checkArtifactsSamplingWeights(
+        plan.memory.config.share_sampling_weights === true,
+        model.artifacts,
+      );
     } catch (e) {
       problem(e, 'model');
     }

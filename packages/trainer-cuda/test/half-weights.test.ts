@@ -23,7 +23,6 @@ import {
   DecoderGenerator,
   initTinyWeights,
   LORA_TARGET_MODULES,
-  type ModelWeights,
   readArtifactsManifest,
   tinyQwen2Config,
 } from '@flowgrpo/models';
@@ -39,6 +38,7 @@ import {
   resolveBaseWeightsDtype,
   SFTConfigSchema,
 } from '../src/index.js';
+import { halfWeights } from './support/half-checkpoint.js';
 import { measureTrainStepPeak } from './support/measure-train-step-peak.js';
 import { LORA, metricsOf, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
@@ -47,18 +47,6 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 const MiB = 2 ** 20;
 const lora = { r: 8, alpha: 16, targetModules: [...LORA_TARGET_MODULES] };
-
-/** `config`'s random weights rounded to half values, held as such (a bf16 or fp16 checkpoint). */
-function halfWeights(
-  config: DecoderConfig,
-  seed: number,
-  dtype: 'BF16' | 'F16' = 'BF16',
-): ModelWeights {
-  const w = initTinyWeights(config, seed);
-  for (const [name, t] of w.tensors)
-    w.tensors.set(name, float32ToTensor(tensorToFloat32(t), dtype, [...t.shape]));
-  return w;
-}
 
 /** The logprobs graph's log-probs of every next token of `rows`, with a non-zero adapter. */
 async function graphLogprobs(dir: string, rows: number[][]): Promise<Record<string, number[]>> {

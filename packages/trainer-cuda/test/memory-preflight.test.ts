@@ -42,6 +42,7 @@ import {
   silentProgress,
 } from '../src/index.js';
 import { measureSamplingPeak, measureTrainStepPeak } from './support/measure-train-step-peak.js';
+import { twoQwen05Layers } from './support/qwen05-preflight.js';
 import { tinyConfig, tinyTrainer } from './support/tiny-grpo.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-memory-preflight-'));
@@ -72,20 +73,6 @@ async function measuredPeak(
   );
   rmSync(dir, { recursive: true, force: true });
   return peakMiB * MiB;
-}
-
-/** Two layers of Qwen2.5-0.5B's shape at its real vocabulary (151,936; the head tied). */
-function twoQwen05Layers(maxPositions: number): DecoderConfig {
-  return tinyQwen2Config({
-    seed: 0,
-    vocabSize: 151936,
-    hiddenSize: 896,
-    layers: 2,
-    heads: 14,
-    kvHeads: 2,
-    intermediateSize: 4864,
-    maxPositionEmbeddings: maxPositions,
-  });
 }
 
 /** The estimate within 25% of the measured peak, both printed. */

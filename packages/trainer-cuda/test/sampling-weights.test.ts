@@ -9,18 +9,15 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, float32ToTensor, tensorToFloat32 } from '@flowgrpo/core';
+import { ConfigError } from '@flowgrpo/core';
 import { decodeModel } from '@flowgrpo/graph';
 import {
   DecoderArtifacts,
-  type DecoderConfig,
   DecoderGenerator,
   initTinyWeights,
   LORA_TARGET_MODULES,
   type LocalPolicyEngine,
-  type ModelWeights,
   readArtifactsManifest,
-  tinyQwen2Config,
 } from '@flowgrpo/models';
 import { qwen3StyleConfig } from '@flowgrpo/models/testing';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -31,8 +28,9 @@ import {
   estimateMemory,
   InsufficientMemoryError,
 } from '../src/index.js';
+import { halfWeights } from './support/half-checkpoint.js';
 import { measureSamplingPeak } from './support/measure-train-step-peak.js';
-import { QWEN05_FACTS, QWEN05_GRPO } from './support/qwen05-preflight.js';
+import { QWEN05_FACTS, QWEN05_GRPO, twoQwen05Layers } from './support/qwen05-preflight.js';
 import { LORA, metricsOf, tinyConfig, tinySetup, tinyTrainer } from './support/tiny-grpo.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'flowgrpo-sampling-weights-'));
@@ -41,19 +39,11 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const MiB = 2 ** 20;
 const lora = { r: 8, alpha: 16, targetModules: [...LORA_TARGET_MODULES] };
 
-/** `config`'s random weights rounded to bf16 values, held as such (a bf16 checkpoint). */
-function bf16Weights(config: DecoderConfig, seed: number): ModelWeights {
-  const w = initTinyWeights(config, seed);
-  for (const [name, t] of w.tensors)
-    w.tensors.set(name, float32ToTensor(tensorToFloat32(t), 'BF16', [...t.shape]));
-  return w;
-}
-
 describe('share_sampling_weights', () => {
   it('the decode graph casting per product, prepacking off: the tokens and log-probs of the fused graph', async () => {
     // Qwen3-style layers (q/k norms, o and MLP biases, untied head): every kind of projection.
     const config = qwen3StyleConfig({ seed: 0, hiddenSize: 64, layers: 2, heads: 4, kvHeads: 2 });
-    const weights = bf16Weights(config, 3);
+    const weights = halfWeights(config, 3);
     const dir = join(tmp, 'values-bf16');
     buildTrainingArtifacts(weights, dir, {
       lora,
@@ -122,16 +112,7 @@ describe('share_sampling_weights', () => {
   it('a process that samples this way holds no copy of the weights: under 0.6× the fused graph’s peak; the estimate within 25%', async () => {
     // Two Qwen2.5-0.5B layers at the real vocabulary, bf16 projections: the fused graph holds the
     // projections (float32, packed) and the head twice; the decode session maps weights.data.
-    const config = tinyQwen2Config({
-      seed: 0,
-      vocabSize: 151936,
-      hiddenSize: 896,
-      layers: 2,
-      heads: 14,
-      kvHeads: 2,
-      intermediateSize: 4864,
-      maxPositionEmbeddings: 64,
-    });
+    const config = twoQwen05Layers(64);
     const dir = join(tmp, 'peak');
     buildTrainingArtifacts(initTinyWeights(config, 1), dir, {
       lora,

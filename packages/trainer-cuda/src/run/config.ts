@@ -405,7 +405,11 @@ export function policyOptions(
  */
 export function checkArtifactsSamplingWeights(
   wanted: boolean,
-  manifest: { graphs: object; baseWeightsDtype?: string | undefined; decodeCastsPerUse?: true },
+  manifest: {
+    graphs: object;
+    baseWeightsDtype?: string | undefined;
+    decodeCastsPerUse?: boolean | undefined;
+  },
 ): void {
   if (!wanted) return;
   const missing = !('decode' in manifest.graphs)

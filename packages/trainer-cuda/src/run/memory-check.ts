@@ -254,13 +254,17 @@ function fixesWithSwitches<O extends MemorySwitches>(
     return [...named, ...speedOnly(alone), ...(named.length ? [] : paired(offered, speedOnly))];
   };
   const off = switches.filter((s) => !c[s.key]);
-  const cheap = speedFixes(off.filter((s) => s !== SAMPLING_SWITCH));
-  const fixes = [...(cheap.length ? cheap : speedFixes(off)), ...learning(alone)];
-  if (fixes.length) return fixes;
-  // With a knob that changes what is learnt: the cheaper switches first here too.
   const cheapOff = off.filter((s) => s !== SAMPLING_SWITCH);
-  const withCheap = paired(cheapOff, learning);
-  return orFallback(withCheap.length ? withCheap : paired(off, learning), fallback);
+  // The cheaper switches first; the sampling one only when they give nothing.
+  const cheapestFirst = (fixesWith: (offered: Switch[]) => string[]) => {
+    const cheap = fixesWith(cheapOff);
+    return cheap.length ? cheap : fixesWith(off);
+  };
+  const fixes = [...cheapestFirst(speedFixes), ...learning(alone)];
+  return orFallback(
+    fixes.length ? fixes : cheapestFirst((offered) => paired(offered, learning)),
+    fallback,
+  );
 }
 
 /** `fixes`, or `fallback` alone when there are none. */

@@ -1,7 +1,8 @@
-// Shared by the tests of the memory preflight's switches (shared-weights, gradient-checkpointing):
-// a Qwen2.5-0.5B-shaped GRPO run (24 layers, 896 wide, vocabulary 151,936 in chunks) with rollouts
-// on a server, and the GRPO keys the estimate reads (one micro-batch of 512 tokens).
-import { LORA_TARGET_MODULES, tinyQwen2Config } from '@flowgrpo/models';
+// Shared by the tests of the memory preflight and its switches (memory-preflight, shared-weights,
+// gradient-checkpointing, sampling-weights): a Qwen2.5-0.5B-shaped GRPO run (24 layers, 896 wide,
+// vocabulary 151,936 in chunks) with rollouts on a server, the GRPO keys the estimate reads (one
+// micro-batch of 512 tokens), and two layers of that shape for the measured peaks.
+import { type DecoderConfig, LORA_TARGET_MODULES, tinyQwen2Config } from '@flowgrpo/models';
 
 export const QWEN05_FACTS = {
   config: tinyQwen2Config({
@@ -29,3 +30,17 @@ export const QWEN05_GRPO = {
   queries_per_step: 8,
   rollout_concurrency: 64,
 };
+
+/** Two layers of Qwen2.5-0.5B's shape at its real vocabulary (151,936; the head tied). */
+export function twoQwen05Layers(maxPositions: number): DecoderConfig {
+  return tinyQwen2Config({
+    seed: 0,
+    vocabSize: 151936,
+    hiddenSize: 896,
+    layers: 2,
+    heads: 14,
+    kvHeads: 2,
+    intermediateSize: 4864,
+    maxPositionEmbeddings: maxPositions,
+  });
+}
