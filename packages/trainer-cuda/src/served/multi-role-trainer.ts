@@ -164,7 +164,7 @@ export class MultiRoleGRPOTrainer {
         );
     if (o.trainDataset.length === 0)
       throw new ConfigError('the train dataset is empty', { key: 'trainDataset' });
-    // Refused before output_dir (hostRoles checks it again when the roles open).
+    // Refused before output_dir, as GRPOTrainer does (hostRoles opens what was checked here).
     checkArtifactsSamplingWeights(
       this.config.share_sampling_weights,
       readArtifactsManifest(o.artifacts),

@@ -13,7 +13,7 @@ import {
   readArtifactsManifest,
   saveLoraAdapter,
 } from '@flowgrpo/models';
-import { checkArtifactsSamplingWeights, type GRPOConfig, policyOptions } from '../run/config.js';
+import { type GRPOConfig, policyOptions } from '../run/config.js';
 import type { LoadedRolesCheckpoint } from '../run/roles-checkpoint.js';
 import { StepClock } from '../run/step-clock.js';
 import type { PolicyStep } from '../trainers/step-record.js';
@@ -149,7 +149,6 @@ export async function hostRoles(o: {
   resume?: LoadedRolesCheckpoint['roles'];
 }): Promise<HostedRoles> {
   const manifest = readArtifactsManifest(o.artifactsDir);
-  checkArtifactsSamplingWeights(o.config.share_sampling_weights, manifest);
   // The gateway samples with the decode graph; share_sampling_weights: over the mapped weights,
   // nothing prepacked (half projections cast per product, built in).
   const artifacts = await DecoderArtifacts.open(o.artifactsDir, {
