@@ -17,18 +17,26 @@ export class LLMResponseTooLargeError extends LLMRequestError {
   static override readonly code = 'LLM_RESPONSE_TOO_LARGE';
 }
 
+/** The error a reply from `url` over `maxBytes` ends with. */
+export function responseTooLarge(
+  url: string,
+  status: number,
+  maxBytes: number,
+): LLMResponseTooLargeError {
+  return new LLMResponseTooLargeError(
+    `the reply from ${url} is larger than ${maxBytes} bytes (maxResponseBytes); it was cut off`,
+    { status, attempts: 1, retryable: false },
+    { hint: 'check the base URL; raise maxResponseBytes if such replies are expected' },
+  );
+}
+
 export function cappedFetch(inner: Fetch | undefined, maxBytes: number): Fetch {
   const base: Fetch = inner ?? ((input, init) => fetch(input, init));
   return async (input, init) => {
     const response = await base(input, init);
     if (!response.body) return response;
     const tooLarge = () =>
-      new LLMResponseTooLargeError(
-        `the reply from ${response.url || String(input)} is larger than ${maxBytes} bytes ` +
-          '(maxResponseBytes); it was cut off',
-        { status: response.status, attempts: 1, retryable: false },
-        { hint: 'check the base URL; raise maxResponseBytes if such replies are expected' },
-      );
+      responseTooLarge(response.url || String(input), response.status, maxBytes);
     let seen = 0;
     // The error is raised while the body is read, not from fetch itself: the client would wrap
     // a fetch error into a generic (and retried) connection error.

@@ -2,6 +2,7 @@ import { ConfigError, type LLMUsage } from '@flowgrpo/core';
 import OpenAI, { type ClientOptions } from 'openai';
 import { cappedFetch, DEFAULT_MAX_RESPONSE_BYTES } from '../engines/capped-fetch.js';
 import { LLMMalformedReplyError, LLMRequestError } from '../engines/errors.js';
+import { keepAliveFetch } from '../engines/keep-alive-fetch.js';
 import { mapFinishReason, toOpenAIMessage, usageOf } from '../engines/openai-engine.js';
 import { isTokenId } from '../engines/reply-shape.js';
 import {
@@ -99,7 +100,9 @@ export class OpenAIPolicyEngine implements PolicyEngine {
           apiKey: options.apiKey ?? 'EMPTY',
           defaultHeaders: options.defaultHeaders,
           maxRetries: 0,
-          fetch: cappedFetch(options.fetch, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES),
+          fetch: options.fetch
+            ? cappedFetch(options.fetch, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES)
+            : keepAliveFetch(options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES),
         }),
       })),
       { strategy: options.balance, cooldownMs: options.serverCooldownMs, now: options.now },

@@ -209,6 +209,7 @@ export class OpenAITestServer {
   #queues = new Map<TestServerRoute, Behaviour[]>();
   #fallback: Partial<Record<TestServerRoute, Behaviour>>;
   #sockets = new Set<Socket>();
+  #connections = 0;
   #inFlight = 0;
   #maxInFlight = 0;
   #port = 0;
@@ -220,6 +221,7 @@ export class OpenAITestServer {
       void this.#handle(req, res);
     });
     this.#server.on('connection', (socket) => {
+      this.#connections++;
       this.#sockets.add(socket);
       socket.on('close', () => this.#sockets.delete(socket));
     });
@@ -249,6 +251,11 @@ export class OpenAITestServer {
   /** Most requests that were being answered at the same time. */
   get maxInFlight(): number {
     return this.#maxInFlight;
+  }
+
+  /** TCP connections clients opened to this server so far. */
+  get connections(): number {
+    return this.#connections;
   }
 
   /** Adds behaviours to a route's queue, consumed one per request in order. */
