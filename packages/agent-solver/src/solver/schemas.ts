@@ -23,15 +23,27 @@ export interface NextStep {
   tool_name: string;
 }
 
+// The schemas below are built once per tool set and per tool input schema, not per call: zod
+// compiles an object schema on its first parse, and a run asks for them on every planner and
+// executor turn of every rollout. A process meets few tool sets.
+const nextStepSchemas = new Map<string, z.ZodType<NextStep>>();
+const toolCommandSchemas = new WeakMap<z.ZodType, z.ZodType<ToolCommand<never>>>();
+
 /** NextStep with `tool_name` restricted to the run's enabled tools plus `None`. */
 export function nextStepSchema(toolNames: readonly string[]): z.ZodType<NextStep> {
   const names = [...new Set([...toolNames, NO_TOOL])] as [string, ...string[]];
-  return z.object({
-    justification: z.string(),
-    context: z.string(),
-    sub_goal: z.string(),
-    tool_name: z.enum(names),
-  });
+  const key = JSON.stringify(names);
+  let schema = nextStepSchemas.get(key);
+  if (!schema) {
+    schema = z.object({
+      justification: z.string(),
+      context: z.string(),
+      sub_goal: z.string(),
+      tool_name: z.enum(names),
+    });
+    nextStepSchemas.set(key, schema);
+  }
+  return schema;
 }
 
 /** NextStep with any tool name: how a trainable planner's free text is read (unknown names are
@@ -66,11 +78,16 @@ export interface ToolCommand<I = unknown> {
 
 /** The executor's output for one tool: its reasoning plus arguments valid for that tool. */
 export function toolCommandSchema<I>(tool: Tool<I>): z.ZodType<ToolCommand<I>> {
-  return z.object({
-    analysis: z.string(),
-    explanation: z.string(),
-    arguments: tool.inputSchema,
-  }) as unknown as z.ZodType<ToolCommand<I>>;
+  let schema = toolCommandSchemas.get(tool.inputSchema);
+  if (!schema) {
+    schema = z.object({
+      analysis: z.string(),
+      explanation: z.string(),
+      arguments: tool.inputSchema,
+    }) as unknown as z.ZodType<ToolCommand<never>>;
+    toolCommandSchemas.set(tool.inputSchema, schema);
+  }
+  return schema as unknown as z.ZodType<ToolCommand<I>>;
 }
 
 /** The schema names sent as `json_schema.name`, one per role. */

@@ -103,17 +103,23 @@ export type ParseStructuredResult<T> =
   | { ok: true; value: T; json: string }
   | { ok: false; parseError?: string; issues?: z.core.$ZodIssue[] };
 
-/** Lenient JSON reading + zod validation of one reply. */
+/**
+ * Lenient JSON reading + zod validation of one reply. The JSON Schema (for undoing strict mode's
+ * nulls) is derived only when the reply does not validate as it is: deriving it costs more than
+ * the parse, and a trainable planner's every turn is parsed here.
+ */
 export function parseStructured<T>(
   text: string,
   schema: z.ZodType<T>,
-  jsonSchema: JsonSchema = zodToJsonSchema(schema),
+  jsonSchema?: JsonSchema,
 ): ParseStructuredResult<T> {
   const parsed = parseModelJson(text);
   if (!parsed.ok) return { ok: false, parseError: parsed.error };
   const direct = schema.safeParse(parsed.value);
   if (direct.success) return { ok: true, value: direct.data, json: parsed.json };
-  const cleaned = schema.safeParse(dropNullOptionals(parsed.value, jsonSchema));
+  const cleaned = schema.safeParse(
+    dropNullOptionals(parsed.value, jsonSchema ?? zodToJsonSchema(schema)),
+  );
   if (cleaned.success) return { ok: true, value: cleaned.data, json: parsed.json };
   return { ok: false, issues: direct.error.issues };
 }
