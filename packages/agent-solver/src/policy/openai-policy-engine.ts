@@ -71,6 +71,10 @@ export interface OpenAIPolicyEngineOptions {
   adapterUpdate?: 'replace' | 'inplace' | undefined;
   /** Extra request fields sent as is (e.g. `top_k`, `skip_special_tokens`). */
   extraBody?: Record<string, unknown> | undefined;
+  /**
+   * The fetch requests go through (a proxy's, a test's). Default: undici's `request` on a
+   * keep-alive pool (engines/keep-alive-fetch.ts), lighter than the global fetch.
+   */
   fetch?: ClientOptions['fetch'] | undefined;
   /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
   maxResponseBytes?: number | undefined;
