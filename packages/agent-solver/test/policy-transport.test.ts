@@ -7,10 +7,11 @@ import {
 } from '../src/index.js';
 import { OpenAITestServer, reply } from '../src/testing/index.js';
 
-// The policy engine's own transport (engines/keep-alive-fetch.ts: undici's `request` on a
-// keep-alive pool, under the `openai` client) against a real HTTP server on 127.0.0.1. A reply
-// or failure must reach the retry loop as it did through the global fetch: the same error types,
-// statuses and headers. Expected values are the scripted replies'.
+// The engines' default transport (engines/capped-fetch.ts: undici's `request` on a keep-alive
+// pool, under the `openai` client), through the policy engine, against a real HTTP server on
+// 127.0.0.1. A reply or failure must reach the retry loop as it did through the global fetch: the
+// same error types, statuses and headers. OpenAIEngine's go through engines.test.ts and
+// malformed-replies.test.ts. Expected values are the scripted replies'.
 
 let server: OpenAITestServer;
 beforeEach(async () => {

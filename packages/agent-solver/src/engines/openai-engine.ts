@@ -72,7 +72,10 @@ export interface OpenAIEngineOptions {
   maxTokensParam?: 'max_tokens' | 'max_completion_tokens' | undefined;
   /** Extra request fields sent as is (e.g. vLLM's `top_k`, `chat_template_kwargs`). */
   extraBody?: Record<string, unknown> | undefined;
-  /** A fetch implementation for the client (tests, proxies). */
+  /**
+   * A fetch implementation for the client (tests, proxies). Default: undici's `request` on a
+   * keep-alive pool (capped-fetch.ts).
+   */
   fetch?: ClientOptions['fetch'] | undefined;
   /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
   maxResponseBytes?: number | undefined;

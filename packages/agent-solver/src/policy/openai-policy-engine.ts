@@ -2,7 +2,6 @@ import { ConfigError, type LLMUsage } from '@flowgrpo/core';
 import OpenAI, { type ClientOptions } from 'openai';
 import { cappedFetch, DEFAULT_MAX_RESPONSE_BYTES } from '../engines/capped-fetch.js';
 import { LLMMalformedReplyError, LLMRequestError } from '../engines/errors.js';
-import { keepAliveFetch } from '../engines/keep-alive-fetch.js';
 import { mapFinishReason, toOpenAIMessage, usageOf } from '../engines/openai-engine.js';
 import { isTokenId } from '../engines/reply-shape.js';
 import {
@@ -73,7 +72,7 @@ export interface OpenAIPolicyEngineOptions {
   extraBody?: Record<string, unknown> | undefined;
   /**
    * The fetch requests go through (a proxy's, a test's). Default: undici's `request` on a
-   * keep-alive pool (engines/keep-alive-fetch.ts), lighter than the global fetch.
+   * keep-alive pool (engines/capped-fetch.ts), lighter than the global fetch.
    */
   fetch?: ClientOptions['fetch'] | undefined;
   /** Largest reply body read, in bytes (default 64 MiB); a longer one fails with LLM_RESPONSE_TOO_LARGE. */
@@ -104,9 +103,7 @@ export class OpenAIPolicyEngine implements PolicyEngine {
           apiKey: options.apiKey ?? 'EMPTY',
           defaultHeaders: options.defaultHeaders,
           maxRetries: 0,
-          fetch: options.fetch
-            ? cappedFetch(options.fetch, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES)
-            : keepAliveFetch(options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES),
+          fetch: cappedFetch(options.fetch, options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES),
         }),
       })),
       { strategy: options.balance, cooldownMs: options.serverCooldownMs, now: options.now },
